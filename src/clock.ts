@@ -1,0 +1,87 @@
+// Owns time: the one place that reads the wall clock or sleeps, so tests can drive time instead of waiting for it.
+
+export interface Clock {
+  /** Milliseconds since the Unix epoch. */
+  now(): number;
+  /** Resolves after `ms` milliseconds of this clock's time; rejects with the signal's reason when aborted. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) =>
+    new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const timer = setTimeout(
+        () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+        Math.max(0, ms),
+      );
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(signal?.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+    }),
+};
+
+/**
+ * A clock that only moves when told to. `sleep` resolves once `advance` has moved time past its deadline.
+ * Used by tests of anything that waits (rate-limit gate, retries, webhook timestamps).
+ */
+export class ManualClock implements Clock {
+  #now: number;
+  #sleepers: { until: number; resolve: () => void }[] = [];
+
+  constructor(start = Date.UTC(2026, 10, 22, 9, 0, 0)) {
+    this.#now = start;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  /** Number of callers currently waiting in `sleep`. */
+  get waiting(): number {
+    return this.#sleepers.length;
+  }
+
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    if (ms <= 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const sleeper = { until: this.#now + ms, resolve };
+      this.#sleepers.push(sleeper);
+      signal?.addEventListener(
+        "abort",
+        () => {
+          this.#sleepers = this.#sleepers.filter((s) => s !== sleeper);
+          reject(signal.reason);
+        },
+        { once: true },
+      );
+    });
+  }
+
+  /** Moves time forward and wakes every sleeper whose deadline has passed, in deadline order. */
+  async advance(ms: number): Promise<void> {
+    const target = this.#now + ms;
+    for (;;) {
+      this.#sleepers.sort((a, b) => a.until - b.until);
+      const next = this.#sleepers[0];
+      if (!next || next.until > target) break;
+      this.#sleepers.shift();
+      this.#now = Math.max(this.#now, next.until);
+      next.resolve();
+      // Let the woken task run (and possibly sleep again) before waking the next one.
+      await new Promise((r) => setImmediate(r));
+    }
+    this.#now = target;
+  }
+
+  set(epochMs: number): void {
+    this.#now = epochMs;
+  }
+}

@@ -1,0 +1,185 @@
+// Owns reading the configuration: YAML text → `${ENV}` / `${file:/path}` references resolved → validated Config,
+// or a ConfigError whose problems each name the YAML path (and line) of what is wrong.
+import { readFileSync } from "node:fs";
+import { isMap, isSeq, LineCounter, parseDocument } from "yaml";
+import type { z } from "zod";
+import { secrets as defaultSecrets, type SecretRegistry } from "../log.ts";
+import { type Config, ConfigSchema } from "./schema.ts";
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(source: string, problems: string[]) {
+    super(`${source}: ${problems.length} problem${problems.length === 1 ? "" : "s"}\n  ${problems.join("\n  ")}`);
+    this.name = "ConfigError";
+    this.problems = problems;
+  }
+}
+
+export interface LoadOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Reads `${file:...}` references; injectable for tests. */
+  readFile?: (path: string) => string;
+  /** Where resolved secret values are registered so that logs never show them. */
+  secrets?: SecretRegistry;
+  /** Name used in messages (the file path). */
+  source?: string;
+}
+
+type PathKey = string | number;
+
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const key of path) {
+    if (typeof key === "number") out += `[${key}]`;
+    else out += out ? `.${String(key)}` : String(key);
+  }
+  return out || "(top level)";
+}
+
+const REF = /\$\{([^}]*)\}/g;
+
+/** Replaces `${VAR}` and `${file:/path}` in every string of the parsed document; `$${` stays a literal `${`. */
+function resolveRefs(
+  value: unknown,
+  path: PathKey[],
+  opts: Required<Pick<LoadOptions, "env" | "readFile">>,
+  problems: string[],
+  resolved: string[],
+): unknown {
+  if (typeof value === "string") {
+    const escaped = value.replaceAll("$${", "\u0000");
+    const out = escaped.replace(REF, (whole, ref: string) => {
+      const name = ref.trim();
+      if (name.startsWith("file:")) {
+        const file = name.slice(5);
+        try {
+          const content = opts.readFile(file).replace(/\r?\n$/, "");
+          resolved.push(content);
+          return content;
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code ?? "unreadable";
+          problems.push(`${formatPath(path)}: cannot read ${file} (${code})`);
+          return whole;
+        }
+      }
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+        problems.push(`${formatPath(path)}: "${whole}" is not a valid reference (use \${NAME} or \${file:/path})`);
+        return whole;
+      }
+      const v = opts.env[name];
+      if (v === undefined || v === "") {
+        problems.push(`${formatPath(path)}: environment variable ${name} is not set`);
+        return whole;
+      }
+      resolved.push(v);
+      return v;
+    });
+    return out.replaceAll("\u0000", "${");
+  }
+  if (Array.isArray(value)) return value.map((v, i) => resolveRefs(v, [...path, i], opts, problems, resolved));
+  if (value && typeof value === "object") {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, resolveRefs(v, [...path, k], opts, problems, resolved)]),
+    );
+  }
+  return value;
+}
+
+function issueMessage(issue: z.core.$ZodIssue): string {
+  if (issue.code === "unrecognized_keys") {
+    return `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")} (a typo?)`;
+  }
+  if (issue.code === "invalid_type" && issue.input === undefined) return "required";
+  if (issue.code === "invalid_type") return `expected ${issue.expected}, found ${describe(issue.input)}`;
+  if (issue.code === "invalid_value") return `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+  if (issue.code === "invalid_union" && "discriminator" in issue) return `unknown ${String(issue.discriminator)}`;
+  return issue.message;
+}
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "a list";
+  if (typeof v === "object") return "a mapping";
+  if (typeof v === "string") return `"${v.length > 40 ? `${v.slice(0, 40)}…` : v}"`;
+  return `${typeof v} ${String(v)}`;
+}
+
+/** Parses and validates configuration text. Throws ConfigError listing every problem found. */
+export function parseConfig(text: string, options: LoadOptions = {}): Config {
+  const source = options.source ?? "config";
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      source,
+      doc.errors.map((e) => {
+        const line = lineCounter.linePos(e.pos[0]).line;
+        return `line ${line}: ${e.message.split("\n")[0]}`;
+      }),
+    );
+  }
+  const raw = doc.toJS() ?? {};
+  if (typeof raw !== "object" || Array.isArray(raw)) {
+    throw new ConfigError(source, ["(top level): expected a mapping of sections (booking, webhooks, ...)"]);
+  }
+  const problems: string[] = [];
+  const resolvedSecrets: string[] = [];
+  const resolved = resolveRefs(
+    raw,
+    [],
+    { env: options.env ?? process.env, readFile: options.readFile ?? ((p) => readFileSync(p, "utf8")) },
+    problems,
+    resolvedSecrets,
+  );
+  const result = ConfigSchema.safeParse(resolved, {
+    error: (iss) => (iss.code === "invalid_type" && iss.input === undefined ? "required" : undefined),
+  });
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      const at = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0] ?? ""] : issue.path;
+      const line = lineOf(doc, lineCounter, at as PathKey[]);
+      problems.push(`${formatPath(issue.path)}: ${issueMessage(issue)}${line ? ` (line ${line})` : ""}`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(source, problems);
+  const cfg = result.data as Config;
+  registerSecrets(cfg, resolvedSecrets, options.secrets ?? defaultSecrets);
+  return cfg;
+}
+
+/** Reads, parses and validates the configuration file at `path`. */
+export function loadConfig(path: string, options: LoadOptions = {}): Config {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ConfigError(path, [
+      code === "ENOENT"
+        ? "file not found (pass --config FILE or set CALBRIDGE_CONFIG)"
+        : `cannot read the file (${code ?? String(err)})`,
+    ]);
+  }
+  return parseConfig(text, { ...options, source: path });
+}
+
+function lineOf(doc: ReturnType<typeof parseDocument>, lc: LineCounter, path: PathKey[]): number | undefined {
+  // The deepest node that exists on the path: for a missing key that is its parent mapping.
+  for (let n = path.length; n >= 0; n--) {
+    const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined;
+    if (node && (isMap(node) || isSeq(node) || node.range)) {
+      const offset = node.range?.[0];
+      if (offset !== undefined) return lc.linePos(offset).line;
+    }
+  }
+  return undefined;
+}
+
+function registerSecrets(cfg: Config, resolved: string[], registry: SecretRegistry): void {
+  registry.add(cfg.booking.api_key);
+  for (const s of cfg.webhooks.signing_secrets) registry.add(s);
+  registry.add(cfg.google.oauth?.client_secret);
+  registry.add(cfg.google.push?.token);
+  for (const t of cfg.therapists) if (t.auth?.type === "oauth") registry.add(t.auth.refresh_token);
+  for (const s of resolved) registry.add(s);
+}

@@ -1,0 +1,222 @@
+// Owns the shape of calbridge's YAML configuration: one zod schema, the source of validation, defaults,
+// TypeScript types and the JSON Schema that `calbridge config-schema` prints.
+import { validate as validateCron } from "node-cron";
+import { z } from "zod";
+
+const url = (what: string) =>
+  z.string().refine(
+    (v) => {
+      try {
+        const u = new URL(v);
+        return u.protocol === "http:" || u.protocol === "https:";
+      } catch {
+        return false;
+      }
+    },
+    { message: `expected an http(s) URL, e.g. https://${what}.example` },
+  );
+
+const httpsUrl = (what: string) =>
+  url(what).refine((v) => v.startsWith("https://"), { message: "must be an https:// URL (the sender requires HTTPS)" });
+
+const secret = (what: string) => z.string().min(1, `${what} is empty`);
+
+const timezone = z.string().refine(
+  (tz) => {
+    try {
+      new Intl.DateTimeFormat("en-US", { timeZone: tz });
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { message: "expected an IANA time zone such as Europe/Berlin" },
+);
+
+const listen = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, "expected host:port, e.g. 0.0.0.0:8080")
+  .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, { message: "port out of range" });
+
+export const WritebackSchema = z.strictObject({
+  reschedule: z.boolean().default(true).describe("A moved event reschedules the appointment (PATCH start_time)."),
+  cancel: z.boolean().default(true).describe("A deleted event cancels the appointment (POST .../cancel)."),
+  reassign: z
+    .boolean()
+    .default(false)
+    .describe("An event moved to another mapped therapist's calendar reassigns the appointment."),
+  notify_customer: z.boolean().default(true).describe("Passed as notify_customer when cancelling."),
+  reason: z
+    .string()
+    .default("Cancelled in the therapist's calendar")
+    .describe("Cancellation reason sent to the booking service."),
+});
+export type WritebackConfig = z.infer<typeof WritebackSchema>;
+
+const GoogleAuthSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("service_account"),
+    key_file: z.string().min(1).describe("Path to the service account's JSON key (domain-wide delegation)."),
+  }),
+  z.strictObject({ type: z.literal("oauth") }),
+]);
+
+const TherapistAuthSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("oauth"),
+    refresh_token: secret("refresh_token")
+      .optional()
+      .describe("Refresh token; omit to use the one stored by `calbridge authorize`."),
+  }),
+  z.strictObject({ type: z.literal("service_account") }),
+]);
+
+export const TherapistSchema = z.strictObject({
+  therapist_id: z.string().min(1).describe("The booking service's therapist id."),
+  calendar_id: z.string().min(1).describe("Google Calendar id (an address, or `primary` for OAuth users)."),
+  name: z.string().optional().describe("Display name used in logs and /status."),
+  impersonate: z.string().optional().describe("Domain-wide delegation subject (the therapist's address)."),
+  timezone: timezone.default("UTC").describe("IANA time zone of the therapist's events."),
+  auth: TherapistAuthSchema.optional().describe("Overrides google.auth for this therapist."),
+  writeback: WritebackSchema.partial().optional().describe("Overrides sync.writeback for this therapist."),
+});
+export type TherapistConfig = z.infer<typeof TherapistSchema>;
+
+export const ConfigSchema = z
+  .strictObject({
+    booking: z.strictObject({
+      base_url: url("api.booking").describe("Booking service address (without /v1)."),
+      api_key: secret("booking.api_key").describe("API key; use ${BOOKING_API_KEY} or ${file:/run/secrets/...}."),
+      requests_per_minute: z
+        .number()
+        .int()
+        .positive()
+        .default(60)
+        .describe("Plan ceiling; the server's X-RateLimit headers always win when lower."),
+      timeout_ms: z.number().int().positive().default(15000).describe("Per-request timeout."),
+    }),
+    webhooks: z
+      .strictObject({
+        listen: listen.default("0.0.0.0:8080").describe("Address of the daemon's HTTP server."),
+        path: z.string().startsWith("/").default("/webhooks/booking").describe("Path of the booking webhook route."),
+        signing_secrets: z
+          .array(secret("signing secret"))
+          .min(1, "at least one signing secret is required")
+          .describe("Endpoint signing secrets; list two while rotating."),
+        tolerance_seconds: z
+          .number()
+          .int()
+          .positive()
+          .default(300)
+          .describe("Maximum age (and future skew) of a signature timestamp."),
+        max_body_bytes: z.number().int().positive().default(1_048_576).describe("Larger bodies are answered 413."),
+        public_url: httpsUrl("sync.clinic")
+          .optional()
+          .describe("Where the booking service delivers; `doctor` looks for it in GET /v1/webhooks."),
+      })
+      .describe("The booking service's signed webhooks."),
+    google: z
+      .strictObject({
+        api_root: url("www.googleapis").default("https://www.googleapis.com/"),
+        token_url: url("oauth2.googleapis").default("https://oauth2.googleapis.com/token"),
+        auth_url: url("accounts.google")
+          .default("https://accounts.google.com/o/oauth2/v2/auth")
+          .describe("OAuth consent page, used by `calbridge authorize`."),
+        auth: GoogleAuthSchema.describe("Default credentials for every therapist."),
+        oauth: z
+          .strictObject({ client_id: z.string().min(1), client_secret: secret("google.oauth.client_secret") })
+          .optional()
+          .describe("OAuth client, required when any therapist uses auth.type oauth."),
+        push: z
+          .strictObject({
+            public_url: httpsUrl("sync.clinic").describe("HTTPS address of POST /webhooks/google."),
+            token: secret("google.push.token").optional().describe("Channel token; generated when omitted."),
+            ttl_seconds: z.number().int().positive().default(604800),
+          })
+          .optional()
+          .describe("Push channels (events.watch); polling stays on as the safety net."),
+        quota_pause_seconds: z.number().int().positive().default(3600).describe("Pause after quotaExceeded."),
+      })
+      .describe("Google Calendar access."),
+    sync: z
+      .strictObject({
+        window: z
+          .strictObject({
+            past_days: z.number().int().nonnegative().default(7),
+            future_days: z.number().int().positive().default(90),
+          })
+          .prefault({}),
+        reconcile_cron: z
+          .string()
+          .default("*/15 * * * *")
+          .refine((v) => validateCron(v), { message: "not a valid cron expression" }),
+        calendar_poll_seconds: z.number().int().min(5).default(60),
+        cancelled_events: z.enum(["delete", "keep"]).default("delete"),
+        max_delete_ratio: z.number().min(0).max(1).default(0.2),
+        conflict: z.enum(["booking_wins", "calendar_wins"]).default("booking_wins"),
+        concurrency: z.number().int().positive().default(4).describe("Appointments synced at once."),
+        writeback: WritebackSchema.prefault({}),
+      })
+      .prefault({}),
+    event: z
+      .strictObject({
+        title: z.string().default("{service_name}: {customer_name}"),
+        description: z.string().default("Booking {id}\n{notes}"),
+        include_customer_contact: z.boolean().default(false),
+        colors: z.strictObject({ completed: z.string().default("2"), no_show: z.string().default("11") }).prefault({}),
+      })
+      .prefault({}),
+    store: z
+      .strictObject({
+        url: z
+          .string()
+          .default("sqlite://./data/calbridge.sqlite")
+          .refine((v) => /^(sqlite|redis|rediss):\/\/./.test(v), {
+            message: "expected sqlite://PATH, redis://HOST:PORT or rediss://HOST:PORT",
+          }),
+        lease_seconds: z
+          .number()
+          .int()
+          .min(2)
+          .default(15)
+          .describe("Leader lease (Redis) before a standby takes over."),
+      })
+      .prefault({}),
+    therapists: z.array(TherapistSchema).min(1, "map at least one therapist"),
+  })
+  .superRefine((cfg, ctx) => {
+    const seen = new Map<string, number>();
+    cfg.therapists.forEach((t, i) => {
+      const first = seen.get(t.therapist_id);
+      if (first !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["therapists", i, "therapist_id"],
+          message: `duplicate therapist_id "${t.therapist_id}" (first at therapists[${first}])`,
+        });
+      } else seen.set(t.therapist_id, i);
+      const type = t.auth?.type ?? cfg.google.auth.type;
+      if (type === "oauth" && !cfg.google.oauth) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["google", "oauth"],
+          message: `required because therapists[${i}] (${t.therapist_id}) uses OAuth`,
+        });
+      }
+      if (type === "service_account" && cfg.google.auth.type !== "service_account") {
+        ctx.addIssue({
+          code: "custom",
+          path: ["therapists", i, "auth"],
+          message: "service_account needs google.auth.type service_account with a key_file",
+        });
+      }
+    });
+  });
+
+export type Config = z.infer<typeof ConfigSchema>;
+export type ConfigInput = z.input<typeof ConfigSchema>;
+
+/** The writeback settings in force for one therapist (global settings overlaid by the mapping's). */
+export function writebackFor(cfg: Config, therapist: TherapistConfig): WritebackConfig {
+  return { ...cfg.sync.writeback, ...therapist.writeback };
+}

@@ -1,0 +1,90 @@
+// Owns logging: pino JSON lines, secrets removed twice (known field paths by `redact`, and every registered secret
+// value scrubbed from the finished line, wherever it appears: in a message, an error, a URL).
+import { type DestinationStream, type Logger, pino } from "pino";
+
+export type { Logger } from "pino";
+
+const REDACT_PATHS = [
+  "api_key",
+  "apiKey",
+  "authorization",
+  "Authorization",
+  "headers.authorization",
+  "req.headers.authorization",
+  "*.api_key",
+  "*.signing_secrets",
+  "*.client_secret",
+  "*.refresh_token",
+  "*.access_token",
+  "*.private_key",
+  "secret",
+  "token",
+];
+
+/** Values that must never reach a log line. Filled from the configuration at load time. */
+export class SecretRegistry {
+  #secrets = new Set<string>();
+  #pattern: RegExp | undefined;
+
+  add(value: string | undefined | null): void {
+    if (!value) return;
+    const v = value.trim();
+    // Very short values would scrub ordinary words; config validation demands real secrets anyway.
+    if (v.length < 6 || this.#secrets.has(v)) return;
+    this.#secrets.add(v);
+    this.#pattern = undefined;
+  }
+
+  get size(): number {
+    return this.#secrets.size;
+  }
+
+  scrub(line: string): string {
+    if (this.#secrets.size === 0) return line;
+    this.#pattern ??= new RegExp(
+      [...this.#secrets]
+        .sort((a, b) => b.length - a.length)
+        .flatMap((s) => [s, JSON.stringify(s).slice(1, -1)])
+        .map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+        .join("|"),
+      "g",
+    );
+    return line.replace(this.#pattern, "[REDACTED]");
+  }
+}
+
+/** The process-wide registry; tests and the config loader add to it. */
+export const secrets = new SecretRegistry();
+
+export interface LogOptions {
+  level?: string;
+  /** Pretty, human-readable output; defaults to on when stdout is a terminal. */
+  pretty?: boolean;
+  /** Where lines go; defaults to stdout. Tests pass a Writable to collect lines. */
+  destination?: DestinationStream;
+  registry?: SecretRegistry;
+}
+
+export function createLogger(options: LogOptions = {}): Logger {
+  const registry = options.registry ?? secrets;
+  const level = options.level ?? process.env.LOG_LEVEL ?? "info";
+  const pretty = options.pretty ?? (options.destination === undefined && process.stdout.isTTY === true);
+  const base = {
+    level,
+    base: { name: "calbridge" },
+    redact: { paths: REDACT_PATHS, censor: "[REDACTED]" },
+    hooks: { streamWrite: (line: string) => registry.scrub(line) },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+  if (options.destination) return pino(base, options.destination);
+  if (pretty) {
+    return pino({
+      ...base,
+      transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" } },
+    });
+  }
+  return pino(base);
+}
+
+/** A logger that drops everything, for code paths that were given none. */
+export const silentLogger: Logger = pino({ level: "silent" });

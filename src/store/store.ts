@@ -1,0 +1,142 @@
+// Owns durable state behind keyv: named tables (links, sync tokens, inbox, seen ids, dead letters, ...) on an
+// embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import KeyvRedis from "@keyv/redis";
+import KeyvSqlite from "@keyv/sqlite";
+import Keyv, { type KeyvStoreAdapter } from "keyv";
+import { createClient } from "redis";
+
+/** One keyed collection of JSON values. */
+export interface Table<T> {
+  get(key: string): Promise<T | undefined>;
+  getMany(keys: string[]): Promise<(T | undefined)[]>;
+  /** `ttlMs` makes the entry expire; expired entries read as absent. */
+  set(key: string, value: T, ttlMs?: number): Promise<void>;
+  delete(key: string): Promise<boolean>;
+  /** Every live entry, in no particular order. */
+  entries(): AsyncIterable<[string, T]>;
+}
+
+export const TABLES = ["links", "tokens", "inbox", "seen", "dead", "meta", "credentials", "channels"] as const;
+export type TableName = (typeof TABLES)[number];
+
+export interface Store {
+  readonly kind: "sqlite" | "redis" | "memory";
+  table<T>(name: TableName): Table<T>;
+  /** A cheap round trip that proves the store answers (for /readyz and doctor). */
+  ping(): Promise<void>;
+  /** The raw Redis client when kind is "redis" (leader lease); undefined otherwise. */
+  readonly redis?: RedisClient;
+  close(): Promise<void>;
+}
+
+export type RedisClient = ReturnType<typeof createClient>;
+
+class KeyvTable<T> implements Table<T> {
+  readonly #keyv: Keyv<T>;
+  constructor(keyv: Keyv<T>) {
+    this.#keyv = keyv;
+  }
+  get(key: string): Promise<T | undefined> {
+    return this.#keyv.get(key);
+  }
+  async getMany(keys: string[]): Promise<(T | undefined)[]> {
+    if (keys.length === 0) return [];
+    return (await this.#keyv.get(keys)) as (T | undefined)[];
+  }
+  async set(key: string, value: T, ttlMs?: number): Promise<void> {
+    const ok = await this.#keyv.set(key, value, ttlMs);
+    if (ok === false) throw new Error(`store: writing ${this.#keyv.namespace}:${key} failed`);
+  }
+  delete(key: string): Promise<boolean> {
+    return this.#keyv.delete(key);
+  }
+  async *entries(): AsyncIterable<[string, T]> {
+    const it = this.#keyv.iterator as unknown as (() => AsyncIterable<[string, T]>) | undefined;
+    if (!it) throw new Error("store: this backend cannot list entries");
+    for await (const [key, value] of it.call(this.#keyv)) yield [key, value];
+  }
+}
+
+function keyvFor<T>(adapter: KeyvStoreAdapter | Map<unknown, unknown>, namespace: string): Keyv<T> {
+  return new Keyv<T>({ store: adapter, namespace, throwOnErrors: true });
+}
+
+export interface OpenStoreOptions {
+  /** Resolve relative sqlite paths against this folder (default: the working directory). */
+  cwd?: string;
+}
+
+/** Opens the store named by `store.url`: sqlite://PATH, sqlite://:memory:, redis://..., rediss://..., memory:// */
+export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
+  if (url.startsWith("sqlite://")) return openSqlite(url.slice("sqlite://".length), options.cwd);
+  if (url.startsWith("redis://") || url.startsWith("rediss://")) return openRedis(url);
+  if (url === "memory://") return openMemory();
+  throw new Error(`store: unknown scheme in "${url}" (expected sqlite://, redis:// or rediss://)`);
+}
+
+async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
+  const file = path === ":memory:" ? path : resolve(cwd, path);
+  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+  const adapters = new Map<TableName, KeyvSqlite>();
+  const tables = new Map<TableName, KeyvTable<unknown>>();
+  for (const name of TABLES) {
+    // One table per concern; iterationLimit pages entries() in large steps instead of 10 at a time.
+    const adapter = new KeyvSqlite({ uri: `sqlite://${file}`, table: name, busyTimeout: 10_000, iterationLimit: 1000 });
+    adapters.set(name, adapter);
+  }
+  // WAL lets the per-table connections read while one writes; synchronous=NORMAL keeps every committed write
+  // across a process crash (SIGKILL), and only a power loss may drop the last transactions.
+  const first = adapters.get("links")!;
+  await first.query("PRAGMA journal_mode=WAL");
+  for (const [name, adapter] of adapters) {
+    await adapter.query("PRAGMA synchronous=NORMAL");
+    tables.set(name, new KeyvTable(keyvFor(adapter, name)));
+  }
+  return {
+    kind: "sqlite",
+    table: <T>(name: TableName) => tables.get(name) as Table<T>,
+    ping: async () => {
+      await first.query("SELECT 1");
+    },
+    close: async () => {
+      for (const adapter of adapters.values()) await adapter.disconnect();
+    },
+  };
+}
+
+async function openRedis(url: string): Promise<Store> {
+  const client = createClient({ url, socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) } });
+  client.on("error", () => {
+    // Reconnection is automatic; commands issued meanwhile fail and the callers report them.
+  });
+  await client.connect();
+  const tables = new Map<TableName, KeyvTable<unknown>>();
+  for (const name of TABLES) {
+    const adapter = new KeyvRedis(client as never, { namespace: `calbridge:${name}`, throwOnErrors: true });
+    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`)));
+  }
+  return {
+    kind: "redis",
+    redis: client,
+    table: <T>(name: TableName) => tables.get(name) as Table<T>,
+    ping: async () => {
+      await client.ping();
+    },
+    close: async () => {
+      if (client.isOpen) await client.quit();
+    },
+  };
+}
+
+function openMemory(): Store {
+  const tables = new Map<TableName, KeyvTable<unknown>>();
+  for (const name of TABLES) tables.set(name, new KeyvTable(keyvFor(new Map(), name)));
+  return {
+    kind: "memory",
+    table: <T>(name: TableName) => tables.get(name) as Table<T>,
+    ping: async () => {},
+    close: async () => {},
+  };
+}
