@@ -1,0 +1,77 @@
+// Owns comparison of calendar events: the fingerprint of the fields calbridge writes, and time equality by instant.
+import { createHash } from "node:crypto";
+
+/** The part of an event time this module reads (matches calendar_v3.Schema$EventDateTime). */
+export interface EventTimeLike {
+  dateTime?: string | null;
+  date?: string | null;
+  timeZone?: string | null;
+}
+
+/** The part of an event this module reads (matches calendar_v3.Schema$Event). */
+export interface EventLike {
+  summary?: string | null;
+  description?: string | null;
+  start?: EventTimeLike | null;
+  end?: EventTimeLike | null;
+  colorId?: string | null;
+  transparency?: string | null;
+  visibility?: string | null;
+  status?: string | null;
+}
+
+/**
+ * Milliseconds since the epoch of an event time, or undefined. An all-day `date` counts as midnight UTC, which is
+ * enough to compare two events (both sides are read the same way).
+ */
+export function instantOf(time: EventTimeLike | null | undefined): number | undefined {
+  const text = time?.dateTime ?? (time?.date ? `${time.date}T00:00:00Z` : undefined);
+  if (!text) return undefined;
+  const ms = Date.parse(text);
+  // Google keeps whole seconds: a booking time with milliseconds must compare equal to the event written from it.
+  return Number.isNaN(ms) ? undefined : Math.floor(ms / 1000) * 1000;
+}
+
+/** Whether two events start and end at the same instants (Google rewrites offsets, so strings are not compared). */
+export function sameTime(a: EventLike, b: EventLike): boolean {
+  const times = [instantOf(a.start), instantOf(b.start), instantOf(a.end), instantOf(b.end)];
+  if (times.some((t) => t === undefined)) return false;
+  return times[0] === times[1] && times[2] === times[3];
+}
+
+function normalTime(time: EventTimeLike | null | undefined): Record<string, string> {
+  if (time?.date && !time.dateTime) return { date: time.date };
+  const ms = instantOf(time);
+  return { at: ms === undefined ? "" : new Date(ms).toISOString(), timeZone: time?.timeZone ?? "" };
+}
+
+/** JSON with object keys sorted at every level, so the order of keys never changes a hash. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/**
+ * A stable hash over the fields calbridge owns (summary, description, start, end, colorId, transparency, visibility,
+ * status). Google's defaults count as set (absent transparency is "opaque"; absent visibility "default"; absent status
+ * "confirmed") and times compare as instants, so a rendered body and the same event read back from Google agree.
+ */
+export function fingerprint(body: EventLike): string {
+  const owned = {
+    summary: body.summary ?? "",
+    description: body.description ?? "",
+    start: normalTime(body.start),
+    end: normalTime(body.end),
+    colorId: body.colorId ?? "",
+    transparency: body.transparency ?? "opaque",
+    visibility: body.visibility ?? "default",
+    status: body.status ?? "confirmed",
+  };
+  return createHash("sha256").update(canonicalJson(owned)).digest("base64url").slice(0, 32);
+}

@@ -1,0 +1,327 @@
+// Owns the wiring of the daemon: from a validated Config to the running parts (store, booking client, one calendar
+// gateway per therapist, engine, webhook inbox and processor, calendar poller, scheduler, HTTP server, leader lease)
+// and their orderly start and stop.
+import { createTask, type ScheduledTask } from "node-cron";
+import { Registry } from "prom-client";
+import { BookingClient } from "../booking/client.ts";
+import { BookingApiError } from "../booking/errors.ts";
+import { type CalendarAuth, createCalendarAuth } from "../calendar/auth.ts";
+import { CalendarGateway } from "../calendar/gateway.ts";
+import { type Clock, systemClock } from "../clock.ts";
+import type { Config, TherapistConfig } from "../config/schema.ts";
+import { createLogger, type Logger } from "../log.ts";
+import { defaultHolderId, LeaderLease } from "../store/lease.ts";
+import { openStore, type Store } from "../store/store.ts";
+import { CalendarPoller } from "../sync/calendar-poller.ts";
+import { SyncEngine } from "../sync/engine.ts";
+import { describeError } from "../sync/errors.ts";
+import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
+import { EngineSink } from "../sync/webhook-sink.ts";
+import { WebhookInbox } from "../webhooks/inbox.ts";
+import { InboxProcessor } from "../webhooks/processor.ts";
+import { createWebhookHandler } from "../webhooks/route.ts";
+import { reconcileMaxAgeMs } from "./health.ts";
+import { createHttpServer, type HttpServer } from "./http.ts";
+import { createMetrics, type DaemonMetrics } from "./metrics.ts";
+import { PushChannels } from "./push.ts";
+import type { StatusSnapshot } from "./status-page.ts";
+
+export interface AppOptions {
+  logger?: Logger;
+  clock?: Clock;
+  /** Folder relative store paths and key files are resolved against. */
+  cwd?: string;
+  /** Override of webhooks.listen (tests use 127.0.0.1:0). */
+  listen?: string;
+  /** Start no timers of its own (cron, polling): for one-shot commands. */
+  oneShot?: boolean;
+}
+
+export interface App {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly store: Store;
+  readonly registry: Registry;
+  readonly metrics: DaemonMetrics;
+  readonly booking: BookingClient;
+  readonly calendars: Map<string, CalendarGateway>;
+  readonly engine: SyncEngine;
+  readonly poller: CalendarPoller;
+  readonly inbox: WebhookInbox;
+  readonly processor: InboxProcessor;
+  readonly lease: LeaderLease;
+  /** Set once start() ran. */
+  http: HttpServer | undefined;
+  reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
+  status(): Promise<StatusSnapshot>;
+  start(): Promise<void>;
+  /** Stops accepting webhooks, drains the queues, closes the store; bounded by graceMs. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Credentials of one therapist, or the reason there are none. */
+async function authFor(config: Config, t: TherapistConfig, store: Store): Promise<CalendarAuth> {
+  const type = t.auth?.type ?? config.google.auth.type;
+  if (type === "oauth") {
+    const oauth = config.google.oauth;
+    if (!oauth) throw new Error("google.oauth is required for OAuth therapists");
+    const stored = await store.table<{ refresh_token: string }>("credentials").get(`oauth:${t.therapist_id}`);
+    const refreshToken = (t.auth?.type === "oauth" ? t.auth.refresh_token : undefined) ?? stored?.refresh_token;
+    if (!refreshToken) {
+      throw new Error(`no OAuth refresh token; run \`calbridge authorize --therapist ${t.therapist_id}\``);
+    }
+    return createCalendarAuth({
+      type: "oauth",
+      clientId: oauth.client_id,
+      clientSecret: oauth.client_secret,
+      refreshToken,
+      tokenUrl: config.google.token_url,
+    });
+  }
+  if (config.google.auth.type !== "service_account") throw new Error("no service account configured");
+  return createCalendarAuth({
+    type: "service_account",
+    keyFile: config.google.auth.key_file,
+    tokenUrl: config.google.token_url,
+    ...(t.impersonate ? { subject: t.impersonate } : {}),
+  });
+}
+
+export async function createApp(config: Config, options: AppOptions = {}): Promise<App> {
+  const logger = options.logger ?? createLogger();
+  const clock = options.clock ?? systemClock;
+  const registry = new Registry();
+  const metrics = createMetrics(registry);
+  const store = await openStore(config.store.url, options.cwd ? { cwd: options.cwd } : {});
+
+  const booking = new BookingClient({
+    baseUrl: config.booking.base_url,
+    apiKey: config.booking.api_key,
+    requestsPerMinute: config.booking.requests_per_minute,
+    timeoutMs: config.booking.timeout_ms,
+    clock,
+    logger: logger.child({ component: "booking" }),
+    registry,
+  });
+
+  const calendars = new Map<string, CalendarGateway>();
+  const credentialErrors = new Map<string, string>();
+  for (const t of config.therapists) {
+    try {
+      const auth = await authFor(config, t, store);
+      calendars.set(
+        t.therapist_id,
+        new CalendarGateway({
+          therapistId: t.therapist_id,
+          calendarId: t.calendar_id,
+          apiRoot: config.google.api_root,
+          auth,
+          quotaUser: t.therapist_id,
+          clock,
+          logger: logger.child({ component: "calendar", therapist_id: t.therapist_id }),
+          registry,
+          quotaPauseMs: config.google.quota_pause_seconds * 1000,
+        }),
+      );
+    } catch (err) {
+      credentialErrors.set(t.therapist_id, describeError(err));
+      metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, 0);
+      logger.error(
+        { therapist_id: t.therapist_id, err: describeError(err) },
+        "therapist's calendar is not usable; its appointments wait",
+      );
+    }
+  }
+
+  const engine = new SyncEngine({
+    config,
+    booking,
+    calendars: calendars as Map<string, import("../sync/types.ts").CalendarPort>,
+    store,
+    logger: logger.child({ component: "sync" }),
+    clock,
+    metrics: {
+      operations: metrics.syncOperations,
+      writebacks: metrics.writebacks,
+      guardTripped: metrics.massDeleteGuardTripped,
+      lastReconcileSuccess: metrics.lastReconcileSuccess,
+      reconcileDuration: metrics.reconcileDuration,
+      deadLetters: metrics.deadLetters,
+    },
+  });
+  const poller = new CalendarPoller({ engine, clock, logger: logger.child({ component: "poller" }) });
+  const inbox = new WebhookInbox({ store, clock });
+  const processor = new InboxProcessor({
+    inbox,
+    sink: new EngineSink(engine),
+    logger: logger.child({ component: "webhooks" }),
+    clock,
+    registry,
+    concurrency: config.sync.concurrency,
+  });
+  const push = new PushChannels({ config, engine, poller, store, logger: logger.child({ component: "push" }) });
+
+  let lastReconcileAt: number | undefined = await store.table<number>("meta").get("last_reconcile_success");
+  let bookingState: { ok: boolean; detail?: string } = { ok: true, detail: "not checked yet" };
+  let cron: ScheduledTask | undefined;
+  let running: Promise<ReconcileReport> | undefined;
+  const startedAt = clock.now();
+
+  const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
+    // One run at a time: a cron tick during a long run joins the run in progress.
+    if (running && !opts.dryRun) return running;
+    const run = (async () => {
+      try {
+        const report = await reconcile(engine, opts);
+        bookingState = { ok: true };
+        if (!opts.dryRun && report.ok) lastReconcileAt = clock.now();
+        return report;
+      } catch (err) {
+        if (err instanceof BookingApiError && (err.kind === "auth" || err.kind === "transient")) {
+          bookingState = { ok: false, detail: describeError(err) };
+        }
+        logger.error({ err: describeError(err) }, "reconciliation failed; nothing was deleted");
+        throw err;
+      }
+    })();
+    if (!opts.dryRun) running = run.finally(() => (running = undefined));
+    return run;
+  };
+
+  const status = async (): Promise<StatusSnapshot> => {
+    const snap = booking.gate.snapshot();
+    const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : null);
+    return {
+      generatedAt: new Date(clock.now()).toISOString(),
+      instance: lease.holderId,
+      leader: lease.isLeader,
+      lastReconcileAt: iso(lastReconcileAt),
+      queues: { sync: engine.queueDepth, webhooks: inbox.pendingCount },
+      deadLetters: engine.deadLetterCount,
+      rateLimit: {
+        limit: snap.limit ?? null,
+        remaining: snap.remaining ?? null,
+        resetAt: iso(snap.resetAt),
+        pausedUntil: iso(snap.pausedUntil),
+      },
+      therapists: config.therapists.map((t) => {
+        const st = engine.statusOf(t.therapist_id);
+        const health = calendars.get(t.therapist_id)?.health();
+        const credError = credentialErrors.get(t.therapist_id);
+        const ok = !credError && health?.credentials !== "broken";
+        metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, ok ? 1 : 0);
+        return {
+          therapistId: t.therapist_id,
+          ...(t.name ? { name: t.name } : {}),
+          calendarId: t.calendar_id,
+          lastSyncAt: iso(st?.lastSyncAt ?? poller.lastPollAt(t.therapist_id)),
+          lastError: st?.lastError ? { at: iso(st.lastErrorAt) ?? "", message: st.lastError } : null,
+          counts: { eventsMirrored: st?.writes ?? 0, writebacks: st?.writebacks ?? 0 },
+          credentials: { ok, ...(credError || health?.lastError ? { detail: credError ?? health?.lastError } : {}) },
+          pausedUntil: iso(health?.pausedUntil),
+        };
+      }),
+    };
+  };
+
+  const startLeaderWork = () => {
+    logger.info("leader: processing the inbox, polling calendars, reconciling");
+    metrics.leader.set(1);
+    void processor.start();
+    if (!options.oneShot) {
+      poller.start();
+      void push.start();
+      cron = createTask(config.sync.reconcile_cron, () => {
+        void runReconcile().catch(() => {});
+      });
+      cron.start();
+      void runReconcile().catch(() => {});
+    }
+  };
+  const stopLeaderWork = async () => {
+    metrics.leader.set(0);
+    await cron?.destroy();
+    cron = undefined;
+    poller.stop();
+    push.stop();
+    await processor.stop();
+  };
+
+  const lease: LeaderLease = new LeaderLease({
+    store,
+    holderId: defaultHolderId(),
+    leaseMs: config.store.lease_seconds * 1000,
+    clock,
+    logger: logger.child({ component: "lease" }),
+    onChange: (leader) => {
+      if (leader) startLeaderWork();
+      else {
+        logger.warn("no longer the leader: leader-only work stops");
+        void stopLeaderWork();
+      }
+    },
+  });
+
+  const app: App = {
+    config,
+    logger,
+    store,
+    registry,
+    metrics,
+    booking,
+    calendars,
+    engine,
+    poller,
+    inbox,
+    processor,
+    lease,
+    http: undefined,
+    reconcile: runReconcile,
+    status,
+    async start() {
+      await engine.loadDeadLetterCount();
+      app.http = await createHttpServer({
+        listen: options.listen ?? config.webhooks.listen,
+        handlers: [
+          createWebhookHandler({
+            path: config.webhooks.path,
+            secrets: config.webhooks.signing_secrets,
+            toleranceSec: config.webhooks.tolerance_seconds,
+            maxBodyBytes: config.webhooks.max_body_bytes,
+            inbox,
+            processor,
+            clock,
+            logger: logger.child({ component: "webhooks" }),
+            registry,
+          }),
+          push.handler,
+        ],
+        health: {
+          storePing: () => store.ping(),
+          lastReconcileAt: () => lastReconcileAt,
+          startedAt,
+          bookingReachable: () => bookingState,
+          status,
+        },
+        registry,
+        logger: logger.child({ component: "http" }),
+        readiness: { maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron) },
+        clock,
+      });
+      logger.info({ url: app.http.url, therapists: config.therapists.length, store: store.kind }, "calbridge started");
+      await lease.start();
+    },
+    async stop(graceMs = 10_000) {
+      const deadline = clock.now() + graceMs;
+      app.http?.beginShutdown();
+      await app.http?.close(Math.min(graceMs, 5000));
+      await lease.stop();
+      await stopLeaderWork();
+      await Promise.race([engine.stop(), new Promise((r) => setTimeout(r, Math.max(0, deadline - clock.now())))]);
+      for (const gw of calendars.values()) gw.close();
+      await store.close();
+      logger.info("calbridge stopped");
+    },
+  };
+  return app;
+}

@@ -1,0 +1,149 @@
+// Owns Google push channels: one events.watch channel per calendar when google.push is configured, renewed before
+// it expires (the new one first, then the old one stopped), and the POST /webhooks/google route that checks the
+// channel token and triggers an immediate incremental sync. Polling stays on: push delivery is not guaranteed.
+import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { CalendarGateway } from "../calendar/gateway.ts";
+import type { Config } from "../config/schema.ts";
+import { type Logger, secrets } from "../log.ts";
+import type { Store, Table } from "../store/store.ts";
+import type { CalendarPoller } from "../sync/calendar-poller.ts";
+import type { SyncEngine } from "../sync/engine.ts";
+import { describeError } from "../sync/errors.ts";
+
+export const PUSH_PATH = "/webhooks/google";
+const RENEW_BEFORE_MS = 24 * 3_600_000;
+const CHECK_EVERY_MS = 3_600_000;
+
+export interface Channel {
+  therapistId: string;
+  channelId: string;
+  resourceId: string;
+  token: string;
+  expiration: number;
+}
+
+export class PushChannels {
+  readonly #config: Config;
+  readonly #engine: SyncEngine;
+  readonly #poller: CalendarPoller;
+  readonly #channels: Table<Channel>;
+  readonly #meta: Table<string>;
+  readonly #logger: Logger;
+  /** channelId → channel, for the route. Old channels stay known until they expire, so overlap is harmless. */
+  readonly #known = new Map<string, Channel>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(options: { config: Config; engine: SyncEngine; poller: CalendarPoller; store: Store; logger: Logger }) {
+    this.#config = options.config;
+    this.#engine = options.engine;
+    this.#poller = options.poller;
+    this.#channels = options.store.table<Channel>("channels");
+    this.#meta = options.store.table<string>("meta");
+    this.#logger = options.logger;
+  }
+
+  get enabled(): boolean {
+    return this.#config.google.push !== undefined;
+  }
+
+  async start(): Promise<void> {
+    if (!this.enabled) return;
+    for await (const [, ch] of this.#channels.entries()) this.#known.set(ch.channelId, ch);
+    await this.renew();
+    this.#timer = setInterval(() => void this.renew(), CHECK_EVERY_MS);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  async #token(): Promise<string> {
+    const configured = this.#config.google.push?.token;
+    if (configured) return configured;
+    let token = await this.#meta.get("push_token");
+    if (!token) {
+      token = randomBytes(24).toString("base64url");
+      await this.#meta.set("push_token", token);
+    }
+    secrets.add(token);
+    return token;
+  }
+
+  /** Opens a channel for every calendar without one that outlives the next day; stops the ones it replaces. */
+  async renew(now = Date.now()): Promise<void> {
+    const push = this.#config.google.push;
+    if (!push) return;
+    const token = await this.#token();
+    for (const [therapistId, cal] of this.#engine.calendars) {
+      const current = await this.#channels.get(therapistId);
+      if (current && current.expiration - now > RENEW_BEFORE_MS) continue;
+      try {
+        const channelId = randomUUID();
+        const gw = cal as unknown as CalendarGateway;
+        const { resourceId, expiration } = await gw.watch({
+          channelId,
+          address: push.public_url,
+          token,
+          ttlSeconds: push.ttl_seconds,
+        });
+        const channel: Channel = { therapistId, channelId, resourceId, token, expiration };
+        await this.#channels.set(therapistId, channel);
+        this.#known.set(channelId, channel);
+        this.#logger.info(
+          { therapist_id: therapistId, channel_id: channelId, expiration: new Date(expiration).toISOString() },
+          "push channel opened",
+        );
+        if (current) {
+          await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
+          this.#known.delete(current.channelId);
+        }
+      } catch (err) {
+        this.#logger.warn(
+          { therapist_id: therapistId, err: describeError(err) },
+          "push channel not opened; polling covers this calendar",
+        );
+      }
+    }
+  }
+
+  /** POST /webhooks/google. Resolves false for other paths. */
+  readonly handler = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
+    const path = (req.url ?? "").split("?")[0];
+    if (path !== PUSH_PATH) return false;
+    req.resume();
+    if (req.method !== "POST") {
+      res.writeHead(405, { allow: "POST" }).end();
+      return true;
+    }
+    const channelId = header(req, "x-goog-channel-id");
+    const token = header(req, "x-goog-channel-token") ?? "";
+    const channel = channelId ? this.#known.get(channelId) : undefined;
+    if (!channel || !sameSecret(token, channel.token)) {
+      this.#logger.warn(
+        { channel_id: channelId },
+        "push notification for an unknown channel or with a wrong token; ignored",
+      );
+      res.writeHead(404).end();
+      return true;
+    }
+    res.writeHead(200).end();
+    const state = header(req, "x-goog-resource-state");
+    if (state === "sync") return true;
+    void this.#poller.poll(channel.therapistId).catch(() => {});
+    return true;
+  };
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

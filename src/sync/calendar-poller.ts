@@ -1,0 +1,125 @@
+// Owns change detection in the therapists' calendars: an incremental sync (syncToken) per calendar on a timer and on
+// push notifications, filtering out calbridge's own writes (echo suppression) before handing real changes to the
+// engine, which pushes them back to the booking service.
+
+import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
+import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
+import { type Clock, systemClock } from "../clock.ts";
+import { type Logger, silentLogger } from "../log.ts";
+import type { Table } from "../store/store.ts";
+import type { SyncEngine } from "./engine.ts";
+import { describeError } from "./errors.ts";
+import { KeyedSerial } from "./keyed.ts";
+import type { CalEvent, Link } from "./types.ts";
+
+export interface PollResult {
+  changes: number;
+  echoes: number;
+  fullSync: boolean;
+}
+
+export class CalendarPoller {
+  readonly #engine: SyncEngine;
+  readonly #tokens: Table<string>;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #intervalMs: number;
+  readonly #serial = new KeyedSerial();
+  #abort = new AbortController();
+  readonly #lastPoll = new Map<string, number>();
+
+  constructor(options: { engine: SyncEngine; clock?: Clock; logger?: Logger; intervalMs?: number }) {
+    this.#engine = options.engine;
+    this.#tokens = options.engine.store.table<string>("tokens");
+    this.#clock = options.clock ?? systemClock;
+    this.#logger = options.logger ?? silentLogger;
+    this.#intervalMs = options.intervalMs ?? options.engine.config.sync.calendar_poll_seconds * 1000;
+  }
+
+  /** Polls every calendar now and then every interval, until stop(). */
+  start(): void {
+    this.#abort = new AbortController();
+    const signal = this.#abort.signal;
+    for (const therapistId of this.#engine.calendars.keys()) {
+      void (async () => {
+        while (!signal.aborted) {
+          await this.poll(therapistId).catch(() => {});
+          await this.#clock.sleep(this.#intervalMs, signal).catch(() => {});
+        }
+      })();
+    }
+  }
+
+  stop(): void {
+    this.#abort.abort();
+  }
+
+  lastPollAt(therapistId: string): number | undefined {
+    return this.#lastPoll.get(therapistId);
+  }
+
+  /** One incremental sync of one calendar; concurrent calls for the same calendar run one after the other. */
+  poll(therapistId: string): Promise<PollResult> {
+    return this.#serial.run(therapistId, () => this.#poll(therapistId));
+  }
+
+  async #poll(therapistId: string): Promise<PollResult> {
+    const cal = this.#engine.calendars.get(therapistId);
+    if (!cal) throw new Error(`no calendar for therapist ${therapistId}`);
+    const log = this.#logger.child({ therapist_id: therapistId });
+    const key = `${therapistId}`;
+    const token = await this.#tokens.get(key);
+    let result: Awaited<ReturnType<typeof cal.incrementalChanges>>;
+    try {
+      result = await cal.incrementalChanges(token);
+    } catch (err) {
+      log.warn({ err: describeError(err) }, "calendar changes could not be read; trying again next poll");
+      throw err;
+    }
+    if (result.fullSync && token) log.info("sync token expired; read the whole calendar again");
+    let changes = 0;
+    let echoes = 0;
+    const work: Promise<unknown>[] = [];
+    for (const event of result.events) {
+      const id =
+        event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ??
+        (event.id ? await this.#engine.appointmentOfEvent(event.id) : undefined);
+      if (!id) continue; // not ours
+      const link = await this.#engine.getLink(id);
+      if (isEcho(link, therapistId, event)) {
+        echoes++;
+        continue;
+      }
+      changes++;
+      log.info({ appointment_id: id, event_status: event.status }, "calendar change seen");
+      work.push(
+        this.#engine.syncAppointment(id, {
+          reason: "calendar change",
+          priority: "writeback",
+          seen: { therapistId, event: event.status === "cancelled" ? null : event },
+          log,
+        }),
+      );
+    }
+    await Promise.all(work);
+    // Saved only after the changes were handed over and handled: a crash re-reads them, never skips them.
+    await this.#tokens.set(key, result.nextSyncToken);
+    this.#lastPoll.set(therapistId, this.#clock.now());
+    return { changes, echoes, fullSync: result.fullSync };
+  }
+}
+
+/** calbridge's own write (or deletion) seen again, or an event that still matches what was last synced. */
+export function isEcho(link: Link | undefined, therapistId: string, event: CalEvent): boolean {
+  if (!link) return false;
+  if (link.therapistId !== therapistId) return false;
+  if (event.status === "cancelled") return !link.present;
+  if (!link.present) return false;
+  if (event.etag && event.etag === link.etag) return true;
+  // Same times and same owned fields as last written: nothing the engine would act on (e.g. reminders changed).
+  return (
+    instantOf(event.start) === link.eventStart &&
+    instantOf(event.end) === link.eventEnd &&
+    fingerprint(event) === link.fingerprint
+  );
+}

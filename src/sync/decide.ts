@@ -1,0 +1,287 @@
+// Owns the decision for one appointment: given the booking's state, the calendar's state and the link remembered
+// from the last sync, which single action brings the two sides together. Pure: no I/O, so the dry run and the
+// tests see exactly what the engine would do.
+import type { Appointment } from "../booking/schemas.ts";
+import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
+import type { RenderedEvent } from "../calendar/render.ts";
+import type { WritebackConfig } from "../config/schema.ts";
+import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
+
+export interface DecideInput {
+  appointmentId: string;
+  /** The booking's current state; null when the booking service no longer knows the appointment (404). */
+  appt: Appointment | Snapshot | null;
+  link: Link | undefined;
+  /**
+   * The event in the link's calendar (or, without a link, in the target calendar): undefined when not looked at,
+   * null when absent. A deleted event (status "cancelled") counts as absent.
+   */
+  event: CalEvent | null | undefined;
+  /** Therapist the appointment belongs to now, when mapped. */
+  targetTherapistId: string | undefined;
+  /** The body the event should have in the target calendar (null: no event, e.g. cancelled with policy delete). */
+  desired: RenderedEvent | null;
+  /** Therapist whose calendar `event` was read from, when it was read. */
+  seenIn?: string | undefined;
+  /** Event id to use in the target calendar when creating. */
+  eventId: string;
+  /** Write-back settings of the link's therapist. */
+  writeback: WritebackConfig;
+  conflict: "booking_wins" | "calendar_wins";
+}
+
+/** The event when it exists and is not deleted. */
+const live = (event: CalEvent | null | undefined): CalEvent | undefined =>
+  event && event.status !== "cancelled" ? event : undefined;
+
+/** Whether the booking side changed since the link was written, in anything that the calendar shows. */
+export function bookingChanged(link: Link, appt: Appointment | Snapshot): boolean {
+  const before = link.booking;
+  return (
+    instant(before.start_time) !== instant(appt.start_time) ||
+    instant(before.end_time) !== instant(appt.end_time) ||
+    (before.status ?? "confirmed") !== (appt.status ?? "confirmed") ||
+    before.therapist_id !== appt.therapist_id
+  );
+}
+
+function instant(iso: string | undefined | null): number | undefined {
+  if (!iso) return undefined;
+  const ms = Date.parse(iso);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** How the therapist changed the event since calbridge last wrote or accepted it. */
+export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day";
+
+export function calendarChange(link: Link, event: CalEvent | null | undefined): CalendarChange {
+  if (event === undefined || !link.present) return "none";
+  if (event === null || event.status === "cancelled") return "deleted";
+  if (event.start?.date || event.end?.date) return "all_day";
+  const start = instantOf(event.start);
+  const end = instantOf(event.end);
+  if (start === link.eventStart && end === link.eventEnd) return "none";
+  if (start === undefined || end === undefined || link.eventStart === undefined || link.eventEnd === undefined) {
+    return "resized";
+  }
+  return end - start === link.eventEnd - link.eventStart ? "moved" : "resized";
+}
+
+export function decide(input: DecideInput): Action {
+  const { appointmentId: id, appt, link, event, desired } = input;
+  const none = (reason: string): Action => ({ kind: "none", appointmentId: id, reason });
+
+  if (appt === null) {
+    if (!link?.present && input.seenIn && live(event)) {
+      return {
+        kind: "delete",
+        appointmentId: id,
+        therapistId: input.seenIn,
+        eventId: input.eventId,
+        reason: "appointment no longer exists",
+      };
+    }
+    if (link?.present) {
+      return {
+        kind: "delete",
+        appointmentId: id,
+        therapistId: link.therapistId,
+        eventId: link.eventId,
+        reason: "appointment no longer exists",
+      };
+    }
+    return none("appointment no longer exists");
+  }
+
+  const target = input.targetTherapistId;
+
+  // Nothing of ours in a calendar yet (or removed on purpose): create, adopt, or leave alone.
+  if (!link?.present) {
+    if (!target) {
+      if (!link && input.seenIn && live(event)) {
+        return {
+          kind: "delete",
+          appointmentId: id,
+          therapistId: input.seenIn,
+          eventId: input.eventId,
+          reason: "event of an unmapped therapist's appointment",
+        };
+      }
+      return none("therapist not mapped");
+    }
+    if (desired === null) {
+      if (!link && live(event)) {
+        // An event without a link: a crash between the calendar write and the store write. Remove it.
+        return {
+          kind: "delete",
+          appointmentId: id,
+          therapistId: target,
+          eventId: input.eventId,
+          reason: "event left behind for a cancelled appointment",
+        };
+      }
+      return none(appt.status === "cancelled" ? "cancelled" : "no event wanted");
+    }
+    if (link && link.removedBy === "calendar" && appt.status === "cancelled") return none("removed by the therapist");
+    if (link && !link.present && link.removedBy === "calendar" && !bookingChanged(link, appt)) {
+      return none("deleted in the calendar; the write-back is pending or was declined");
+    }
+    const existing = live(event);
+    if (existing) {
+      if (fingerprint(existing) === fingerprint(desired)) {
+        return {
+          kind: "adopt",
+          appointmentId: id,
+          therapistId: target,
+          event: existing,
+          reason: "event already matches",
+        };
+      }
+      return {
+        kind: "update",
+        appointmentId: id,
+        therapistId: target,
+        eventId: input.eventId,
+        body: desired,
+        ifMatch: existing.etag ?? undefined,
+        reason: "event exists without a record",
+      };
+    }
+    return {
+      kind: "create",
+      appointmentId: id,
+      therapistId: target,
+      eventId: input.eventId,
+      body: desired,
+      reason: link ? "recreated" : "new appointment",
+    };
+  }
+
+  const fromBooking = bookingChanged(link, appt);
+  const change = calendarChange(link, event);
+
+  // The therapist changed the event: push it back, unless the booking changed too and the booking wins.
+  if (change !== "none" && !(fromBooking && input.conflict === "booking_wins")) {
+    const wb = input.writeback;
+    const restore = (reason: string): Action =>
+      desired === null
+        ? { kind: "delete", appointmentId: id, therapistId: link.therapistId, eventId: link.eventId, reason }
+        : {
+            kind: "restore",
+            appointmentId: id,
+            therapistId: link.therapistId,
+            eventId: link.eventId,
+            body: desired,
+            reason,
+          };
+    if (link.therapistId !== target) return restore("the appointment belongs to another therapist now");
+    if ((appt.status ?? "confirmed") !== "confirmed") {
+      return restore(`the appointment is ${appt.status}; only confirmed appointments can be changed from the calendar`);
+    }
+    if (change === "deleted") {
+      return wb.cancel
+        ? {
+            kind: "writeback_cancel",
+            appointmentId: id,
+            therapistId: link.therapistId,
+            reason: "event deleted in the calendar",
+          }
+        : restore("event deleted in the calendar, and cancelling from the calendar is turned off");
+    }
+    if (change === "all_day") return restore("an all-day event cannot be an appointment; times restored");
+    if (change === "resized") return restore("the booking service keeps an appointment's duration; times restored");
+    if (!wb.reschedule) return restore("event moved in the calendar, and rescheduling from the calendar is turned off");
+    const start = instantOf(event?.start);
+    return {
+      kind: "writeback_reschedule",
+      appointmentId: id,
+      therapistId: link.therapistId,
+      startTime: new Date(start ?? 0).toISOString(),
+      reason: "event moved in the calendar",
+    };
+  }
+
+  // Push the booking's state to the calendar.
+  if (!target) {
+    return {
+      kind: "delete",
+      appointmentId: id,
+      therapistId: link.therapistId,
+      eventId: link.eventId,
+      reason: "therapist not mapped any more",
+    };
+  }
+  if (target !== link.therapistId) {
+    if (desired === null) {
+      return {
+        kind: "delete",
+        appointmentId: id,
+        therapistId: link.therapistId,
+        eventId: link.eventId,
+        reason: "reassigned and cancelled",
+      };
+    }
+    return {
+      kind: "move",
+      appointmentId: id,
+      from: { therapistId: link.therapistId, eventId: link.eventId },
+      to: { therapistId: target, eventId: input.eventId },
+      body: desired,
+      reason: `reassigned from ${link.therapistId} to ${target}`,
+    };
+  }
+  if (desired === null) {
+    return {
+      kind: "delete",
+      appointmentId: id,
+      therapistId: link.therapistId,
+      eventId: link.eventId,
+      reason: appt.status === "cancelled" ? "cancelled" : "no event wanted",
+    };
+  }
+  const wanted = fingerprint(desired);
+  if (event === undefined) {
+    if (wanted === link.fingerprint) return none("unchanged");
+    return {
+      kind: "update",
+      appointmentId: id,
+      therapistId: link.therapistId,
+      eventId: link.eventId,
+      body: desired,
+      ifMatch: link.etag,
+      reason: "booking changed",
+    };
+  }
+  const current = live(event);
+  if (!current) {
+    return {
+      kind: "restore",
+      appointmentId: id,
+      therapistId: link.therapistId,
+      eventId: link.eventId,
+      body: desired,
+      reason: "event missing from the calendar",
+    };
+  }
+  if (current.etag && current.etag === link.etag && wanted === link.fingerprint) return none("unchanged");
+  if (fingerprint(current) === wanted) {
+    return wanted === link.fingerprint && current.etag === link.etag
+      ? none("unchanged")
+      : {
+          kind: "adopt",
+          appointmentId: id,
+          therapistId: link.therapistId,
+          event: current,
+          reason: "calendar already matches",
+        };
+  }
+  return {
+    kind: "update",
+    appointmentId: id,
+    therapistId: link.therapistId,
+    eventId: link.eventId,
+    body: desired,
+    ifMatch: current.etag ?? undefined,
+    reason: fromBooking ? "booking changed" : "event edited in the calendar; restored",
+  };
+}

@@ -1,0 +1,33 @@
+// Owns how the engine reads errors from either API: which are permanent, which mean "gone", and a safe one-line text.
+import { BookingApiError } from "../booking/errors.ts";
+import { CalendarError, type CalendarErrorKind } from "../calendar/errors.ts";
+import { RenderError } from "../calendar/render.ts";
+
+/** A 404 from the booking service (appointment unknown) or from a calendar (event unknown). */
+export function isNotFound(err: unknown): boolean {
+  if (err instanceof BookingApiError) return err.kind === "not_found";
+  if (err instanceof CalendarError) return err.kind === "not_found";
+  return false;
+}
+
+export function isCalendarKind(err: unknown, kind: CalendarErrorKind): boolean {
+  return err instanceof CalendarError && err.kind === kind;
+}
+
+/** Errors that repeating cannot fix: bad data, a refusal. Everything else is retried with backoff. */
+export function isPermanent(err: unknown): boolean {
+  if (err instanceof RenderError) return true;
+  if (err instanceof BookingApiError) return err.kind === "rejected" || err.kind === "invalid_request";
+  if (err instanceof CalendarError) return err.kind === "invalid";
+  return false;
+}
+
+/** A refusal by the booking service that the therapist should see (slot taken, past booking, ...). */
+export function isRefusal(err: unknown): err is BookingApiError {
+  return err instanceof BookingApiError && (err.kind === "rejected" || err.kind === "invalid_request");
+}
+
+export function describeError(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

@@ -1,0 +1,35 @@
+// Owns the sync engine's view of metrics: the few instruments it reports to, with a no-op default so the engine
+// runs without a metrics registry (the daemon passes the prom-client ones from src/daemon/metrics.ts).
+
+interface CounterLike {
+  inc(labels: Record<string, string>, value?: number): void;
+}
+interface PlainCounterLike {
+  inc(): void;
+}
+interface GaugeLike {
+  set(value: number): void;
+}
+interface HistogramLike {
+  observe(value: number): void;
+}
+
+export interface SyncMetrics {
+  operations: CounterLike;
+  writebacks: CounterLike;
+  guardTripped: PlainCounterLike;
+  lastReconcileSuccess: GaugeLike;
+  reconcileDuration: HistogramLike;
+  deadLetters: GaugeLike;
+}
+
+const noop = { inc() {}, set() {}, observe() {} };
+
+export const noopSyncMetrics: SyncMetrics = {
+  operations: noop,
+  writebacks: noop,
+  guardTripped: noop,
+  lastReconcileSuccess: noop,
+  reconcileDuration: noop,
+  deadLetters: noop,
+};

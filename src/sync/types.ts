@@ -1,0 +1,108 @@
+// Owns the sync engine's records and the ports it drives: what the store remembers per appointment (the link, as
+// vdirsyncer's status database does for each item) and the narrow interfaces of the booking API and a calendar.
+import type { calendar_v3 } from "googleapis";
+import type { Priority } from "../booking/gate.ts";
+import type { Appointment } from "../booking/schemas.ts";
+import type { RenderedEvent } from "../calendar/render.ts";
+
+export type CalEvent = calendar_v3.Schema$Event;
+
+/** The appointment fields calbridge keeps between syncs (list items lack some fields; earlier reads fill them). */
+export type Snapshot = Appointment;
+
+/** What the store remembers of one appointment and its event, on both sides, after the last successful sync. */
+export interface Link {
+  appointmentId: string;
+  /** Therapist whose calendar holds (or held) the event. */
+  therapistId: string;
+  calendarId: string;
+  eventId: string;
+  /** False when the event was removed on purpose (cancelled, unmapped, or deleted by the therapist). */
+  present: boolean;
+  /** Who removed it, when not present: a therapist's deletion is not undone by a later cancellation. */
+  removedBy?: "booking" | "calendar";
+  /** Calendar side, as last written or accepted: etag, fingerprint of the owned fields, instants. */
+  etag?: string;
+  fingerprint?: string;
+  eventStart?: number;
+  eventEnd?: number;
+  /** Booking side, as last applied. */
+  booking: Snapshot;
+  /** Epoch ms of the newest booking fact applied (updated_at, or a webhook's created_at); older hints are ignored. */
+  sourceAt: number;
+  /** A visible note shown in the event's description after a refused or failed write-back. */
+  notice?: { text: string; at: number };
+  syncedAt: number;
+}
+
+export interface CallOptions {
+  priority?: Priority;
+  signal?: AbortSignal;
+}
+
+/** The booking API as the engine uses it (BookingClient satisfies it). */
+export interface BookingPort {
+  getAppointment(id: string, opts?: CallOptions): Promise<Appointment>;
+  listAppointments(
+    query: { dateFrom?: string; dateTo?: string; therapistId?: string; status?: string; customerId?: string },
+    opts?: CallOptions,
+  ): AsyncIterable<Appointment>;
+  patchAppointment(
+    id: string,
+    body: { start_time?: string; therapist_id?: string; notes?: string; status?: string },
+    opts?: CallOptions,
+  ): Promise<Appointment>;
+  cancelAppointment(
+    id: string,
+    body: { reason?: string; notify_customer?: boolean; refund?: boolean },
+    opts?: CallOptions,
+  ): Promise<Appointment>;
+}
+
+/** One therapist's calendar as the engine uses it (CalendarGateway satisfies it). */
+export interface CalendarPort {
+  upsert(
+    eventId: string,
+    body: RenderedEvent,
+    opts?: { ifMatch?: string },
+  ): Promise<{ event: CalEvent; action: "inserted" | "updated" | "restored" | "unchanged" }>;
+  update(eventId: string, body: RenderedEvent, opts?: { ifMatch?: string }): Promise<CalEvent>;
+  delete(eventId: string, opts?: { ifMatch?: string }): Promise<"deleted" | "already_gone">;
+  get(eventId: string): Promise<CalEvent | null>;
+  listManaged(range: { timeMin: string; timeMax: string }): AsyncIterable<CalEvent>;
+  incrementalChanges(
+    syncToken: string | undefined,
+  ): Promise<{ events: CalEvent[]; nextSyncToken: string; fullSync: boolean }>;
+}
+
+/** A step that brings one appointment's two sides together. Pure data: the dry run prints it, the engine applies it. */
+export type Action =
+  | { kind: "none"; appointmentId: string; reason: string }
+  | { kind: "adopt"; appointmentId: string; therapistId: string; event: CalEvent; reason: string }
+  | {
+      kind: "create" | "update" | "restore";
+      appointmentId: string;
+      therapistId: string;
+      eventId: string;
+      body: RenderedEvent;
+      ifMatch?: string;
+      reason: string;
+    }
+  | { kind: "delete"; appointmentId: string; therapistId: string; eventId: string; reason: string }
+  | {
+      kind: "move";
+      appointmentId: string;
+      from: { therapistId: string; eventId: string };
+      to: { therapistId: string; eventId: string };
+      body: RenderedEvent;
+      reason: string;
+    }
+  | { kind: "writeback_reschedule"; appointmentId: string; therapistId: string; startTime: string; reason: string }
+  | { kind: "writeback_cancel"; appointmentId: string; therapistId: string; reason: string };
+
+export type ActionKind = Action["kind"];
+
+/** Actions that remove something: counted by the mass-deletion guard. */
+export function isDestructive(action: Action): boolean {
+  return action.kind === "delete" || action.kind === "writeback_cancel";
+}

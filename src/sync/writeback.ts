@@ -1,0 +1,242 @@
+// Owns the write-back of a therapist's calendar change to the booking service: a moved event becomes a PATCH, a
+// deleted one a cancel, an event moved to another mapped calendar a reassignment. A refusal, or a failure that
+// outlives its retries, restores the event from the booking and says why in the event itself.
+import { fingerprint } from "../calendar/fingerprint.ts";
+import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
+import { writebackFor } from "../config/schema.ts";
+import type { Logger } from "../log.ts";
+import type { EngineContext } from "./engine.ts";
+import { merge } from "./engine.ts";
+import { describeError, isNotFound, isRefusal } from "./errors.ts";
+import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
+
+type WritebackAction = Extract<Action, { kind: "writeback_reschedule" | "writeback_cancel" }>;
+
+interface WritebackInput {
+  id: string;
+  /** The booking's current state. */
+  appt: Snapshot;
+  link: Link;
+  /** The event as the therapist left it (undefined when not read). */
+  event: CalEvent | null | undefined;
+  sourceAt: number;
+  log: Logger;
+  attempt: number;
+}
+
+export async function applyWriteback(ctx: EngineContext, action: WritebackAction, w: WritebackInput): Promise<void> {
+  const kind = action.kind === "writeback_reschedule" ? "reschedule" : "cancel";
+  try {
+    if (action.kind === "writeback_reschedule") await reschedule(ctx, action.startTime, w);
+    else await cancel(ctx, w);
+  } catch (err) {
+    if (isNotFound(err)) {
+      // The booking service no longer knows the appointment: nothing to restore it from.
+      await removeEvent(ctx, w, "appointment no longer exists");
+      ctx.metrics.writebacks.inc({ kind, result: "gone" });
+      return;
+    }
+    const refused = isRefusal(err);
+    if (!refused && w.attempt < ctx.maxAttempts) {
+      ctx.metrics.writebacks.inc({ kind, result: "retry" });
+      throw err;
+    }
+    const why = refused
+      ? `the booking service refused it (${(err as { code: string }).code}: ${describeError(err).replace(/ \(.*\)$/, "")})`
+      : `it could not be sent after ${w.attempt} attempts (${describeError(err)})`;
+    await restore(
+      ctx,
+      w,
+      `calbridge: your ${kind === "reschedule" ? "move" : "deletion"} of this appointment was not applied: ${why}. The event shows the booking again.`,
+    );
+    ctx.metrics.writebacks.inc({ kind, result: refused ? "refused" : "failed" });
+    w.log.warn(
+      { writeback: kind, err: describeError(err), refused },
+      "write-back not applied; event restored from the booking",
+    );
+  }
+}
+
+async function reschedule(ctx: EngineContext, startTime: string, w: WritebackInput): Promise<void> {
+  const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
+  const booking = merge(w.appt, res);
+  const therapist = ctx.therapist(w.link.therapistId);
+  let event = w.event ?? undefined;
+  const desired = therapist ? ctx.render(booking, therapist) : null;
+  // The calendar already shows the new time; rewrite only what the templates derive from it, if anything.
+  if (desired && event && fingerprint(event) !== fingerprint(desired)) {
+    event = await ctx.write(
+      w.link.therapistId,
+      updateAction(w, desired),
+      desired,
+      w.link.eventId,
+      event.etag ?? undefined,
+    );
+  }
+  await ctx.saveLink(
+    ctx.linkFrom({
+      appointmentId: w.id,
+      therapistId: w.link.therapistId,
+      eventId: w.link.eventId,
+      booking,
+      sourceAt: Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0),
+      event,
+      present: true,
+    }),
+  );
+  ctx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
+  w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
+}
+
+async function cancel(ctx: EngineContext, w: WritebackInput): Promise<void> {
+  const moved = await findElsewhere(ctx, w.link);
+  if (moved) {
+    await movedToOtherCalendar(ctx, w, moved);
+    return;
+  }
+  const wb = writebackFor(ctx.config, ctx.therapist(w.link.therapistId) ?? ({} as never));
+  const res = await ctx.booking.cancelAppointment(
+    w.id,
+    { reason: wb.reason, notify_customer: wb.notify_customer },
+    { priority: "writeback" },
+  );
+  const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
+  await ctx.saveLink(
+    ctx.linkFrom({
+      appointmentId: w.id,
+      therapistId: w.link.therapistId,
+      eventId: w.link.eventId,
+      booking,
+      sourceAt: w.sourceAt,
+      present: false,
+      removedBy: "calendar",
+    }),
+  );
+  ctx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
+  w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
+}
+
+/** A deletion may be a move to another mapped therapist's calendar: look for the same event there. */
+async function findElsewhere(
+  ctx: EngineContext,
+  link: Link,
+): Promise<{ therapistId: string; event: CalEvent } | undefined> {
+  for (const [therapistId, cal] of ctx.calendars) {
+    if (therapistId === link.therapistId) continue;
+    const event = await cal.get(link.eventId).catch(() => null);
+    if (
+      event &&
+      event.status !== "cancelled" &&
+      event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] === link.appointmentId
+    ) {
+      return { therapistId, event };
+    }
+  }
+  return undefined;
+}
+
+async function movedToOtherCalendar(
+  ctx: EngineContext,
+  w: WritebackInput,
+  moved: { therapistId: string; event: CalEvent },
+): Promise<void> {
+  const from = ctx.therapist(w.link.therapistId);
+  const to = ctx.therapist(moved.therapistId);
+  const wb = from ? writebackFor(ctx.config, from) : ctx.config.sync.writeback;
+  if (!wb.reassign || !to) {
+    await ctx.calendars.get(moved.therapistId)?.delete(w.link.eventId);
+    await restore(
+      ctx,
+      w,
+      "calbridge: moving an appointment to another therapist's calendar does not reassign it here (writeback.reassign is off). The event was put back.",
+    );
+    ctx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
+    return;
+  }
+  try {
+    const res = await ctx.booking.patchAppointment(
+      w.id,
+      { therapist_id: moved.therapistId },
+      { priority: "writeback" },
+    );
+    const booking = merge(w.appt, res);
+    const desired = ctx.render(booking, to);
+    let event = moved.event;
+    if (desired && fingerprint(event) !== fingerprint(desired)) {
+      event = await ctx.write(
+        moved.therapistId,
+        updateAction(w, desired, moved.therapistId),
+        desired,
+        w.link.eventId,
+        event.etag ?? undefined,
+      );
+    }
+    await ctx.saveLink(
+      ctx.linkFrom({
+        appointmentId: w.id,
+        therapistId: moved.therapistId,
+        eventId: w.link.eventId,
+        booking,
+        sourceAt: w.sourceAt,
+        event,
+        present: true,
+      }),
+    );
+    ctx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
+    w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
+  } catch (err) {
+    if (!isRefusal(err)) throw err;
+    await ctx.calendars.get(moved.therapistId)?.delete(w.link.eventId);
+    await restore(
+      ctx,
+      w,
+      `calbridge: the reassignment was refused by the booking service (${err.code}). The event was put back.`,
+    );
+    ctx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
+  }
+}
+
+/** Puts the event back as the booking has it, with a visible note. */
+async function restore(ctx: EngineContext, w: WritebackInput, text: string): Promise<void> {
+  const therapist = ctx.therapist(w.link.therapistId);
+  const notice = { text, at: ctx.clock.now() };
+  const desired = therapist ? ctx.render(w.appt, therapist, notice) : null;
+  if (!desired) {
+    await removeEvent(ctx, w, "nothing to restore");
+    return;
+  }
+  const event = await ctx.write(
+    w.link.therapistId,
+    updateAction(w, desired, w.link.therapistId, "restore"),
+    desired,
+    w.link.eventId,
+  );
+  await ctx.saveLink(
+    ctx.linkFrom({
+      appointmentId: w.id,
+      therapistId: w.link.therapistId,
+      eventId: w.link.eventId,
+      booking: w.appt,
+      sourceAt: w.sourceAt,
+      event,
+      body: desired,
+      present: true,
+      notice,
+    }),
+  );
+}
+
+async function removeEvent(ctx: EngineContext, w: WritebackInput, reason: string): Promise<void> {
+  await ctx.calendars.get(w.link.therapistId)?.delete(w.link.eventId);
+  await ctx.saveLink({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.clock.now() });
+  w.log.info({ reason }, "event removed");
+}
+
+function updateAction(
+  w: WritebackInput,
+  body: NonNullable<ReturnType<EngineContext["render"]>>,
+  therapistId = w.link.therapistId,
+  kind: "update" | "restore" = "update",
+): Action {
+  return { kind, appointmentId: w.id, therapistId, eventId: w.link.eventId, body, reason: "write-back" };
+}

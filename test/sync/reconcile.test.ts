@@ -1,0 +1,155 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { Link } from "../../src/sync/types.ts";
+import { DAY, type Harness, harness, iso } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const listRequests = (x: Harness) => x.world.booking.requests.filter((r) => r.route === "GET /v1/appointments").length;
+
+describe("reconciliation", () => {
+  it("mirrors 1,000 appointments over 10 therapists at the listing floor, then writes nothing on a second run", async () => {
+    h = await harness({ therapists: 10 });
+    const now = Date.now();
+    h.world.booking.seed({ therapists: h.world.therapists, count: 1000, from: now - 2 * DAY, to: now + 60 * DAY });
+    const report = await h.app.reconcile();
+    expect(report.ok).toBe(true);
+    expect(report.appointments).toBe(1000);
+    const confirmed = h.world.booking.all().filter((a) => a.status !== "cancelled");
+    expect(h.allLive()).toHaveLength(confirmed.length);
+    expect(listRequests(h)).toBe(Math.ceil(1000 / 100));
+    // Every event is in its therapist's calendar, with its appointment id and the deterministic id.
+    for (const a of confirmed.slice(0, 50)) {
+      const ev = h.world.google.event(h.world.calendarOf(String(a.therapist_id)), eventIdFor(String(a.id)));
+      expect(ev?.status).toBe("confirmed");
+    }
+    const writes = h.writes();
+    const before = h.world.booking.requests.length;
+    const second = await h.app.reconcile();
+    expect(second.plan).toEqual([]);
+    expect(h.writes()).toBe(writes);
+    expect(h.world.booking.requests.length - before).toBe(Math.ceil(1000 / 100));
+  });
+
+  it("repairs every kind of drift in one run", async () => {
+    h = await harness({
+      therapists: 3,
+      configure: (c) => {
+        c.sync = { ...c.sync, writeback: { cancel: false, reschedule: false } };
+      },
+    });
+    const sim = h.world.booking;
+    const now = Date.now();
+    const [a, b, c, d, e] = ["th_1", "th_1", "th_2", "th_2", "th_3"].map((t, i) =>
+      sim.create({ therapist_id: t, start_time: iso(now + (i + 1) * DAY + 10 * 3_600_000) }, { force: true }),
+    );
+    await h.app.reconcile();
+    expect(h.allLive()).toHaveLength(5);
+
+    const missed = sim.create({ therapist_id: "th_3", start_time: iso(now + 9 * DAY) }, { force: true }); // missed create
+    sim.cancel(String(a!.id)); // missed cancel
+    sim.reassign(String(b!.id), "th_3", { force: true }); // reassignment
+    const cal2 = h.world.calendarOf("th_2");
+    h.world.google.userDelete(cal2, eventIdFor(String(c!.id))); // deleted by hand
+    h.world.google.userEdit(cal2, eventIdFor(String(d!.id)), { summary: "my own title" }); // edited by hand
+    // An orphan: a managed event whose appointment the booking service does not know.
+    h.world.google.userInsert(h.world.calendarOf("th_3"), {
+      id: eventIdFor("apt_ghost"),
+      summary: "ghost",
+      start: { dateTime: iso(now + 3 * DAY) },
+      end: { dateTime: iso(now + 3 * DAY + 3_600_000) },
+      extendedProperties: { private: { calbridge_appointment_id: "apt_ghost", calbridge_managed: "1" } },
+    });
+
+    const report = await h.app.reconcile();
+    expect(report.ok).toBe(true);
+    expect(report.counts).toMatchObject({ create: 1, delete: 2, move: 1, restore: 1, update: 1 });
+
+    const idsIn = (t: string) => h!.live(t).map((ev) => ev.id);
+    expect(idsIn("th_1")).toEqual([]);
+    expect(idsIn("th_2").sort()).toEqual([eventIdFor(String(c!.id)), eventIdFor(String(d!.id))].sort());
+    expect(idsIn("th_3").sort()).toEqual([b, e, missed].map((x) => eventIdFor(String(x!.id))).sort());
+    expect(h.world.google.event(cal2, eventIdFor(String(d!.id)))?.summary).not.toBe("my own title");
+
+    const writes = h.writes();
+    expect((await h.app.reconcile()).plan).toEqual([]);
+    expect(h.writes()).toBe(writes);
+  });
+
+  it("holds a mass deletion until forced", async () => {
+    h = await harness({ therapists: 2 });
+    const now = Date.now();
+    const ids = h.world.booking.seed({ therapists: h.world.therapists, count: 40, from: now + DAY, to: now + 20 * DAY });
+    await h.app.reconcile();
+    const mirrored = h.allLive().length;
+    for (const id of ids.slice(0, 20)) if (h.world.booking.get(id)?.status === "confirmed") h.world.booking.cancel(id);
+
+    const held = await h.app.reconcile();
+    expect(held.guard.tripped).toBe(true);
+    expect(held.ok).toBe(false);
+    expect(h.allLive()).toHaveLength(mirrored);
+    expect(await h.app.store.table("meta").get("last_reconcile_success")).toBeDefined();
+    const metrics = await h.app.registry.getSingleMetricAsString("calbridge_mass_delete_guard_tripped_total");
+    expect(metrics).toMatch(/ 1$/m);
+
+    const forced = await h.app.reconcile({ force: true });
+    expect(forced.guard.tripped).toBe(false);
+    expect(h.allLive().length).toBe(h.world.booking.all().filter((a) => a.status !== "cancelled").length);
+  });
+
+  it("repairs a crash between the calendar write and the store write without a duplicate", async () => {
+    h = await harness({ therapists: 1 });
+    const appt = h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + 2 * DAY) }, { force: true });
+    const links = h.app.store.table<Link>("links");
+    const realSet = links.set.bind(links);
+    let crash = true;
+    links.set = async (key, value, ttl) => {
+      if (crash) {
+        crash = false;
+        throw new Error("simulated crash before the link was written");
+      }
+      return realSet(key, value, ttl);
+    };
+    await h.app.reconcile();
+    expect(h.live("th_1")).toHaveLength(1); // the event was written, the link was not
+    expect(await realSetGet(links, String(appt.id))).toBeUndefined();
+
+    const report = await h.app.reconcile();
+    expect(report.counts).toMatchObject({ adopt: 1 });
+    expect(h.live("th_1")).toHaveLength(1);
+    expect((await links.get(String(appt.id)))?.present).toBe(true);
+  });
+
+  it("dry run plans without writing anything anywhere", async () => {
+    h = await harness({ therapists: 2 });
+    const now = Date.now();
+    h.world.booking.seed({ therapists: h.world.therapists, count: 30, from: now, to: now + 10 * DAY });
+    const report = await h.app.reconcile({ dryRun: true });
+    expect(report.dryRun).toBe(true);
+    expect(report.counts.create).toBeGreaterThan(0);
+    expect(h.writes()).toBe(0);
+    const entries: unknown[] = [];
+    for await (const e of h.app.store.table("links").entries()) entries.push(e);
+    expect(entries).toEqual([]);
+    expect(await h.app.store.table("meta").get("last_reconcile_success")).toBeUndefined();
+  });
+
+  it("skips and counts appointments of unmapped therapists", async () => {
+    h = await harness({ therapists: ["th_1", "th_2"], mapped: ["th_1"] });
+    const now = Date.now();
+    h.world.booking.create({ therapist_id: "th_1", start_time: iso(now + DAY) }, { force: true });
+    h.world.booking.create({ therapist_id: "th_2", start_time: iso(now + DAY) }, { force: true });
+    const report = await h.app.reconcile();
+    expect(report.skippedUnmapped).toBe(1);
+    expect(h.live("th_1")).toHaveLength(1);
+    expect(h.world.google.events(h.world.calendarOf("th_2"))).toHaveLength(0);
+  });
+});
+
+async function realSetGet(table: { get(k: string): Promise<unknown> }, key: string) {
+  return table.get(key);
+}

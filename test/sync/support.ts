@@ -1,0 +1,36 @@
+// Test support for the sync engine: a simulated world plus an App built from its config by the production wiring.
+import { type App, createApp } from "../../src/daemon/app.ts";
+import { silentLogger } from "../../src/log.ts";
+import { startWorld, type World, type WorldOptions } from "../../src/simulator/world.ts";
+
+export interface Harness {
+  world: World;
+  app: App;
+  /** Live (not deleted) events of a therapist's calendar. */
+  live(therapistId: string): Record<string, unknown>[];
+  /** Live events over every calendar. */
+  allLive(): Record<string, unknown>[];
+  /** Calendar writes made by calbridge so far (inserts, updates, patches, deletes). */
+  writes(): number;
+  close(): Promise<void>;
+}
+
+export async function harness(options: WorldOptions & { logger?: import("../../src/log.ts").Logger } = {}): Promise<Harness> {
+  const world = await startWorld(options);
+  const app = await createApp(world.config, { logger: options.logger ?? silentLogger, oneShot: true, listen: "127.0.0.1:0" });
+  const live = (t: string) => world.google.events(world.calendarOf(t)).filter((e) => e.status !== "cancelled");
+  return {
+    world,
+    app,
+    live,
+    allLive: () => world.therapists.flatMap((t) => live(t)),
+    writes: () => world.google.writes,
+    async close() {
+      await app.stop(2000).catch(() => {});
+      await world.close();
+    },
+  };
+}
+
+export const DAY = 86_400_000;
+export const iso = (ms: number) => new Date(ms).toISOString();
