@@ -1,0 +1,203 @@
+#!/usr/bin/env node
+// Owns the command line: run, reconcile, doctor, demo, authorize, config-schema. Exit 0 ok, 1 failure,
+// 2 usage or configuration error (printed one problem per line, never as a stack trace).
+import { readFileSync } from "node:fs";
+import { Command, CommanderError } from "commander";
+import { runConsentFlow } from "./calendar/auth.ts";
+import { formatChecks, runDoctor } from "./cli/doctor.ts";
+import { formatPlan } from "./cli/plan-output.ts";
+import { configJsonSchema } from "./config/json-schema.ts";
+import { ConfigError, loadConfig } from "./config/load.ts";
+import type { Config } from "./config/schema.ts";
+import { type App, createApp } from "./daemon/app.ts";
+import { createLogger, type Logger } from "./log.ts";
+import { openStore } from "./store/store.ts";
+
+const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
+  .version;
+
+class ExitCode extends Error {
+  readonly code: number;
+  constructor(code: number, message = "") {
+    super(message);
+    this.code = code;
+  }
+}
+
+function configPath(opts: { config?: string }): string {
+  return opts.config ?? process.env.CALBRIDGE_CONFIG ?? "./config/calbridge.yaml";
+}
+
+function load(opts: { config?: string }): Config {
+  return loadConfig(configPath(opts));
+}
+
+function logger(): Logger {
+  return createLogger();
+}
+
+/** A logger for one-shot commands: warnings and errors only, on stderr, so stdout stays the command's output. */
+function quietLogger(): Logger {
+  return createLogger({ level: process.env.LOG_LEVEL ?? "warn", destination: process.stderr as never });
+}
+
+async function withApp<T>(config: Config, log: Logger, fn: (app: App) => Promise<T>): Promise<T> {
+  const app = await createApp(config, { logger: log, oneShot: true });
+  try {
+    return await fn(app);
+  } finally {
+    await app.stop(2000);
+  }
+}
+
+export function program(): Command {
+  const cmd = new Command("calbridge")
+    .description(
+      "Mirrors booking-service appointments into therapists' Google Calendars, and pushes their changes back.",
+    )
+    .version(version)
+    .option("-c, --config <file>", "configuration file (default: $CALBRIDGE_CONFIG, then ./config/calbridge.yaml)")
+    .exitOverride()
+    .showHelpAfterError();
+
+  cmd
+    .command("run")
+    .description("run the daemon: webhooks, reconciliation, calendar polling, HTTP server")
+    .action(async () => {
+      const config = load(cmd.opts());
+      const log = logger();
+      const app = await createApp(config, { logger: log });
+      await app.start();
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string) => {
+          log.info({ signal }, "stopping");
+          const hard = setTimeout(() => process.exit(1), 30_000);
+          hard.unref();
+          app.stop(20_000).then(resolve, (err) => {
+            log.error({ err: (err as Error).message }, "unclean stop");
+            resolve();
+          });
+        };
+        process.once("SIGTERM", () => stop("SIGTERM"));
+        process.once("SIGINT", () => stop("SIGINT"));
+      });
+    });
+
+  cmd
+    .command("reconcile")
+    .description("one reconciliation pass")
+    .option("--dry-run", "write nothing anywhere; print the plan")
+    .option("--therapist <id>", "only this therapist")
+    .option("--force", "apply deletions even when the mass-deletion guard would hold them")
+    .option("--json", "print the report as JSON")
+    .action(async (o: { dryRun?: boolean; therapist?: string; force?: boolean; json?: boolean }) => {
+      const config = load(cmd.opts());
+      if (o.therapist && !config.therapists.some((t) => t.therapist_id === o.therapist)) {
+        throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);
+      }
+      const report = await withApp(config, quietLogger(), (app) =>
+        app.reconcile({
+          dryRun: o.dryRun === true,
+          force: o.force === true,
+          ...(o.therapist ? { therapistId: o.therapist } : {}),
+        }),
+      );
+      process.stdout.write(`${o.json ? JSON.stringify(report, null, 2) : formatPlan(report)}\n`);
+      if (!report.ok && !(o.dryRun && report.failed === 0)) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("doctor")
+    .description("check the configuration, credentials, webhook endpoint, calendars, store and clock")
+    .option("--json", "print the checks as JSON")
+    .action(async (o: { json?: boolean }) => {
+      const config = load(cmd.opts());
+      const checks = await withApp(config, quietLogger(), (app) => runDoctor(app));
+      process.stdout.write(
+        `${o.json ? JSON.stringify({ ok: checks.every((c) => c.status !== "fail"), checks }, null, 2) : formatChecks(checks)}\n`,
+      );
+      if (checks.some((c) => c.status === "fail")) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("demo")
+    .description("the daemon against the built-in simulators, with sample bookings flowing in (no credentials)")
+    .option("--duration <seconds>", "stop after this many seconds (default: run until Ctrl-C)", "0")
+    .action(async (o: { duration: string }) => {
+      const { runDemo } = await import("./cli/demo.ts");
+      const ctl = new AbortController();
+      process.once("SIGINT", () => ctl.abort());
+      process.once("SIGTERM", () => ctl.abort());
+      const result = await runDemo({ durationSec: Number(o.duration) || 0, logger: quietLogger(), signal: ctl.signal });
+      if (!result.converged) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("authorize")
+    .description("OAuth consent for a therapist's personal calendar; stores the refresh token")
+    .requiredOption("--therapist <id>", "therapist whose calendar to authorize")
+    .option("--port <port>", "loopback port for the redirect (default: any free port)", "0")
+    .action(async (o: { therapist: string; port: string }) => {
+      const config = load(cmd.opts());
+      const t = config.therapists.find((x) => x.therapist_id === o.therapist);
+      if (!t) throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);
+      if (!config.google.oauth)
+        throw new ExitCode(2, "google.oauth (client_id, client_secret) is required for authorize");
+      const result = await runConsentFlow({
+        clientId: config.google.oauth.client_id,
+        clientSecret: config.google.oauth.client_secret,
+        authUrl: config.google.auth_url,
+        tokenUrl: config.google.token_url,
+        port: Number(o.port) || 0,
+        ...(t.impersonate ? { loginHint: t.impersonate } : {}),
+      });
+      const store = await openStore(config.store.url);
+      try {
+        await store
+          .table("credentials")
+          .set(`oauth:${t.therapist_id}`, { refresh_token: result.refresh_token, at: Date.now() });
+      } finally {
+        await store.close();
+      }
+      process.stdout.write(
+        `authorized ${t.therapist_id}; the refresh token is stored in ${config.store.url.split("?")[0]}\n`,
+      );
+    });
+
+  cmd
+    .command("config-schema")
+    .description("print the JSON Schema of the configuration file")
+    .action(() => {
+      process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
+    });
+
+  return cmd;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await program().parseAsync(argv);
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 ? 0 : 2;
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`calbridge: invalid configuration ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof ExitCode) {
+      if (err.message) process.stderr.write(`calbridge: ${err.message}\n`);
+      return err.code;
+    }
+    process.stderr.write(`calbridge: ${(err as Error).message ?? String(err)}\n`);
+    return 1;
+  }
+}
+
+const invoked = process.argv[1] ? new URL(`file://${process.argv[1]}`).pathname : "";
+if (import.meta.filename === invoked || invoked.endsWith("/calbridge") || invoked.endsWith("/cli.js")) {
+  main(process.argv).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,172 @@
+// Owns `calbridge doctor`: one check per line (API key, webhook endpoint, each calendar, store, clock), each with a
+// fix-it hint when it fails, and a non-zero exit when anything is wrong.
+import { request } from "undici";
+import { BookingApiError } from "../booking/errors.ts";
+import type { App } from "../daemon/app.ts";
+import { describeError } from "../sync/errors.ts";
+
+export interface Check {
+  name: string;
+  status: "ok" | "warn" | "fail";
+  detail: string;
+  fix?: string;
+}
+
+const APPOINTMENT_EVENTS = ["appointment.created", "appointment.updated", "appointment.cancelled"];
+
+export async function runDoctor(app: App, now = Date.now()): Promise<Check[]> {
+  const checks: Check[] = [];
+  const { config } = app;
+
+  try {
+    const services = await app.booking.listServices({ priority: "webhook" });
+    checks.push({
+      name: "booking API key",
+      status: "ok",
+      detail: `accepted (GET /v1/services: ${services.length} services)`,
+    });
+  } catch (err) {
+    const auth = err instanceof BookingApiError && err.kind === "auth";
+    checks.push({
+      name: "booking API key",
+      status: "fail",
+      detail: describeError(err),
+      fix: auth
+        ? "the key was refused: create one under Settings > API and set booking.api_key (e.g. ${BOOKING_API_KEY})"
+        : `the booking service at ${config.booking.base_url} did not answer properly: check booking.base_url and the network`,
+    });
+  }
+
+  checks.push(await webhookCheck(app));
+
+  await Promise.all(
+    config.therapists.map(async (t) => {
+      const gw = app.calendars.get(t.therapist_id);
+      const name = `calendar of ${t.therapist_id}`;
+      if (!gw) {
+        checks.push({
+          name,
+          status: "fail",
+          detail: "no usable credentials",
+          fix:
+            t.auth?.type === "oauth"
+              ? `run \`calbridge authorize --therapist ${t.therapist_id}\``
+              : "check google.auth.key_file and the delegation of the service account",
+        });
+        return;
+      }
+      const res = await gw.checkAccess();
+      checks.push({
+        name,
+        status: res.ok ? "ok" : "fail",
+        detail: res.detail,
+        ...(res.ok
+          ? {}
+          : {
+              fix: `share ${t.calendar_id} with the service account (or ${t.impersonate ?? "the therapist"}) with "Make changes to events", or fix calendar_id`,
+            }),
+      });
+    }),
+  );
+
+  try {
+    await app.store.ping();
+    checks.push({
+      name: "store",
+      status: "ok",
+      detail: `${app.store.kind} answers (${config.store.url.replace(/\/\/[^@/]*@/, "//***@")})`,
+    });
+  } catch (err) {
+    checks.push({
+      name: "store",
+      status: "fail",
+      detail: describeError(err),
+      fix: "check store.url and that the folder or Redis is reachable and writable",
+    });
+  }
+
+  checks.push(await clockCheck(config.booking.base_url, config.webhooks.tolerance_seconds, now));
+  checks.sort((a, b) => order(a.name) - order(b.name));
+  return checks;
+}
+
+function order(name: string): number {
+  return ["booking API key", "webhook endpoint", "calendar", "store", "clock"].findIndex((p) => name.startsWith(p));
+}
+
+async function webhookCheck(app: App): Promise<Check> {
+  const name = "webhook endpoint";
+  const url = app.config.webhooks.public_url;
+  let endpoints: Record<string, unknown>[];
+  try {
+    endpoints = await app.booking.listWebhooks({ priority: "webhook" });
+  } catch (err) {
+    return { name, status: "fail", detail: `GET /v1/webhooks failed: ${describeError(err)}` };
+  }
+  if (!url) {
+    return {
+      name,
+      status: "warn",
+      detail: `webhooks.public_url is not set; ${endpoints.length} endpoint(s) registered, cannot tell which is ours`,
+      fix: "set webhooks.public_url to the HTTPS address the booking service delivers to",
+    };
+  }
+  const ours = endpoints.find((e) => String(e.url ?? e.endpoint ?? "") === url);
+  if (!ours) {
+    return {
+      name,
+      status: "fail",
+      detail: `no endpoint for ${url} in GET /v1/webhooks`,
+      fix: "add it in the dashboard (Settings > Webhooks) with the appointment.* events, and put its signing secret in webhooks.signing_secrets",
+    };
+  }
+  const disabled = ours.enabled === false || ours.disabled === true || ours.status === "disabled";
+  if (disabled) {
+    return {
+      name,
+      status: "fail",
+      detail: `the endpoint ${url} is DISABLED (the booking service disables it after 7 failed deliveries); no webhooks arrive, only the reconciliation keeps calendars current`,
+      fix: "fix what made deliveries fail (see the dashboard's delivery log), then re-enable the endpoint in Settings > Webhooks",
+    };
+  }
+  const events = Array.isArray(ours.events) ? ours.events.map(String) : undefined;
+  const missing = events ? APPOINTMENT_EVENTS.filter((e) => !events.includes(e) && !events.includes("*")) : [];
+  if (missing.length > 0) {
+    return {
+      name,
+      status: "warn",
+      detail: `${url} is enabled but not subscribed to ${missing.join(", ")}`,
+      fix: "subscribe the endpoint to every appointment.* event in Settings > Webhooks",
+    };
+  }
+  return { name, status: "ok", detail: `${url} is registered and enabled` };
+}
+
+async function clockCheck(baseUrl: string, toleranceSeconds: number, now: number): Promise<Check> {
+  const name = "clock";
+  try {
+    const res = await request(new URL("/v1/services", baseUrl), { method: "GET", headersTimeout: 10_000 });
+    await res.body.dump();
+    const date = res.headers.date;
+    const server = typeof date === "string" ? Date.parse(date) : Number.NaN;
+    if (Number.isNaN(server))
+      return { name, status: "warn", detail: "the booking service sent no Date header; clock not compared" };
+    const skew = Math.round((now - server) / 1000);
+    if (Math.abs(skew) > toleranceSeconds / 2) {
+      return {
+        name,
+        status: "fail",
+        detail: `this clock is ${skew} s off the booking service's`,
+        fix: `run NTP: webhook signatures older than ${toleranceSeconds} s are refused`,
+      };
+    }
+    return { name, status: "ok", detail: `within ${Math.abs(skew)} s of the booking service` };
+  } catch (err) {
+    return { name, status: "warn", detail: `could not compare clocks: ${describeError(err)}` };
+  }
+}
+
+export function formatChecks(checks: Check[]): string {
+  const mark = { ok: "ok  ", warn: "WARN", fail: "FAIL" } as const;
+  return checks.map((c) => `${mark[c.status]} ${c.name}: ${c.detail}${c.fix ? `\n     fix: ${c.fix}` : ""}`).join("\n");
+}

@@ -1,0 +1,49 @@
+// Owns how `calbridge reconcile` shows its result: a readable table of the plan, or the report as JSON.
+import type { ReconcileReport } from "../sync/reconcile.ts";
+import type { Action } from "../sync/types.ts";
+
+function target(a: Action): string {
+  if (a.kind === "move") return `${a.from.therapistId} → ${a.to.therapistId}`;
+  if ("therapistId" in a) return a.therapistId;
+  return "";
+}
+
+function detail(a: Action): string {
+  if (a.kind === "writeback_reschedule") return `PATCH start_time=${a.startTime}; ${a.reason}`;
+  if (a.kind === "writeback_cancel") return `POST cancel; ${a.reason}`;
+  return a.reason;
+}
+
+export function formatPlan(report: ReconcileReport): string {
+  const lines: string[] = [];
+  const head = report.dryRun ? "Plan (dry run: nothing was written)" : "Reconciliation";
+  lines.push(`${head}: window ${report.window.from} .. ${report.window.to}`);
+  lines.push(
+    `  appointments listed: ${report.appointments}, managed events: ${report.managedEvents}, unmapped skipped: ${report.skippedUnmapped}`,
+  );
+  if (report.plan.length === 0) {
+    lines.push("  nothing to do: calendars and bookings agree");
+  } else {
+    const rows = report.plan.map((a) => [a.kind, a.appointmentId, target(a), detail(a)]);
+    const header = ["ACTION", "APPOINTMENT", "THERAPIST", "WHY"];
+    const widths = header.map((h, i) => Math.min(40, Math.max(h.length, ...rows.map((r) => r[i]!.length))));
+    const fmt = (r: string[]) => r.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c)).join("  ");
+    lines.push("", `  ${fmt(header)}`, ...rows.map((r) => `  ${fmt(r)}`));
+    lines.push(
+      "",
+      `  totals: ${Object.entries(report.counts)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(", ")}`,
+    );
+  }
+  if (report.guard.tripped) {
+    lines.push(
+      "",
+      `  MASS-DELETION GUARD: ${report.guard.destructive} removals planned, over the limit of ${report.guard.limit} (of ${report.guard.managed} managed events).`,
+      "  Nothing was deleted or cancelled. If this is intended, run `calbridge reconcile --force`.",
+    );
+  }
+  for (const [t, err] of Object.entries(report.calendarErrors)) lines.push(`  calendar of ${t} not listed: ${err}`);
+  if (report.failed > 0) lines.push(`  ${report.failed} appointment(s) failed; see the log and the dead letters`);
+  return lines.join("\n");
+}

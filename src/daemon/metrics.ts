@@ -1,0 +1,84 @@
+// Owns the daemon-level Prometheus metrics (sync outcomes, queues, reconciliation, write-backs, credentials,
+// leadership) plus the process defaults; modules with metrics of their own register them on the same registry.
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+export interface DaemonMetrics {
+  registry: Registry;
+  /** One syncAppointment run; kind: create|update|delete|noop|…, result: ok|error|skipped. */
+  syncOperations: Counter<"kind" | "result">;
+  /** Items waiting per queue (webhooks, sync, writeback, reconcile, …). */
+  queueDepth: Gauge<"queue">;
+  /** Items parked in the dead-letter table. */
+  deadLetters: Gauge;
+  lastReconcileSuccess: Gauge;
+  reconcileDuration: Histogram;
+  /** Pushes to the booking service; kind: reschedule|cancel, result: ok|rejected|error. */
+  writebacks: Counter<"kind" | "result">;
+  /** 1 while a therapist's Google credentials work, 0 when they fail. */
+  therapistCredentialsOk: Gauge<"therapist">;
+  massDeleteGuardTripped: Counter;
+  /** 1 on the replica that holds the leader lease. */
+  leader: Gauge;
+}
+
+/**
+ * Creates the metrics on `registry` (a fresh one by default, so tests and two daemons in one process never clash).
+ * Call once per registry: prom-client refuses a second metric with the same name.
+ */
+export function createMetrics(registry: Registry = new Registry()): DaemonMetrics {
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    syncOperations: new Counter({
+      name: "calbridge_sync_operations_total",
+      help: "Appointment sync operations by kind and result.",
+      labelNames: ["kind", "result"] as const,
+      registers,
+    }),
+    queueDepth: new Gauge({
+      name: "calbridge_queue_depth",
+      help: "Items waiting in each work queue.",
+      labelNames: ["queue"] as const,
+      registers,
+    }),
+    deadLetters: new Gauge({
+      name: "calbridge_dead_letters",
+      help: "Items in the dead-letter table that need attention.",
+      registers,
+    }),
+    lastReconcileSuccess: new Gauge({
+      name: "calbridge_last_reconcile_success_timestamp_seconds",
+      help: "Unix time of the last successful full reconciliation.",
+      registers,
+    }),
+    reconcileDuration: new Histogram({
+      name: "calbridge_reconcile_duration_seconds",
+      help: "Duration of full reconciliation runs.",
+      buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800],
+      registers,
+    }),
+    writebacks: new Counter({
+      name: "calbridge_writebacks_total",
+      help: "Calendar changes pushed back to the booking service, by kind and result.",
+      labelNames: ["kind", "result"] as const,
+      registers,
+    }),
+    therapistCredentialsOk: new Gauge({
+      name: "calbridge_therapist_credentials_ok",
+      help: "1 when the therapist's Google credentials work, 0 when they fail.",
+      labelNames: ["therapist"] as const,
+      registers,
+    }),
+    massDeleteGuardTripped: new Counter({
+      name: "calbridge_mass_delete_guard_tripped_total",
+      help: "Reconciliations stopped because they would delete more than sync.max_delete_ratio of managed events.",
+      registers,
+    }),
+    leader: new Gauge({
+      name: "calbridge_leader",
+      help: "1 on the replica that holds the leader lease (always 1 with a SQLite store).",
+      registers,
+    }),
+  };
+}

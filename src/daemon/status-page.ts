@@ -1,0 +1,108 @@
+// Owns what GET /status reports (the StatusSnapshot shape) and its small HTML rendering for people; every value
+// that reaches the page is escaped.
+
+/** Times are ISO 8601 strings (UTC), or null when unknown / never. */
+export interface TherapistStatus {
+  therapistId: string;
+  name?: string;
+  calendarId: string;
+  lastSyncAt: string | null;
+  lastError: { at: string; message: string } | null;
+  counts: { eventsMirrored: number; writebacks: number };
+  credentials: { ok: boolean; detail?: string; checkedAt?: string };
+  /** Set while the calendar is paused (quotaExceeded, revoked credentials). */
+  pausedUntil: string | null;
+}
+
+export interface RateLimitStatus {
+  limit: number | null;
+  remaining: number | null;
+  resetAt: string | null;
+  /** Set while the whole booking queue waits after a 429 or a spent budget. */
+  pausedUntil: string | null;
+}
+
+export interface StatusSnapshot {
+  generatedAt: string;
+  /** This replica's holder id, when running with a lease. */
+  instance?: string;
+  leader: boolean;
+  lastReconcileAt: string | null;
+  queues: Record<string, number>;
+  deadLetters: number;
+  rateLimit: RateLimitStatus | null;
+  therapists: TherapistStatus[];
+}
+
+const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+export function escapeHtml(value: unknown): string {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ENTITIES[c]!);
+}
+
+const dash = (v: string | null | undefined) => (v ? escapeHtml(v) : "—");
+
+function row(cells: string[], tag = "td"): string {
+  return `<tr>${cells.map((c) => `<${tag}>${c}</${tag}>`).join("")}</tr>`;
+}
+
+function therapistRow(t: TherapistStatus): string {
+  const who = t.name
+    ? `${escapeHtml(t.name)} <small>(${escapeHtml(t.therapistId)})</small>`
+    : escapeHtml(t.therapistId);
+  const creds = t.credentials.ok
+    ? `<span class="ok">ok</span>`
+    : `<span class="bad">failing</span>${t.credentials.detail ? `: ${escapeHtml(t.credentials.detail)}` : ""}`;
+  const error = t.lastError
+    ? `<span class="bad">${escapeHtml(t.lastError.message)}</span> (${dash(t.lastError.at)})`
+    : "—";
+  return row([
+    who,
+    escapeHtml(t.calendarId),
+    dash(t.lastSyncAt),
+    escapeHtml(t.counts.eventsMirrored),
+    escapeHtml(t.counts.writebacks),
+    creds,
+    dash(t.pausedUntil),
+    error,
+  ]);
+}
+
+export function renderStatusHtml(s: StatusSnapshot): string {
+  const rl = s.rateLimit;
+  const queues = Object.entries(s.queues)
+    .map(([name, depth]) => `${escapeHtml(name)}: ${escapeHtml(depth)}`)
+    .join(", ");
+  const summary = [
+    ["Role", s.leader ? "leader" : "standby"],
+    ["Instance", s.instance ?? "—"],
+    ["Last reconciliation", s.lastReconcileAt ?? "never"],
+    ["Dead letters", String(s.deadLetters)],
+    ["Rate limit", rl ? `${rl.remaining ?? "?"} of ${rl.limit ?? "?"} left, resets ${rl.resetAt ?? "?"}` : "—"],
+    ["Booking queue paused until", rl?.pausedUntil ?? "—"],
+  ]
+    .map(([k, v]) => row([escapeHtml(k), escapeHtml(v)]))
+    .join("\n");
+  const head = row(
+    ["Therapist", "Calendar", "Last sync", "Events", "Write-backs", "Credentials", "Paused until", "Last error"],
+    "th",
+  );
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="30">
+<title>calbridge status</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}
+td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}.ok{color:#070}.bad{color:#b00}</style>
+</head><body>
+<h1>calbridge status</h1>
+<p>Generated ${escapeHtml(s.generatedAt)}</p>
+<table>
+${summary}
+${row([escapeHtml("Queues"), queues || "—"])}
+</table>
+<table>
+${head}
+${s.therapists.map(therapistRow).join("\n")}
+</table>
+</body></html>
+`;
+}
