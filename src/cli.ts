@@ -191,6 +191,7 @@ export async function main(argv: string[]): Promise<number> {
       return err.code;
     }
     process.stderr.write(`calbridge: ${(err as Error).message ?? String(err)}\n`);
+    if (process.env.CALBRIDGE_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
     return 1;
   }
 }

@@ -165,6 +165,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   let bookingState: { ok: boolean; detail?: string } = { ok: true, detail: "not checked yet" };
   let cron: ScheduledTask | undefined;
   let running: Promise<ReconcileReport> | undefined;
+  let stopping = false;
   const startedAt = clock.now();
 
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
@@ -256,7 +257,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     onChange: (leader) => {
       if (leader) startLeaderWork();
       else {
-        logger.warn("no longer the leader: leader-only work stops");
+        if (stopping) logger.info("leadership released");
+        else logger.warn("no longer the leader: leader-only work stops");
         void stopLeaderWork();
       }
     },
@@ -312,6 +314,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       await lease.start();
     },
     async stop(graceMs = 10_000) {
+      stopping = true;
       const deadline = clock.now() + graceMs;
       app.http?.beginShutdown();
       await app.http?.close(Math.min(graceMs, 5000));
