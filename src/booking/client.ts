@@ -1,0 +1,359 @@
+// Owns the booking API client: the endpoints calbridge uses, the retry policy per kind of call, and its counters.
+// One HTTP exchange lives in transport.ts, the rate-limit gate in gate.ts, page walking in pagination.ts.
+import { Registry } from "prom-client";
+import { z } from "zod";
+import { type Clock, systemClock } from "../clock.ts";
+import { type Logger, secrets, silentLogger } from "../log.ts";
+import {
+  BACKOFF_BASE_MS,
+  BACKOFF_CAP_MS,
+  DEFAULT_MAX_RATE_LIMIT_RETRIES,
+  DEFAULT_MAX_RETRIES,
+  DEFAULT_TIMEOUT_MS,
+  PER_PAGE,
+  USER_AGENT,
+} from "./constants.ts";
+import { BookingApiError } from "./errors.ts";
+import { type Priority, RateLimitGate } from "./gate.ts";
+import { type BookingMetrics, bookingMetrics } from "./metrics.ts";
+import { type Page, paginate } from "./pagination.ts";
+import { Appointment, Availability, listEnvelope, singleEnvelope } from "./schemas.ts";
+import { asList, asRecords, patchApplied } from "./shapes.ts";
+import { type ExchangeInput, Transport } from "./transport.ts";
+import type {
+  AppointmentQuery,
+  AvailabilityQuery,
+  BookingClientOptions,
+  BookingStats,
+  CallOptions,
+  CancelBody,
+  CreateBody,
+  PatchBody,
+} from "./types.ts";
+
+export type {
+  AppointmentQuery,
+  AvailabilityQuery,
+  BookingClientOptions,
+  BookingStats,
+  CallOptions,
+  CancelBody,
+  CreateBody,
+  PatchBody,
+} from "./types.ts";
+
+/**
+ * read: safe to resend. idempotent: a write whose repetition gives the same state. verify: look before resending.
+ * once: never resent after an ambiguous failure (only after a 429, which was not processed).
+ */
+type RetryMode = "read" | "idempotent" | "verify" | "once";
+
+interface CallSpec<T> {
+  input: ExchangeInput;
+  schema: z.ZodType<T>;
+  priority: Priority;
+  mode: RetryMode;
+  /** For writes: the appointment as it is now if the write is found applied, else undefined. */
+  confirm?: () => Promise<T | undefined>;
+}
+
+const AppointmentEnvelope = singleEnvelope(Appointment);
+const AppointmentList = listEnvelope(Appointment);
+const AvailabilityEnvelope = singleEnvelope(Availability);
+
+export class BookingClient {
+  readonly gate: RateLimitGate;
+  readonly #transport: Transport;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #random: () => number;
+  readonly #maxRetries: number;
+  readonly #maxRateLimitRetries: number;
+  readonly #pageConcurrency: number;
+  readonly #metrics: BookingMetrics;
+  readonly #stats: BookingStats = {
+    requests: 0,
+    byStatusClass: {},
+    rateLimited: 0,
+    retries: 0,
+    waitedMs: 0,
+    gateWaitedMs: 0,
+    backoffMs: 0,
+  };
+
+  constructor(options: BookingClientOptions) {
+    secrets.add(options.apiKey);
+    this.#clock = options.clock ?? systemClock;
+    this.#log = options.logger ?? silentLogger;
+    this.#random = options.random ?? Math.random;
+    this.#maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+    this.#maxRateLimitRetries = options.maxRateLimitRetries ?? DEFAULT_MAX_RATE_LIMIT_RETRIES;
+    this.#pageConcurrency = Math.max(1, options.pageConcurrency ?? 1);
+    const registry = options.registry ?? new Registry();
+    this.#metrics = bookingMetrics(registry);
+    this.#transport = new Transport({
+      baseUrl: options.baseUrl,
+      apiKey: options.apiKey,
+      userAgent: USER_AGENT,
+      timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      dispatcher: options.dispatcher,
+    });
+    this.gate = new RateLimitGate({
+      requestsPerMinute: options.requestsPerMinute,
+      ...(options.rateWindowMs !== undefined ? { windowMs: options.rateWindowMs } : {}),
+      ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
+      clock: this.#clock,
+      logger: this.#log,
+      registry,
+      random: this.#random,
+    });
+  }
+
+  /** Every page of a filtered list, `per_page=100`, as the server returned it (duplicates across pages possible). */
+  listAppointmentPages(query: AppointmentQuery, opts: CallOptions = {}): AsyncGenerator<Page<Appointment>> {
+    const priority = opts.priority ?? "reconcile";
+    const fetchPage = async (page: number): Promise<Page<Appointment>> => {
+      const body = await this.#call({
+        input: {
+          method: "GET",
+          path: "/v1/appointments",
+          query: {
+            date_from: query.dateFrom,
+            date_to: query.dateTo,
+            therapist_id: query.therapistId,
+            status: query.status,
+            customer_id: query.customerId,
+            page,
+            per_page: PER_PAGE,
+          },
+          signal: opts.signal,
+        },
+        schema: AppointmentList,
+        priority,
+        mode: "read",
+      });
+      return { page, items: body.data, meta: body.meta };
+    };
+    return paginate(fetchPage, PER_PAGE, this.#pageConcurrency);
+  }
+
+  /** Every matching appointment once (ids deduplicated: pages drift while the data changes). */
+  async *listAppointments(query: AppointmentQuery, opts: CallOptions = {}): AsyncGenerator<Appointment> {
+    const seen = new Set<string>();
+    for await (const page of this.listAppointmentPages(query, opts)) {
+      for (const a of page.items) {
+        if (seen.has(a.id)) continue;
+        seen.add(a.id);
+        yield a;
+      }
+    }
+  }
+
+  async getAppointment(id: string, opts: CallOptions = {}): Promise<Appointment> {
+    const body = await this.#call({
+      input: { method: "GET", path: `/v1/appointments/${encodeURIComponent(id)}`, signal: opts.signal },
+      schema: AppointmentEnvelope,
+      priority: opts.priority ?? "webhook",
+      mode: "read",
+    });
+    return body.data;
+  }
+
+  /**
+   * Moves, reassigns or annotates an appointment. Setting start_time/therapist_id/notes twice gives the same state,
+   * so it is resent after an ambiguous failure; a status change is checked with a GET first.
+   */
+  async patchAppointment(id: string, body: PatchBody, opts: CallOptions = {}): Promise<Appointment> {
+    const wanted = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined)) as PatchBody;
+    const result = await this.#call({
+      input: { method: "PATCH", path: `/v1/appointments/${encodeURIComponent(id)}`, body: wanted, signal: opts.signal },
+      schema: AppointmentEnvelope,
+      priority: opts.priority ?? "writeback",
+      mode: wanted.status === undefined ? "idempotent" : "verify",
+      confirm: async () => {
+        const now = await this.getAppointment(id, { ...opts, priority: opts.priority ?? "writeback" });
+        return patchApplied(now, wanted) ? { data: now } : undefined;
+      },
+    });
+    return result.data;
+  }
+
+  /** Cancels; after an ambiguous failure it looks (GET) before sending again, so a cancel is never sent twice. */
+  async cancelAppointment(id: string, body: CancelBody = {}, opts: CallOptions = {}): Promise<Appointment> {
+    const result = await this.#call({
+      input: {
+        method: "POST",
+        path: `/v1/appointments/${encodeURIComponent(id)}/cancel`,
+        body,
+        signal: opts.signal,
+      },
+      schema: AppointmentEnvelope,
+      priority: opts.priority ?? "writeback",
+      mode: "verify",
+      confirm: async () => {
+        const now = await this.getAppointment(id, { ...opts, priority: opts.priority ?? "writeback" });
+        return now.status === "cancelled" ? { data: now } : undefined;
+      },
+    });
+    return result.data;
+  }
+
+  /**
+   * Books an appointment. Not idempotent and not verifiable: after an ambiguous failure (timeout, lost answer, 5xx)
+   * it is not sent again; the caller decides (the next reconciliation will see the booking if it was made).
+   */
+  async createAppointment(body: CreateBody, opts: CallOptions = {}): Promise<Appointment> {
+    const result = await this.#call({
+      input: { method: "POST", path: "/v1/appointments", body, signal: opts.signal },
+      schema: AppointmentEnvelope,
+      priority: opts.priority ?? "writeback",
+      mode: "once",
+    });
+    return result.data;
+  }
+
+  async getAvailability(q: AvailabilityQuery, opts: CallOptions = {}): Promise<Availability> {
+    const body = await this.#call({
+      input: {
+        method: "GET",
+        path: "/v1/availability",
+        query: { service_id: q.serviceId, date: q.date, therapist_id: q.therapistId, duration: q.duration },
+        signal: opts.signal,
+      },
+      schema: AvailabilityEnvelope,
+      priority: opts.priority ?? "writeback",
+      mode: "read",
+    });
+    return body.data;
+  }
+
+  /** The connection test. The response shape is not specified: a data array, a bare array, or anything else. */
+  async listServices(opts: CallOptions = {}): Promise<unknown[]> {
+    const body = await this.#call({
+      input: { method: "GET", path: "/v1/services", query: { per_page: PER_PAGE }, signal: opts.signal },
+      schema: z.unknown(),
+      priority: opts.priority ?? "reconcile",
+      mode: "read",
+    });
+    return asList(body);
+  }
+
+  /** Webhook endpoints as records; tolerates a data array, a keyed object, or one object. */
+  async listWebhooks(opts: CallOptions = {}): Promise<Record<string, unknown>[]> {
+    const body = await this.#call({
+      input: { method: "GET", path: "/v1/webhooks", signal: opts.signal },
+      schema: z.unknown(),
+      priority: opts.priority ?? "reconcile",
+      mode: "read",
+    });
+    return asRecords(body);
+  }
+
+  stats(): BookingStats {
+    return { ...this.#stats, byStatusClass: { ...this.#stats.byStatusClass } };
+  }
+
+  async #call<T>(spec: CallSpec<T>): Promise<T> {
+    let failures = 0;
+    let limited = 0;
+    for (;;) {
+      try {
+        return await this.#once(spec);
+      } catch (e) {
+        if (!(e instanceof BookingApiError)) throw e;
+        if (e.kind === "rate_limited") {
+          // Not processed; the gate has paused every sender until the window resets (or backs off without headers).
+          if (limited++ >= this.#maxRateLimitRetries) throw e;
+          this.#countRetry(e, limited - 1, 0);
+          continue;
+        }
+        if (e.kind === "transient") {
+          if (spec.mode === "verify") {
+            const applied = await this.#confirm(spec, e);
+            if (applied !== undefined) return applied;
+          }
+          if (failures >= this.#maxRetries || spec.mode === "once") throw e;
+          await this.#backoff(e, failures++, spec.input.signal);
+          continue;
+        }
+        if (e.code === "invalid_response" && e.status !== undefined && e.status < 300 && spec.confirm) {
+          // The server said yes but the body is unreadable: report the state it left behind.
+          const applied = await this.#confirm(spec, e);
+          if (applied !== undefined) return applied;
+        }
+        throw e;
+      }
+    }
+  }
+
+  async #confirm<T>(spec: CallSpec<T>, cause: BookingApiError): Promise<T | undefined> {
+    if (!spec.confirm) return undefined;
+    this.#log.info(
+      { method: spec.input.method, path: spec.input.path, code: cause.code },
+      "booking API write failed ambiguously: checking whether it was applied",
+    );
+    try {
+      return await spec.confirm();
+    } catch {
+      // Could not look: resending blindly is what the check is there to avoid.
+      throw cause;
+    }
+  }
+
+  async #once<T>(spec: CallSpec<T>): Promise<T> {
+    const { input } = spec;
+    const permit = await this.gate.acquire(spec.priority, input.signal);
+    this.#stats.gateWaitedMs += permit.waitedMs;
+    this.#stats.waitedMs += permit.waitedMs;
+    this.#stats.requests++;
+    const started = performance.now();
+    let res: Awaited<ReturnType<Transport["send"]>>;
+    try {
+      res = await this.#transport.send(input);
+    } catch (e) {
+      permit.done();
+      const cls = e instanceof BookingApiError ? (e.code === "timeout" ? "timeout" : "network") : "aborted";
+      this.#count(input.method, cls);
+      this.#log.debug({ method: input.method, path: input.path, outcome: cls }, "booking API request failed");
+      throw e;
+    }
+    permit.done({ status: res.status, headers: res.headers });
+    const seconds = (performance.now() - started) / 1000;
+    this.#metrics.duration.observe({ method: input.method }, seconds);
+    this.#count(input.method, `${Math.floor(res.status / 100)}xx`);
+    if (res.status === 429) this.#stats.rateLimited++;
+    this.#log.debug(
+      {
+        method: input.method,
+        path: input.path,
+        status: res.status,
+        ms: Math.round(seconds * 1000),
+        requestId: res.requestId,
+      },
+      "booking API request",
+    );
+    return this.#transport.interpret(input, res, spec.schema);
+  }
+
+  #count(method: string, cls: string): void {
+    this.#stats.byStatusClass[cls] = (this.#stats.byStatusClass[cls] ?? 0) + 1;
+    this.#metrics.requests.inc({ method, status_class: cls });
+  }
+
+  #countRetry(e: BookingApiError, attempt: number, delayMs: number): void {
+    this.#stats.retries++;
+    this.#metrics.retries.inc({ reason: e.code });
+    this.#log.info(
+      { method: e.method, path: e.path, code: e.code, status: e.status, attempt: attempt + 1, delayMs },
+      "booking API request will be retried",
+    );
+  }
+
+  async #backoff(e: BookingApiError, attempt: number, signal: AbortSignal | undefined): Promise<void> {
+    const delay = Math.round(this.#random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt));
+    this.#countRetry(e, attempt, delay);
+    this.#stats.backoffMs += delay;
+    this.#stats.waitedMs += delay;
+    await this.#clock.sleep(delay, signal);
+  }
+}

@@ -1,0 +1,114 @@
+// Owns the booking API's error type: one class, its code, and the classification of a code/status into a kind.
+import { secrets } from "../log.ts";
+
+export type BookingErrorKind =
+  | "auth"
+  | "not_found"
+  | "rate_limited"
+  | "transient"
+  | "rejected"
+  | "invalid_request"
+  | "unknown";
+
+/** Codes the client synthesizes when the server gave none (or gave nothing parseable). */
+export type SynthesizedCode =
+  | "unauthorized"
+  | "not_found"
+  | "rate_limited"
+  | "server_error"
+  | "network_error"
+  | "timeout"
+  | "invalid_response";
+
+/** Business refusals named by the spec: the request was understood and refused; retrying will not help. */
+const REJECTED_CODES = new Set([
+  "slot_unavailable",
+  "therapist_unavailable",
+  "past_booking",
+  "customer_blocked",
+  "service_not_found",
+]);
+
+/**
+ * Classifies by `error.code` first (the spec gives no status per code), then by HTTP status.
+ * Synthesized codes (network_error, timeout) have no status and are transient.
+ */
+export function classify(code: string, status: number | undefined): BookingErrorKind {
+  if (REJECTED_CODES.has(code)) return "rejected";
+  if (code === "invalid_request") return "invalid_request";
+  if (code === "network_error" || code === "timeout") return "transient";
+  if (status === 401 || status === 403) return "auth";
+  if (status === 404) return "not_found";
+  if (status === 429) return "rate_limited";
+  if (status !== undefined && status >= 500) return "transient";
+  if (status === undefined && code === "rate_limited") return "rate_limited";
+  return "unknown";
+}
+
+/** The code to use when the response carried no usable error envelope. */
+export function synthesizeCode(status: number): SynthesizedCode {
+  if (status === 401 || status === 403) return "unauthorized";
+  if (status === 404) return "not_found";
+  if (status === 429) return "rate_limited";
+  if (status >= 500) return "server_error";
+  return "invalid_response";
+}
+
+export interface BookingApiErrorInit {
+  code: string;
+  message: string;
+  status?: number | undefined;
+  details?: Record<string, unknown> | undefined;
+  requestId?: string | undefined;
+  method?: string | undefined;
+  path?: string | undefined;
+  cause?: unknown;
+}
+
+export class BookingApiError extends Error {
+  override readonly name = "BookingApiError";
+  readonly code: string;
+  readonly details: Record<string, unknown>;
+  readonly status: number | undefined;
+  readonly requestId: string | undefined;
+  readonly kind: BookingErrorKind;
+  /** `GET /v1/appointments/:id`-style description of the call, without query string or host. */
+  readonly method: string | undefined;
+  readonly path: string | undefined;
+
+  constructor(init: BookingApiErrorInit) {
+    const where =
+      init.method && init.path ? ` (${init.method} ${init.path}${init.status ? ` -> ${init.status}` : ""})` : "";
+    // Registered secrets (the API key among them) never reach a message, whatever the server echoed.
+    const message = secrets.scrub(`${init.code}: ${init.message}${where}`);
+    super(message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.code = init.code;
+    this.details = init.details ?? {};
+    this.status = init.status;
+    this.requestId = init.requestId;
+    this.method = init.method;
+    this.path = init.path;
+    this.kind = classify(init.code, init.status);
+  }
+
+  /** Whether sending the same request again may succeed (transient failures and rate limiting). */
+  get retryable(): boolean {
+    return this.kind === "transient" || this.kind === "rate_limited";
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      name: this.name,
+      message: this.message,
+      code: this.code,
+      kind: this.kind,
+      status: this.status,
+      requestId: this.requestId,
+      details: this.details,
+    };
+  }
+}
+
+export function isBookingApiError(e: unknown): e is BookingApiError {
+  return e instanceof BookingApiError;
+}

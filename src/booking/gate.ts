@@ -1,0 +1,372 @@
+// Owns the booking API rate-limit gate: the server's X-RateLimit budget, a client-side ceiling, 429 pauses, and
+// priority order among waiting senders. Every request takes a permit here before it is sent.
+import { Registry } from "prom-client";
+import { type Clock, systemClock } from "../clock.ts";
+import { type Logger, silentLogger } from "../log.ts";
+import { bookingMetrics, collectedGauge } from "./metrics.ts";
+
+export type Priority = "webhook" | "writeback" | "reconcile";
+/** Served in this order: webhook follow-ups, then write-backs, then reconciliation pages. */
+export const PRIORITIES: readonly Priority[] = ["webhook", "writeback", "reconcile"];
+
+/** Why a sender waited. */
+export type WaitReason = "paused" | "budget_spent" | "client_ceiling" | "concurrency" | "in_flight" | "probe";
+const WEIGHT: Record<WaitReason, number> = {
+  paused: 6,
+  budget_spent: 5,
+  client_ceiling: 4,
+  concurrency: 3,
+  in_flight: 2,
+  probe: 1,
+};
+
+export interface RateLimitGateOptions {
+  /**
+   * Client-side ceiling: a sliding window. A request counts from its send until `windowMs` after its answer, so
+   * however long it travels, no window of the server (counted at arrival) can see more than this many.
+   */
+  requestsPerMinute: number;
+  /** Length of the ceiling's window; 60 000 in production, scaled down by tests and benchmarks. */
+  windowMs?: number;
+  /** Added to X-RateLimit-Reset before sending again, for clock skew (default 250 ms). */
+  skewMs?: number;
+  /** At most this many requests in flight at once (default 16). */
+  maxInFlight?: number;
+  /** 429 without usable headers: exponential backoff from this base (default 1 s) ... */
+  backoffBaseMs?: number;
+  /** ... up to this (default 60 s), with jitter. */
+  backoffMaxMs?: number;
+  clock?: Clock;
+  logger?: Logger;
+  registry?: Registry;
+  random?: () => number;
+}
+
+/** What the gate learns from one finished request. Omit `status` when no response arrived. */
+export interface ResponseInfo {
+  status?: number;
+  headers?: Record<string, string | string[] | undefined>;
+}
+
+export interface GatePermit {
+  readonly priority: Priority;
+  /** Milliseconds (of the gate's clock) this request waited for its permit. */
+  readonly waitedMs: number;
+  /** Hands the permit back with what the response said; exactly once, also when no response came. */
+  done(response?: ResponseInfo): void;
+}
+
+export interface GateSnapshot {
+  /** X-RateLimit-Limit last reported, or undefined before any. */
+  limit: number | undefined;
+  /** Requests the server still allows in its current window, as far as known (in-flight not subtracted). */
+  remaining: number | undefined;
+  /** X-RateLimit-Reset in epoch milliseconds. */
+  resetAt: number | undefined;
+  /** Epoch ms until which every sender is held after a 429 (undefined when not paused). */
+  pausedUntil: number | undefined;
+  waiting: Record<Priority, number>;
+  inFlight: number;
+  /** Requests counted by the client-side ceiling now (in flight + answered within the window), and that ceiling. */
+  sentInWindow: number;
+  ceiling: number;
+  /** "unknown" before the first response, "headers" once the server sent X-RateLimit-*, else "no_headers". */
+  mode: "unknown" | "headers" | "no_headers";
+}
+
+interface Waiter {
+  priority: Priority;
+  enqueuedAt: number;
+  reason: WaitReason | undefined;
+  resolve: (p: GatePermit) => void;
+  reject: (e: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+function header(headers: ResponseInfo["headers"], name: string): number | undefined {
+  const raw = headers?.[name] ?? headers?.[name.toLowerCase()];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  if (value === undefined || value.trim() === "") return undefined;
+  const n = Number(value);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+export class RateLimitGate {
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #random: () => number;
+  readonly #ceiling: number;
+  readonly #windowMs: number;
+  readonly #skewMs: number;
+  readonly #maxInFlight: number;
+  readonly #backoffBaseMs: number;
+  readonly #backoffMaxMs: number;
+  readonly #metrics;
+
+  #mode: GateSnapshot["mode"] = "unknown";
+  #limit: number | undefined;
+  #remaining: number | undefined;
+  #resetAt: number | undefined;
+  #pausedUntil = 0;
+  #consecutive429 = 0;
+  #inFlight = 0;
+  #sent: number[] = [];
+  #queues: Record<Priority, Waiter[]> = { webhook: [], writeback: [], reconcile: [] };
+  #timer: { until: number; ac: AbortController } | undefined;
+
+  constructor(options: RateLimitGateOptions) {
+    if (!(options.requestsPerMinute > 0)) throw new RangeError("requestsPerMinute must be > 0");
+    this.#clock = options.clock ?? systemClock;
+    this.#log = options.logger ?? silentLogger;
+    this.#random = options.random ?? Math.random;
+    this.#ceiling = Math.floor(options.requestsPerMinute);
+    this.#windowMs = options.windowMs ?? 60_000;
+    this.#skewMs = options.skewMs ?? 250;
+    this.#maxInFlight = options.maxInFlight ?? 16;
+    this.#backoffBaseMs = options.backoffBaseMs ?? 1_000;
+    this.#backoffMaxMs = options.backoffMaxMs ?? 60_000;
+    const registry = options.registry ?? new Registry();
+    this.#metrics = bookingMetrics(registry);
+    collectedGauge(
+      registry,
+      "calbridge_booking_ratelimit_remaining",
+      "Requests the booking API still allows in its current window (-1 when unknown).",
+      [],
+      (g) => g.set(this.#budget(this.#clock.now()) ?? -1),
+    );
+    collectedGauge(
+      registry,
+      "calbridge_booking_ratelimit_waiting",
+      "Requests waiting at the rate-limit gate, by priority.",
+      ["priority"],
+      (g) => {
+        for (const p of PRIORITIES) g.set({ priority: p }, this.#queues[p].length);
+      },
+    );
+    collectedGauge(registry, "calbridge_booking_inflight", "Booking API requests in flight.", [], (g) =>
+      g.set(this.#inFlight),
+    );
+  }
+
+  /** Waits for a permit to send one request. Rejects with the signal's reason when aborted while waiting. */
+  acquire(priority: Priority, signal?: AbortSignal): Promise<GatePermit> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise<GatePermit>((resolve, reject) => {
+      const w: Waiter = {
+        priority,
+        enqueuedAt: this.#clock.now(),
+        reason: undefined,
+        resolve,
+        reject,
+        signal,
+        onAbort: undefined,
+      };
+      if (signal) {
+        w.onAbort = () => {
+          const q = this.#queues[priority];
+          const i = q.indexOf(w);
+          if (i >= 0) q.splice(i, 1);
+          reject(signal.reason);
+          this.#pump();
+        };
+        signal.addEventListener("abort", w.onAbort, { once: true });
+      }
+      this.#queues[priority].push(w);
+      this.#pump();
+    });
+  }
+
+  snapshot(): GateSnapshot {
+    const now = this.#clock.now();
+    this.#prune(now);
+    return {
+      limit: this.#limit,
+      remaining: this.#budget(now),
+      resetAt: this.#resetAt,
+      pausedUntil: this.#pausedUntil > now ? this.#pausedUntil : undefined,
+      waiting: {
+        webhook: this.#queues.webhook.length,
+        writeback: this.#queues.writeback.length,
+        reconcile: this.#queues.reconcile.length,
+      },
+      inFlight: this.#inFlight,
+      sentInWindow: this.#sent.length + this.#inFlight,
+      ceiling: this.#ceiling,
+      mode: this.#mode,
+    };
+  }
+
+  /** The server's budget for now: after Reset (+ skew) the window has rolled and the full limit is assumed. */
+  #budget(now: number): number | undefined {
+    if (this.#mode !== "headers") return undefined;
+    if (this.#resetAt !== undefined && now >= this.#resetAt + this.#skewMs) {
+      return this.#limit !== undefined && this.#limit > 0 ? this.#limit : this.#ceiling;
+    }
+    return this.#remaining;
+  }
+
+  #prune(now: number): void {
+    while (this.#sent.length > 0 && this.#sent[0]! <= now - this.#windowMs) this.#sent.shift();
+  }
+
+  /** Why nobody may send now, and until when (undefined `until`: until a response comes back). */
+  #blocked(now: number): { reason: WaitReason; until?: number } | undefined {
+    if (now < this.#pausedUntil) return { reason: "paused", until: this.#pausedUntil };
+    const budget = this.#budget(now);
+    if (budget !== undefined && budget - this.#inFlight <= 0) {
+      // Spent for this window: wait for its end. Only in-flight requests hold it: wait for their answers.
+      if (budget <= 0 && this.#resetAt !== undefined)
+        return { reason: "budget_spent", until: this.#resetAt + this.#skewMs };
+      return { reason: "in_flight" };
+    }
+    // Before the first answer the budget is unknown: one request at a time, so a burst cannot overspend.
+    if (this.#mode === "unknown" && this.#inFlight > 0) return { reason: "probe" };
+    this.#prune(now);
+    if (this.#sent.length + this.#inFlight >= this.#ceiling) {
+      // Full: wait for the oldest answer to leave the window (or, all in flight, for an answer).
+      const oldest = this.#sent[0];
+      return oldest === undefined
+        ? { reason: "client_ceiling" }
+        : { reason: "client_ceiling", until: oldest + this.#windowMs };
+    }
+    if (this.#inFlight >= this.#maxInFlight) return { reason: "concurrency" };
+    return undefined;
+  }
+
+  #next(): Waiter | undefined {
+    for (const p of PRIORITIES) {
+      const w = this.#queues[p][0];
+      if (w) return w;
+    }
+    return undefined;
+  }
+
+  #pump(): void {
+    for (;;) {
+      const w = this.#next();
+      if (!w) {
+        this.#schedule(undefined);
+        return;
+      }
+      const now = this.#clock.now();
+      const block = this.#blocked(now);
+      if (block) {
+        for (const p of PRIORITIES) {
+          for (const x of this.#queues[p]) {
+            if (x.reason === undefined || WEIGHT[block.reason] > WEIGHT[x.reason]) x.reason = block.reason;
+          }
+        }
+        this.#schedule(block.until);
+        return;
+      }
+      this.#queues[w.priority].shift();
+      this.#grant(w, now);
+    }
+  }
+
+  #schedule(until: number | undefined): void {
+    if (this.#timer && this.#timer.until === until) return;
+    this.#timer?.ac.abort();
+    this.#timer = undefined;
+    if (until === undefined) return;
+    const ac = new AbortController();
+    this.#timer = { until, ac };
+    this.#clock.sleep(Math.max(1, until - this.#clock.now()), ac.signal).then(
+      () => {
+        if (this.#timer?.ac !== ac) return;
+        this.#timer = undefined;
+        this.#pump();
+      },
+      () => {},
+    );
+  }
+
+  #grant(w: Waiter, now: number): void {
+    if (w.signal && w.onAbort) w.signal.removeEventListener("abort", w.onAbort);
+    this.#inFlight++;
+    const waitedMs = now - w.enqueuedAt;
+    if (w.reason !== undefined) {
+      this.#metrics.waits.inc({ reason: w.reason, priority: w.priority });
+      this.#metrics.waitSeconds.observe({ priority: w.priority }, waitedMs / 1000);
+      const significant = WEIGHT[w.reason] >= WEIGHT.client_ceiling;
+      this.#log[significant ? "info" : "debug"](
+        { waitedMs, reason: w.reason, priority: w.priority, remaining: this.#budget(now), resetAt: this.#resetAt },
+        "booking API rate-limit gate: waited before sending",
+      );
+    }
+    let returned = false;
+    w.resolve({
+      priority: w.priority,
+      waitedMs,
+      done: (response) => {
+        if (returned) return;
+        returned = true;
+        this.#inFlight--;
+        this.#sent.push(this.#clock.now());
+        if (response) this.#learn(response);
+        this.#pump();
+      },
+    });
+  }
+
+  #learn(response: ResponseInfo): void {
+    const now = this.#clock.now();
+    const limit = header(response.headers, "X-RateLimit-Limit");
+    const remaining = header(response.headers, "X-RateLimit-Remaining");
+    const reset = header(response.headers, "X-RateLimit-Reset");
+    if (limit !== undefined || remaining !== undefined || reset !== undefined) {
+      this.#mode = "headers";
+      if (limit !== undefined) this.#limit = limit;
+      const resetAt = this.#resetTime(now, reset);
+      if (remaining !== undefined) {
+        if (this.#resetAt === undefined || resetAt > this.#resetAt) {
+          // A newer window: take the value as it is.
+          this.#remaining = remaining;
+          this.#resetAt = resetAt;
+        } else if (resetAt === this.#resetAt) {
+          // Same window, answers may arrive out of order: the smallest value is the latest truth.
+          this.#remaining = Math.min(this.#remaining ?? remaining, remaining);
+        }
+      } else if (reset !== undefined && (this.#resetAt === undefined || resetAt > this.#resetAt)) {
+        this.#resetAt = resetAt;
+      }
+    } else if (this.#mode === "unknown" && response.status !== undefined) {
+      this.#mode = "no_headers";
+    }
+    if (response.status === 429) this.#on429(now, reset);
+    else if (response.status !== undefined) this.#consecutive429 = 0;
+  }
+
+  /**
+   * X-RateLimit-Reset in epoch ms. The spec says Unix seconds; a small value is read as seconds from now (a common
+   * variant). Without the header the current window is assumed to last until a known reset, or one window from now.
+   */
+  #resetTime(now: number, reset: number | undefined): number {
+    if (reset === undefined)
+      return this.#resetAt !== undefined && this.#resetAt > now ? this.#resetAt : now + this.#windowMs;
+    return reset < 1e9 ? now + reset * 1000 : reset * 1000;
+  }
+
+  #on429(now: number, reset: number | undefined): void {
+    this.#consecutive429++;
+    this.#metrics.rateLimited.inc();
+    let until: number;
+    let basis: string;
+    const resetAt = reset === undefined ? undefined : this.#resetTime(now, reset);
+    if (resetAt !== undefined && resetAt + this.#skewMs > now) {
+      until = resetAt + this.#skewMs;
+      basis = "reset";
+      if (this.#resetAt === resetAt) this.#remaining = 0;
+    } else {
+      const cap = Math.min(this.#backoffMaxMs, this.#backoffBaseMs * 2 ** (this.#consecutive429 - 1));
+      until = now + cap / 2 + this.#random() * (cap / 2);
+      basis = "backoff";
+    }
+    if (until > this.#pausedUntil) this.#pausedUntil = until;
+    this.#log.warn(
+      { pauseMs: this.#pausedUntil - now, basis, consecutive: this.#consecutive429 },
+      "booking API answered 429: pausing every request",
+    );
+  }
+}

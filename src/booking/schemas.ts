@@ -1,0 +1,102 @@
+// Owns the zod schemas of the booking API's bodies: loose (unknown fields kept), fields the spec marks optional or "not shown" optional.
+import { z } from "zod";
+
+/** The appointment in any of its forms (list item, full Get form, create/update/cancel responses, webhook object). */
+export const Appointment = z.looseObject({
+  id: z.string().min(1),
+  service_id: z.string().optional(),
+  service_name: z.string().optional(),
+  customer_id: z.string().optional(),
+  customer: z
+    .looseObject({
+      id: z.string().optional(),
+      name: z.string().optional(),
+      email: z.string().optional(),
+      phone: z.string().nullish(),
+    })
+    .optional(),
+  customer_name: z.string().optional(),
+  customer_email: z.string().optional(),
+  therapist_id: z.string().optional(),
+  therapist_name: z.string().optional(),
+  start_time: z.string().optional(),
+  end_time: z.string().optional(),
+  // Not an enum: the spec names confirmed/cancelled/completed, and other values (e.g. "no_show") may appear.
+  status: z.string().optional(),
+  price: z.number().optional(),
+  currency: z.string().optional(),
+  notes: z.string().nullish(),
+  addons: z.array(z.unknown()).optional(),
+  payment_status: z.string().optional(),
+  created_at: z.string().optional(),
+  updated_at: z.string().optional(),
+  cancelled_at: z.string().nullish(),
+  cancellation_reason: z.string().nullish(),
+  refund_amount: z.number().nullish(),
+  refund_status: z.string().nullish(),
+});
+export type Appointment = z.infer<typeof Appointment>;
+
+/** `meta` of a list (every field tolerated missing: the client then stops on a short page). */
+export const ListMeta = z.looseObject({
+  page: z.number().optional(),
+  per_page: z.number().optional(),
+  total: z.number().optional(),
+  total_pages: z.number().optional(),
+  request_id: z.string().optional(),
+});
+export type ListMeta = z.infer<typeof ListMeta>;
+
+/** `meta` on a single-object response: only request_id is ever shown. */
+export const Meta = z.looseObject({ request_id: z.string().optional() });
+
+export const ErrorBody = z.looseObject({
+  code: z.string(),
+  message: z.string().optional(),
+  details: z.record(z.string(), z.unknown()).nullish(),
+  request_id: z.string().optional(),
+});
+
+/** `{ "error": { code, message, details } }`, with an optional meta. */
+export const ErrorEnvelope = z.looseObject({
+  error: ErrorBody,
+  meta: Meta.optional(),
+});
+export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
+
+/** `{ "data": <T>, "meta"?: {...} }` */
+export function singleEnvelope<T extends z.ZodType>(data: T) {
+  return z.looseObject({ data, meta: Meta.optional() });
+}
+
+/** `{ "data": [<T>], "meta": {...} }` (meta tolerated missing). */
+export function listEnvelope<T extends z.ZodType>(item: T) {
+  return z.looseObject({ data: z.array(item), meta: ListMeta.optional() });
+}
+
+export const TimeSlot = z.looseObject({
+  start_time: z.string(),
+  end_time: z.string().optional(),
+  therapist_id: z.string().optional(),
+  therapist_name: z.string().optional(),
+});
+export type TimeSlot = z.infer<typeof TimeSlot>;
+
+export const Availability = z.looseObject({
+  date: z.string().optional(),
+  service_id: z.string().optional(),
+  slots: z.array(TimeSlot),
+});
+export type Availability = z.infer<typeof Availability>;
+
+/** A delivered webhook event. `data.object` is kept as a loose record: its shape depends on the type. */
+export const WebhookEvent = z.looseObject({
+  id: z.string().min(1),
+  type: z.string().min(1),
+  created_at: z.string().optional(),
+  data: z.looseObject({
+    object: z.record(z.string(), z.unknown()),
+    previous_attributes: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+export type WebhookEvent = z.infer<typeof WebhookEvent>;

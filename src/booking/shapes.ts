@@ -1,0 +1,49 @@
+// Owns the tolerant readings of shapes the spec leaves open: list bodies of services and webhooks, and whether an
+// appointment already shows a requested change.
+import type { Appointment } from "./schemas.ts";
+import type { PatchBody } from "./types.ts";
+
+function sameInstant(a: string | undefined, b: string): boolean {
+  if (a === undefined) return false;
+  return a === b || Date.parse(a) === Date.parse(b);
+}
+
+export function patchApplied(now: Appointment, wanted: PatchBody): boolean {
+  if (wanted.start_time !== undefined && !sameInstant(now.start_time, wanted.start_time)) return false;
+  if (wanted.therapist_id !== undefined && now.therapist_id !== wanted.therapist_id) return false;
+  if (wanted.notes !== undefined && (now.notes ?? "") !== wanted.notes) return false;
+  if (wanted.status !== undefined && now.status !== wanted.status) return false;
+  return true;
+}
+
+export function asList(body: unknown): unknown[] {
+  if (Array.isArray(body)) return body;
+  if (body && typeof body === "object" && "data" in body) {
+    const data = (body as { data: unknown }).data;
+    if (Array.isArray(data)) return data;
+    if (data && typeof data === "object") {
+      const arrays = Object.values(data).filter(Array.isArray);
+      if (arrays.length === 1) return arrays[0] as unknown[];
+      return [data];
+    }
+    return data === undefined || data === null ? [] : [data];
+  }
+  return body === undefined || body === null ? [] : [body];
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+export function asRecords(body: unknown): Record<string, unknown>[] {
+  const list = asList(body);
+  if (list.length === 1 && isRecord(list[0])) {
+    const only = list[0];
+    const values = Object.values(only);
+    // A map keyed by endpoint id ({ "we_1": {url,...} }) rather than one endpoint.
+    if (!("url" in only) && values.length > 0 && values.every(isRecord)) {
+      return Object.entries(only).map(([id, v]) => ({ id, ...(v as Record<string, unknown>) }));
+    }
+  }
+  return list.filter(isRecord);
+}

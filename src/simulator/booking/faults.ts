@@ -1,0 +1,95 @@
+// Owns fault injection for the simulated API: random 5xx, latency, the next N requests failed, answered with a
+// malformed body, or processed and then left without an answer (socket destroyed: the lost-response case).
+import type { Rng } from "./random.ts";
+
+export interface FaultMatch {
+  method?: string;
+  /** Exact pathname (e.g. "/v1/appointments/apt_1/cancel") or a pattern. */
+  path?: string | RegExp;
+}
+
+interface Planned {
+  remaining: number;
+  match: FaultMatch | undefined;
+  status: number;
+  body: string | undefined;
+}
+
+export type Outcome =
+  | { kind: "fail"; status: number }
+  | { kind: "drop" }
+  | { kind: "malformed"; status: number; body: string }
+  | undefined;
+
+const DEFAULT_MALFORMED = "<html><body><h1>502 Bad Gateway</h1></body></html>";
+
+export class Faults {
+  /** Share (0..1) of API requests answered 503 before being processed. */
+  errorRate = 0;
+  /** Real milliseconds added before every answer (network latency; not the simulator's clock). */
+  latencyMs = 0;
+  readonly #fail: Planned[] = [];
+  readonly #drop: Planned[] = [];
+  readonly #malformed: Planned[] = [];
+  readonly #rng: Rng;
+
+  constructor(rng: Rng) {
+    this.#rng = rng;
+  }
+
+  /** The next `n` matching requests are answered `status` (error envelope code "internal_error" for 5xx) unprocessed. */
+  failNext(n: number, status = 500, match?: FaultMatch): void {
+    this.#fail.push({ remaining: n, match, status, body: undefined });
+  }
+
+  /** The next `n` matching requests are processed, then the connection is destroyed without an answer. */
+  dropResponseNext(n: number, match?: FaultMatch): void {
+    this.#drop.push({ remaining: n, match, status: 0, body: undefined });
+  }
+
+  /** The next `n` matching requests are processed, then answered with `body` (default: an HTML page), status 200. */
+  malformedNext(n: number, options: { status?: number; body?: string; match?: FaultMatch } = {}): void {
+    this.#malformed.push({ remaining: n, match: options.match, status: options.status ?? 200, body: options.body });
+  }
+
+  reset(): void {
+    this.errorRate = 0;
+    this.latencyMs = 0;
+    this.#fail.length = 0;
+    this.#drop.length = 0;
+    this.#malformed.length = 0;
+  }
+
+  /** Before processing: answer with an error instead? */
+  before(method: string, path: string): Outcome {
+    const planned = take(this.#fail, method, path);
+    if (planned) return { kind: "fail", status: planned.status };
+    if (this.errorRate > 0 && this.#rng.next() < this.errorRate) return { kind: "fail", status: 503 };
+    return undefined;
+  }
+
+  /** After processing: lose or garble the answer? */
+  after(method: string, path: string): Outcome {
+    if (take(this.#drop, method, path)) return { kind: "drop" };
+    const m = take(this.#malformed, method, path);
+    if (m) return { kind: "malformed", status: m.status, body: m.body ?? DEFAULT_MALFORMED };
+    return undefined;
+  }
+}
+
+function matches(match: FaultMatch | undefined, method: string, path: string): boolean {
+  if (!match) return true;
+  if (match.method && match.method.toUpperCase() !== method) return false;
+  if (match.path instanceof RegExp) return match.path.test(path);
+  if (match.path !== undefined) return match.path === path;
+  return true;
+}
+
+function take(list: Planned[], method: string, path: string): Planned | undefined {
+  const i = list.findIndex((p) => p.remaining > 0 && matches(p.match, method, path));
+  if (i < 0) return undefined;
+  const p = list[i]!;
+  p.remaining--;
+  if (p.remaining === 0) list.splice(i, 1);
+  return p;
+}

@@ -1,0 +1,102 @@
+// Owns the simulated read queries: the filtered, paginated appointment list and the availability of open slots.
+import { iso, parseTime, type SimAppointment, SimError } from "./model.ts";
+import { fnv1a } from "./random.ts";
+import type { BookingStore } from "./store.ts";
+import { listItem } from "./views.ts";
+
+const DAY = 86_400_000;
+/** Larger per_page values are refused (400 invalid_request, details.field "per_page"), not clamped. */
+export const PER_PAGE_MAX = 100;
+
+const invalid = (field: string, message: string) => new SimError(400, "invalid_request", message, { field });
+
+export interface ListResult<T> {
+  data: T[];
+  meta: { page: number; per_page: number; total: number; total_pages: number };
+}
+
+/** page / per_page as the spec defines them: integers, defaults 1 and 20, per_page at most 100. */
+export function pageParams(params: URLSearchParams): { page: number; perPage: number } {
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = params.get(name);
+    if (raw === null || raw === "") return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw invalid(name, `${name} must be an integer from ${min} to ${max}`);
+    return n;
+  };
+  return { page: int("page", 1, 1, 1_000_000), perPage: int("per_page", 20, 1, PER_PAGE_MAX) };
+}
+
+export function paginate<T>(all: T[], params: URLSearchParams): ListResult<T> {
+  const { page, perPage } = pageParams(params);
+  const total = all.length;
+  return {
+    data: all.slice((page - 1) * perPage, page * perPage),
+    meta: { page, per_page: perPage, total, total_pages: Math.ceil(total / perPage) },
+  };
+}
+
+/**
+ * date_from / date_to filter on start_time, both inclusive. A plain date (YYYY-MM-DD) as date_to means the end of that
+ * day. status, therapist_id and customer_id compare for equality (any status value is accepted).
+ */
+export function listAppointments(store: BookingStore, params: URLSearchParams): ListResult<Record<string, unknown>> {
+  const bound = (name: string): number | undefined => {
+    const raw = params.get(name);
+    if (raw === null || raw === "") return undefined;
+    const ms = parseTime(raw);
+    if (ms === undefined) throw invalid(name, `${name} must be an ISO 8601 date or date-time`);
+    return name === "date_to" && !raw.includes("T") ? ms + DAY - 1 : ms;
+  };
+  const from = bound("date_from");
+  const to = bound("date_to");
+  const status = params.get("status") || undefined;
+  const therapist = params.get("therapist_id") || undefined;
+  const customer = params.get("customer_id") || undefined;
+  pageParams(params);
+  const match = (a: SimAppointment) =>
+    (from === undefined || a.start >= from) &&
+    (to === undefined || a.start <= to) &&
+    (status === undefined || a.status === status) &&
+    (therapist === undefined || a.therapist_id === therapist) &&
+    (customer === undefined || a.customer_id === customer);
+  const list = paginate(store.ordered().filter(match), params);
+  return { data: list.data.map((a) => listItem(a, store)), meta: list.meta };
+}
+
+/**
+ * Open slots on a date: every therapist's free starts on a 30-minute grid within working hours, not in the past.
+ * Slots are grouped per therapist, therapists in a per-date hash order: deliberately not ordered by time.
+ */
+export function availability(store: BookingStore, params: URLSearchParams): Record<string, unknown> {
+  const serviceId = params.get("service_id");
+  if (!serviceId) throw invalid("service_id", "service_id is required");
+  const date = params.get("date");
+  if (!date || !/^\d{4}-\d{2}-\d{2}$/.test(date) || parseTime(date) === undefined) {
+    throw invalid("date", "date is required, as YYYY-MM-DD");
+  }
+  const service = store.service(serviceId);
+  if (!service) throw new SimError(404, "service_not_found", `no service ${serviceId}`, { field: "service_id" });
+  const therapistId = params.get("therapist_id");
+  if (therapistId && !store.therapist(therapistId)) throw invalid("therapist_id", `no therapist ${therapistId}`);
+  const rawDuration = params.get("duration");
+  const duration = rawDuration ? Number(rawDuration) : service.duration_minutes;
+  if (!Number.isInteger(duration) || duration < 5 || duration > 600)
+    throw invalid("duration", "duration must be minutes, 5 to 600");
+  const day = parseTime(date)!;
+  const { start: h0, end: h1 } = store.workingHours;
+  const ids = therapistId ? [therapistId] : [...store.therapists.keys()];
+  ids.sort((a, b) => fnv1a(date + a) - fnv1a(date + b));
+  const now = store.now();
+  const slots: Record<string, unknown>[] = [];
+  for (const id of ids) {
+    const t = store.therapist(id)!;
+    for (let s = day + h0 * 3_600_000; s + duration * 60_000 <= day + h1 * 3_600_000; s += 30 * 60_000) {
+      const e = s + duration * 60_000;
+      if (s < now || store.overlapping(id, s, e)) continue;
+      slots.push({ start_time: iso(s), end_time: iso(e), therapist_id: id, therapist_name: t.name });
+    }
+  }
+  return { date, service_id: serviceId, slots };
+}

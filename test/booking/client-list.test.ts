@@ -1,0 +1,166 @@
+// The client's list walking against the simulator: page counts, filters, drifting pages, missing meta.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, it } from "vitest";
+import { BookingClient } from "../../src/booking/client.ts";
+import { API_KEY, collect, drive, type Pair, startPair, T0 } from "./support.ts";
+
+const DAY = 86_400_000;
+let pair: Pair | undefined;
+afterEach(async () => {
+  await pair?.close();
+  pair = undefined;
+});
+
+describe("listAppointments", () => {
+  it("walks 1,234 appointments in exactly ceil(N/100) requests and yields every id once", async () => {
+    pair = await startPair();
+    const ids = pair.sim.seed({
+      therapists: ["th_anna", "th_ben", "th_carla"],
+      count: 1_234,
+      from: T0,
+      to: T0 + 60 * DAY,
+    });
+    const items = await drive(pair.clock, collect(pair.client.listAppointments({})));
+    expect(items.length).toBe(1_234);
+    expect(new Set(items.map((a) => a.id))).toEqual(new Set(ids));
+    const lists = pair.sim.requests.filter((r) => r.route === "GET /v1/appointments");
+    expect(lists.length).toBe(13);
+    for (const r of lists) expect(new URLSearchParams(r.query).get("per_page")).toBe("100");
+    expect(pair.client.stats()).toMatchObject({ requests: 13, retries: 0, rateLimited: 0 });
+  });
+
+  it("sends the filters as query parameters and gets exactly the matching appointments", async () => {
+    pair = await startPair();
+    pair.sim.seed({ therapists: ["th_anna", "th_ben"], count: 400, from: T0 - 10 * DAY, to: T0 + 20 * DAY });
+    const all = pair.sim.all();
+    const from = new Date(T0).toISOString();
+    const to = new Date(T0 + 7 * DAY).toISOString();
+    const got = await drive(
+      pair.clock,
+      collect(
+        pair.client.listAppointments({ therapistId: "th_anna", status: "confirmed", dateFrom: from, dateTo: to }),
+      ),
+    );
+    const want = all.filter(
+      (a) =>
+        a.therapist_id === "th_anna" &&
+        a.status === "confirmed" &&
+        Date.parse(a.start_time as string) >= T0 &&
+        Date.parse(a.start_time as string) <= T0 + 7 * DAY,
+    );
+    expect(want.length).toBeGreaterThan(10);
+    expect(got.map((a) => a.id).sort()).toEqual(want.map((a) => a.id as string).sort());
+    const q = new URLSearchParams(pair.sim.requests.at(-1)!.query);
+    expect(Object.fromEntries(q)).toMatchObject({
+      therapist_id: "th_anna",
+      status: "confirmed",
+      date_from: from,
+      date_to: to,
+    });
+
+    const customer = all[0]!.customer_id as string;
+    const mine = await drive(pair.clock, collect(pair.client.listAppointments({ customerId: customer })));
+    expect(mine.map((a) => a.id).sort()).toEqual(
+      all
+        .filter((a) => a.customer_id === customer)
+        .map((a) => a.id)
+        .sort(),
+    );
+  });
+
+  it("dedupes ids when pages drift while the data changes (new bookings shift later pages)", async () => {
+    pair = await startPair();
+    const original = pair.sim.seed({ therapists: ["th_anna", "th_ben"], count: 300, from: T0, to: T0 + 30 * DAY });
+    const seen: string[] = [];
+    let pages = 0;
+    const run = async () => {
+      for await (const page of pair!.client.listAppointmentPages({})) {
+        pages++;
+        seen.push(...page.items.map((a) => a.id));
+        if (pages === 1) {
+          for (let i = 0; i < 60; i++)
+            pair!.sim.create({ start_time: new Date(T0 + (i + 1) * 3_600_000).toISOString() });
+        }
+      }
+    };
+    await drive(pair.clock, run());
+    // The raw pages repeat some ids (shifted across a page boundary)...
+    expect(seen.length).toBeGreaterThan(new Set(seen).size);
+    expect(pages).toBe(4);
+    // ...listAppointments yields each once, and nothing that existed before the walk is lost.
+    pair.sim.requests.length = 0;
+    const items = await drive(pair.clock, collect(pair.client.listAppointments({})));
+    expect(new Set(items.map((a) => a.id)).size).toBe(items.length);
+    const ids = new Set(seen);
+    for (const id of original) expect(ids.has(id)).toBe(true);
+  });
+
+  it("fetches pages ahead when asked, with the same result", async () => {
+    pair = await startPair({ client: { pageConcurrency: 4 } });
+    pair.sim.seed({ therapists: ["th_anna"], count: 950, from: T0, to: T0 + 90 * DAY });
+    const items = await drive(pair.clock, collect(pair.client.listAppointments({})));
+    expect(new Set(items.map((a) => a.id)).size).toBe(950);
+    expect(pair.sim.stats().byRoute["GET /v1/appointments"]).toBe(10);
+  });
+
+  it("tolerates missing meta: stops on a short or empty page", async () => {
+    const total = { n: 250 };
+    const pagesServed: number[] = [];
+    const server = createServer((req, res) => {
+      const url = new URL(req.url!, "http://x");
+      const page = Number(url.searchParams.get("page"));
+      pagesServed.push(page);
+      const ids = Array.from({ length: total.n }, (_, i) => ({ id: `apt_${i}` })).slice((page - 1) * 100, page * 100);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ data: ids }));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const client = new BookingClient({
+        baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        apiKey: API_KEY,
+        requestsPerMinute: 1_000,
+        registry: new Registry(),
+      });
+      expect((await collect(client.listAppointments({}))).length).toBe(250);
+      expect(pagesServed).toEqual([1, 2, 3]);
+      total.n = 200;
+      pagesServed.length = 0;
+      expect((await collect(client.listAppointments({}))).length).toBe(200);
+      expect(pagesServed).toEqual([1, 2, 3]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it("reads availability and services, also with a base address ending in /v1", async () => {
+    pair = await startPair({ sim: { therapists: ["th_anna", "th_ben"] } });
+    const client = new BookingClient({
+      baseUrl: `${pair.sim.url}/v1/`,
+      apiKey: API_KEY,
+      requestsPerMinute: 100,
+      clock: pair.clock,
+      registry: new Registry(),
+    });
+    const date = new Date(T0 + DAY).toISOString().slice(0, 10);
+    const slots = await drive(pair.clock, client.getAvailability({ serviceId: "svc_physio_30", date, duration: 30 }));
+    expect(slots).toMatchObject({ date, service_id: "svc_physio_30" });
+    expect(new Set(slots.slots.map((x) => x.therapist_id))).toEqual(new Set(["th_anna", "th_ben"]));
+    const services = await drive(pair.clock, client.listServices());
+    expect(services.length).toBe(4);
+    expect(pair.sim.requests.map((r) => r.path)).toEqual(["/v1/availability", "/v1/services"]);
+  });
+
+  it("identifies itself and authenticates on every request", async () => {
+    pair = await startPair();
+    pair.sim.seed({ therapists: ["th_anna"], count: 3, from: T0, to: T0 + DAY });
+    await drive(pair.clock, collect(pair.client.listAppointments({})));
+    const r = pair.sim.requests[0]!;
+    expect(r.authorized).toBe(true);
+    expect(r.userAgent).toMatch(/^calbridge\/\d+\.\d+\.\d+/);
+    expect(r.accept).toBe("application/json");
+  });
+});
