@@ -1,0 +1,164 @@
+// Owns one calendar's standing with Google: quota pause, broken credentials, missing calendar; each logged once.
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import { CalendarError } from "./errors.ts";
+import type { GatewayMetrics } from "./metrics.ts";
+
+export interface GatewayHealth {
+  credentials: "ok" | "broken" | "unknown";
+  /** Epoch ms until which calls fail fast after quotaExceeded. */
+  pausedUntil?: number;
+  lastError?: string;
+}
+
+export interface CalendarHealthOptions {
+  therapistId: string;
+  calendarId: string;
+  clock: Clock;
+  logger: Logger;
+  metrics: GatewayMetrics;
+  quotaPauseMs: number;
+  /** While credentials are broken, one call per this interval is let through to test them again. */
+  credentialProbeMs: number;
+}
+
+/** Admission decision for one call. */
+export type Admission = "go" | "probe";
+
+export class CalendarHealth {
+  readonly #o: CalendarHealthOptions;
+  #credentials: GatewayHealth["credentials"] = "unknown";
+  #brokenError: CalendarError | undefined;
+  #nextProbe = 0;
+  #pausedUntil: number | undefined;
+  #pauseReason = "";
+  #calendarMissing = false;
+  #lastError: string | undefined;
+
+  constructor(options: CalendarHealthOptions) {
+    this.#o = options;
+  }
+
+  /** Log fields; the gateway's child logger already carries therapist_id. */
+  get #ids() {
+    return { calendar_id: this.#o.calendarId };
+  }
+
+  /** Throws a fail-fast CalendarError while paused or broken; "probe" when a broken credential may be tried again. */
+  admit(operation: string, forceProbe = false): Admission {
+    const now = this.#o.clock.now();
+    if (this.#pausedUntil !== undefined && now < this.#pausedUntil) {
+      throw new CalendarError(
+        `${operation}: calendar ${this.#o.calendarId} (therapist ${this.#o.therapistId}) is paused until ` +
+          `${new Date(this.#pausedUntil).toISOString()} because Google answered ${this.#pauseReason}; nothing was sent`,
+        { kind: "quota", status: 403, reason: this.#pauseReason },
+      );
+    }
+    if (this.#credentials !== "broken") return "go";
+    if (forceProbe || now >= this.#nextProbe) {
+      this.#nextProbe = now + this.#o.credentialProbeMs;
+      return "probe";
+    }
+    throw new CalendarError(
+      `${operation}: Google credentials of therapist ${this.#o.therapistId} are broken ` +
+        `(${this.#brokenError?.message ?? "rejected"}); nothing was sent. ${this.#fixHint()}`,
+      { kind: "auth", status: this.#brokenError?.status, reason: this.#brokenError?.reason },
+    );
+  }
+
+  #fixHint(): string {
+    const reason = this.#brokenError?.reason;
+    if (reason === "unauthorized_client") {
+      return "Grant domain-wide delegation for the calendar scope to the service account, or fix `impersonate`.";
+    }
+    return `Run \`calbridge authorize --therapist ${this.#o.therapistId}\` (OAuth) or check the service-account key and delegation.`;
+  }
+
+  /** A request succeeded: credentials work, any pause and missing-calendar state is over. */
+  succeeded(): void {
+    this.credentialsWork();
+    if (this.#pausedUntil !== undefined) {
+      this.#pausedUntil = undefined;
+      this.#o.metrics.paused.set({ therapist: this.#o.therapistId }, 0);
+      this.#o.logger.info(this.#ids, "Google Calendar quota pause over: calendar resumed");
+    }
+    if (this.#calendarMissing) {
+      this.#calendarMissing = false;
+      this.#o.logger.info(this.#ids, "Google calendar is reachable again");
+    }
+  }
+
+  /** A token was obtained or a request succeeded. */
+  credentialsWork(): void {
+    if (this.#credentials === "broken") {
+      this.#o.logger.info(this.#ids, "Google credentials work again");
+    }
+    this.#credentials = "ok";
+    this.#brokenError = undefined;
+    this.#o.metrics.credentialsOk.set({ therapist: this.#o.therapistId }, 1);
+  }
+
+  markBroken(err: CalendarError): void {
+    this.#lastError = err.message;
+    this.#nextProbe = this.#o.clock.now() + this.#o.credentialProbeMs;
+    this.#o.metrics.credentialsOk.set({ therapist: this.#o.therapistId }, 0);
+    if (this.#credentials === "broken") return;
+    this.#credentials = "broken";
+    this.#brokenError = err;
+    this.#o.logger.error(
+      { ...this.#ids, status: err.status, reason: err.reason },
+      `Google credentials rejected for therapist ${this.#o.therapistId}: ${err.message}. ` +
+        `Calls to this calendar fail fast until fixed. ${this.#fixHint()}`,
+    );
+  }
+
+  /** Clears the broken state (after re-authorization); the next call tries the credentials again. */
+  reset(): void {
+    this.#credentials = "unknown";
+    this.#brokenError = undefined;
+    this.#nextProbe = 0;
+  }
+
+  pause(err: CalendarError): void {
+    this.#lastError = err.message;
+    const already = this.#pausedUntil !== undefined;
+    this.#pausedUntil = this.#o.clock.now() + this.#o.quotaPauseMs;
+    this.#pauseReason = err.reason ?? "quotaExceeded";
+    this.#o.metrics.paused.set({ therapist: this.#o.therapistId }, 1);
+    if (already) {
+      this.#o.logger.info(
+        { ...this.#ids, paused_until: new Date(this.#pausedUntil).toISOString() },
+        "Google Calendar quota still exhausted: pause extended",
+      );
+      return;
+    }
+    this.#o.logger.warn(
+      { ...this.#ids, reason: this.#pauseReason, paused_until: new Date(this.#pausedUntil).toISOString() },
+      `Google Calendar quota exhausted (${this.#pauseReason}): calendar paused, calls fail fast until the pause ends`,
+    );
+  }
+
+  calendarMissing(err: CalendarError): void {
+    this.#lastError = err.message;
+    if (this.#calendarMissing) return;
+    this.#calendarMissing = true;
+    this.#o.logger.error(
+      this.#ids,
+      `mapping error: calendar ${this.#o.calendarId} of therapist ${this.#o.therapistId} does not exist or is not ` +
+        "shared with these credentials; check therapists[].calendar_id and the calendar's sharing",
+    );
+  }
+
+  recordError(err: CalendarError): void {
+    this.#lastError = err.message;
+  }
+
+  snapshot(): GatewayHealth {
+    const health: GatewayHealth = { credentials: this.#credentials };
+    if (this.#pausedUntil !== undefined && this.#o.clock.now() < this.#pausedUntil) {
+      health.pausedUntil = this.#pausedUntil;
+    }
+    if (this.#lastError) health.lastError = this.#lastError;
+    return health;
+  }
+}

@@ -1,0 +1,100 @@
+// Owns one logical Google call: fail-fast gate, error classification, retries with backoff, metrics and health updates.
+import type { OAuth2Client } from "google-auth-library";
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import { dropAccessToken } from "./auth.ts";
+import { type BackoffPolicy, backoffDelay } from "./backoff.ts";
+import type { CalendarHealth } from "./calendar-health.ts";
+import { type CalendarErrorKind, classifyError, type ErrorScope } from "./errors.ts";
+import type { GatewayMetrics } from "./metrics.ts";
+
+/** Errors that are Google's considered answer about an event: credentials and quota evidently work. */
+const ANSWERS: ReadonlySet<CalendarErrorKind> = new Set([
+  "not_found",
+  "gone",
+  "duplicate",
+  "precondition",
+  "invalid",
+  "forbidden",
+]);
+
+export interface CallState {
+  /** Some attempt may have been applied without our seeing the answer (lost response, timeout). */
+  ambiguous: boolean;
+}
+
+export interface CallOptions {
+  state?: CallState;
+  /** Let the call through even while credentials are broken (doctor's access check). */
+  probe?: boolean;
+}
+
+export interface CallRunnerOptions {
+  calendarId: string;
+  auth: OAuth2Client;
+  clock: Clock;
+  logger: Logger;
+  metrics: GatewayMetrics;
+  health: CalendarHealth;
+  backoff: BackoffPolicy;
+  maxAttempts: number;
+}
+
+export class CallRunner {
+  readonly #o: CallRunnerOptions;
+
+  constructor(options: CallRunnerOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * Sends until success or a final error (a CalendarError). Retries rate limits, 5xx and network errors with backoff;
+   * pauses the calendar on quotaExceeded; after a 401 fetches a new token once, then declares the credentials broken.
+   */
+  async run<T>(
+    operation: string,
+    scope: ErrorScope,
+    send: () => Promise<{ data: T; status: number }>,
+    options: CallOptions = {},
+  ): Promise<T> {
+    const { auth, health, metrics } = this.#o;
+    let reauthorized = false;
+    for (let attempt = 1; ; attempt++) {
+      if (health.admit(operation, options.probe) === "probe") dropAccessToken(auth);
+      try {
+        const res = await send();
+        metrics.requests.inc({ method: operation, status: String(res.status) });
+        health.succeeded();
+        return res.data;
+      } catch (raw) {
+        const err = classifyError(raw, scope, `${operation} ${this.#o.calendarId}`);
+        const status = err.tokenEndpoint ? "token_error" : err.status ? String(err.status) : "network";
+        metrics.requests.inc({ method: operation, status });
+        if (err.ambiguous && options.state) options.state.ambiguous = true;
+        if (err.kind === "quota") {
+          health.pause(err);
+          throw err;
+        }
+        if (err.kind === "auth") {
+          // A 401 from the API may be a token revoked early: fetch a new one once before declaring them broken.
+          if (!reauthorized && !err.tokenEndpoint) {
+            reauthorized = true;
+            dropAccessToken(auth);
+            continue;
+          }
+          health.markBroken(err);
+          throw err;
+        }
+        if (err.kind === "calendar_not_found") health.calendarMissing(err);
+        else if (ANSWERS.has(err.kind)) health.succeeded();
+        else health.recordError(err);
+        if (!err.retryable || attempt >= this.#o.maxAttempts) throw err;
+        const reason = err.reason ?? (err.status ? String(err.status) : "network");
+        metrics.retries.inc({ reason });
+        const delay = backoffDelay(attempt, this.#o.backoff, err.retryAfterMs);
+        this.#o.logger.debug({ operation, attempt, delay_ms: delay, reason }, "Google call failed, retrying");
+        await this.#o.clock.sleep(delay);
+      }
+    }
+  }
+}

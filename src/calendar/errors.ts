@@ -1,0 +1,153 @@
+// Owns Google Calendar error classification: one CalendarError with a kind, from API, token-endpoint and network failures.
+
+export type CalendarErrorKind =
+  | "rate_limited"
+  | "quota"
+  | "auth"
+  | "calendar_not_found"
+  | "not_found"
+  | "gone"
+  | "duplicate"
+  | "precondition"
+  | "transient"
+  | "invalid"
+  | "forbidden"
+  | "unknown";
+
+/** Whether a request failed on the calendar itself (a 404 means the calendar), on one event, or at the token endpoint. */
+export type ErrorScope = "calendar" | "event" | "token";
+
+const RETRYABLE: ReadonlySet<CalendarErrorKind> = new Set(["rate_limited", "transient"]);
+
+export interface CalendarErrorInit {
+  kind: CalendarErrorKind;
+  status?: number;
+  reason?: string;
+  /** Milliseconds from a Retry-After header, when the server sent one. */
+  retryAfterMs?: number;
+  /** True when the request may have been applied although no response arrived (lost response, timeout). */
+  ambiguous?: boolean;
+  /** True when the token endpoint failed, so the API request itself was never sent. */
+  tokenEndpoint?: boolean;
+}
+
+export class CalendarError extends Error {
+  readonly kind: CalendarErrorKind;
+  readonly status: number | undefined;
+  readonly reason: string | undefined;
+  readonly retryable: boolean;
+  readonly retryAfterMs: number | undefined;
+  readonly ambiguous: boolean;
+  readonly tokenEndpoint: boolean;
+
+  constructor(message: string, init: CalendarErrorInit) {
+    super(message);
+    this.name = "CalendarError";
+    this.kind = init.kind;
+    this.status = init.status;
+    this.reason = init.reason;
+    this.retryable = RETRYABLE.has(init.kind);
+    this.retryAfterMs = init.retryAfterMs;
+    this.ambiguous = init.ambiguous ?? false;
+    this.tokenEndpoint = init.tokenEndpoint ?? false;
+  }
+}
+
+/** OAuth token-endpoint error codes that mean the grant itself is no good (re-consent or fix delegation). */
+const AUTH_GRANT_ERRORS = new Set(["invalid_grant", "invalid_client", "unauthorized_client", "access_denied"]);
+
+/** Kind of an OAuth token-endpoint answer: `{ error: "invalid_grant", error_description }`. */
+export function tokenErrorKind(status: number, error: string | undefined): CalendarErrorKind {
+  if (error && AUTH_GRANT_ERRORS.has(error)) return "auth";
+  if (status === 401) return "auth";
+  if (status === 429) return "rate_limited";
+  if (status >= 500 || status === 408) return "transient";
+  return "invalid";
+}
+
+/** Kind of a Google API error from its status and first `errors[].reason`. */
+export function apiErrorKind(status: number, reason: string | undefined, scope: ErrorScope): CalendarErrorKind {
+  if (reason === "quotaExceeded" || reason === "dailyLimitExceeded") return "quota";
+  if (reason === "rateLimitExceeded" || reason === "userRateLimitExceeded") return "rate_limited";
+  switch (status) {
+    case 400:
+      return "invalid";
+    case 401:
+      return "auth";
+    case 403:
+      return "forbidden";
+    case 404:
+      return scope === "calendar" ? "calendar_not_found" : "not_found";
+    case 408:
+      return "transient";
+    case 409:
+      return "duplicate";
+    case 410:
+      return "gone";
+    case 412:
+      return "precondition";
+    case 429:
+      return "rate_limited";
+  }
+  return status >= 500 ? "transient" : "unknown";
+}
+
+interface ErrorShape {
+  message?: unknown;
+  code?: unknown;
+  status?: unknown;
+  response?: { status?: unknown; data?: unknown; headers?: unknown };
+}
+
+function retryAfterOf(headers: unknown): number | undefined {
+  let value: string | null | undefined;
+  const h = headers as { get?: unknown } | undefined;
+  // gaxios hands over fetch-style Headers (from node-fetch, not the global class), older versions a plain object.
+  if (typeof h?.get === "function") value = (h as { get(name: string): string | null }).get("retry-after");
+  else if (h && typeof h === "object") value = (h as Record<string, string>)["retry-after"];
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+const NETWORK_CODES = /^(ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|UND_ERR|ERR_STREAM)/;
+
+/**
+ * Turns anything thrown by googleapis/gaxios/google-auth-library (or our own token exchange) into a CalendarError.
+ * The message names the operation, status and Google's reason; it never carries request headers or tokens.
+ */
+export function classifyError(err: unknown, scope: ErrorScope, operation: string): CalendarError {
+  if (err instanceof CalendarError) return err;
+  const e = (err ?? {}) as ErrorShape;
+  const rawMessage = typeof e.message === "string" ? e.message : String(err);
+  const status = typeof e.response?.status === "number" ? e.response.status : undefined;
+  if (status === undefined) {
+    const code = typeof e.code === "string" ? e.code : "";
+    const network =
+      NETWORK_CODES.test(code) || /timeout|timed out|socket|network|fetch failed|aborted/i.test(rawMessage);
+    const kind = network ? "transient" : "unknown";
+    return new CalendarError(`${operation}: ${code ? `${code} ` : ""}${rawMessage}`, { kind, ambiguous: network });
+  }
+  const data = e.response?.data;
+  const retryAfterMs = retryAfterOf(e.response?.headers);
+  if (data && typeof data === "object" && typeof (data as { error?: unknown }).error === "string") {
+    // OAuth token endpoint: { error: "invalid_grant", error_description: "..." }
+    const { error, error_description } = data as { error: string; error_description?: string };
+    const kind = tokenErrorKind(status, error);
+    const text = `${operation}: token endpoint answered ${status} ${error}${error_description ? `: ${error_description}` : ""}`;
+    return new CalendarError(text, { kind, status, reason: error, retryAfterMs, tokenEndpoint: true });
+  }
+  const body = (data as { error?: { errors?: { reason?: string; message?: string }[]; message?: string } })?.error;
+  const reason = body?.errors?.[0]?.reason;
+  const message = body?.message ?? body?.errors?.[0]?.message ?? rawMessage;
+  const kind = scope === "token" ? tokenErrorKind(status, reason) : apiErrorKind(status, reason, scope);
+  return new CalendarError(`${operation}: ${status}${reason ? ` ${reason}` : ""}: ${message}`, {
+    kind,
+    status,
+    reason,
+    retryAfterMs,
+    tokenEndpoint: scope === "token",
+  });
+}

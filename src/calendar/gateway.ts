@@ -1,0 +1,407 @@
+// Owns all calls to one therapist's Google Calendar: idempotent writes, listings, change feed, push channels, retries.
+import type { OAuth2Client } from "google-auth-library";
+import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
+import { Registry } from "prom-client";
+import { type Clock, systemClock } from "../clock.ts";
+import { type Logger, silentLogger } from "../log.ts";
+import { dropAccessToken } from "./auth.ts";
+import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
+import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
+import { CallRunner, type CallState } from "./call-runner.ts";
+import { CalendarError } from "./errors.ts";
+import { fingerprint } from "./fingerprint.ts";
+import { MANAGED_FILTER } from "./ids.ts";
+import { gatewayMetrics } from "./metrics.ts";
+
+export type { GatewayHealth } from "./calendar-health.ts";
+export type CalendarEvent = calendar_v3.Schema$Event;
+
+export interface CalendarGatewayOptions {
+  therapistId: string;
+  calendarId: string;
+  /** Google: https://www.googleapis.com/ (only the origin is used). */
+  apiRoot: string;
+  auth: OAuth2Client;
+  /** Sent on every request so per-user quota is charged per therapist, not to one service account. */
+  quotaUser?: string;
+  clock?: Clock;
+  logger?: Logger;
+  registry?: Registry;
+  random?: () => number;
+  /** Tries per call, the first included (default 6). */
+  maxAttempts?: number;
+  backoff?: Partial<Omit<BackoffPolicy, "random">>;
+  /** How long `quotaExceeded` pauses this calendar (default 1 h). */
+  quotaPauseMs?: number;
+  /** While credentials are broken, one call per interval tries them again (default 10 min). */
+  credentialProbeMs?: number;
+  /** Per-request timeout (default 30 s). */
+  timeoutMs?: number;
+  /** maxResults of listings (default and Google's maximum: 2500). */
+  pageSize?: number;
+}
+
+export interface WriteOptions {
+  /** Only write when the event's etag is still this one (412 → CalendarError kind "precondition"). */
+  ifMatch?: string;
+}
+
+export type UpsertAction = "inserted" | "updated" | "restored" | "unchanged";
+
+export interface ChangeSet {
+  events: CalendarEvent[];
+  nextSyncToken: string;
+  /** True when `events` is a full listing (no token given, or the token had expired), not a delta. */
+  fullSync: boolean;
+}
+
+/** A child logger with those bindings the given logger does not carry yet (no duplicate keys in the JSON). */
+function withBindings(logger: Logger, bindings: Record<string, string>): Logger {
+  const have = logger.bindings();
+  const missing = Object.fromEntries(Object.entries(bindings).filter(([k]) => !(k in have)));
+  return Object.keys(missing).length > 0 ? logger.child(missing) : logger;
+}
+
+/** The private extended properties of `wanted` are all present, with the same values, on `actual`. */
+function hasProperties(actual: CalendarEvent, wanted: CalendarEvent): boolean {
+  const have = actual.extendedProperties?.private ?? {};
+  return Object.entries(wanted.extendedProperties?.private ?? {}).every(([k, v]) => have[k] === v);
+}
+
+export class CalendarGateway {
+  readonly therapistId: string;
+  readonly calendarId: string;
+  readonly #api: calendar_v3.Calendar;
+  readonly #auth: OAuth2Client;
+  readonly #quotaUser: string;
+  readonly #logger: Logger;
+  readonly #health: CalendarHealth;
+  readonly #runner: CallRunner;
+  readonly #pageSize: number;
+  readonly #onTokens = () => this.#health.credentialsWork();
+
+  constructor(options: CalendarGatewayOptions) {
+    this.therapistId = options.therapistId;
+    this.calendarId = options.calendarId;
+    this.#auth = options.auth;
+    this.#quotaUser = options.quotaUser ?? options.therapistId;
+    const clock = options.clock ?? systemClock;
+    this.#logger = withBindings(options.logger ?? silentLogger, {
+      component: "calendar",
+      therapist_id: this.therapistId,
+    });
+    const metrics = gatewayMetrics(options.registry ?? new Registry());
+    this.#pageSize = Math.min(2500, Math.max(1, options.pageSize ?? 2500));
+    this.#health = new CalendarHealth({
+      therapistId: this.therapistId,
+      calendarId: this.calendarId,
+      clock,
+      logger: this.#logger,
+      metrics,
+      quotaPauseMs: options.quotaPauseMs ?? 3_600_000,
+      credentialProbeMs: options.credentialProbeMs ?? 600_000,
+    });
+    this.#runner = new CallRunner({
+      calendarId: this.calendarId,
+      auth: options.auth,
+      clock,
+      logger: this.#logger,
+      metrics,
+      health: this.#health,
+      backoff: { ...DEFAULT_BACKOFF, ...options.backoff, random: options.random ?? Math.random },
+      maxAttempts: Math.max(1, options.maxAttempts ?? 6),
+    });
+    // gaxios must not retry on its own: CallRunner owns retries (POST/PATCH and 403 rate limits included).
+    this.#api = new calendar_v3.Calendar({
+      auth: options.auth,
+      rootUrl: options.apiRoot,
+      retry: false,
+      timeout: options.timeoutMs ?? 30_000,
+    });
+    this.#auth.on("tokens", this.#onTokens);
+  }
+
+  /** Stops listening to the credentials (the gateway keeps working). */
+  close(): void {
+    this.#auth.off("tokens", this.#onTokens);
+  }
+
+  health(): GatewayHealth {
+    return this.#health.snapshot();
+  }
+
+  /** After re-authorization: forget that the credentials were rejected; the next call tries them. */
+  resetCredentials(): void {
+    this.#health.reset();
+    dropAccessToken(this.#auth);
+  }
+
+  /**
+   * Makes the event `eventId` carry `body`: insert; on 409 (the id exists, possibly deleted) read it and update it,
+   * restoring a deleted one. An insert whose answer was lost and that turns out to be there reports "inserted".
+   */
+  async upsert(
+    eventId: string,
+    body: CalendarEvent,
+    opts: WriteOptions = {},
+  ): Promise<{ event: CalendarEvent; action: UpsertAction }> {
+    const state: CallState = { ambiguous: false };
+    try {
+      const event = await this.#runner.run(
+        "events.insert",
+        "calendar",
+        () =>
+          this.#api.events.insert({
+            calendarId: this.calendarId,
+            quotaUser: this.#quotaUser,
+            sendUpdates: "none",
+            requestBody: { ...body, id: eventId },
+          }),
+        { state },
+      );
+      return { event, action: "inserted" };
+    } catch (err) {
+      if (!(err instanceof CalendarError) || err.kind !== "duplicate") throw err;
+    }
+    const existing = await this.get(eventId);
+    if (!existing) {
+      throw new CalendarError(`events.insert ${eventId}: Google reported a duplicate id but has no such event`, {
+        kind: "unknown",
+        status: 409,
+      });
+    }
+    if (opts.ifMatch && existing.etag !== opts.ifMatch) {
+      throw new CalendarError(`events.update ${eventId}: the event changed since etag ${opts.ifMatch}`, {
+        kind: "precondition",
+        status: 412,
+        reason: "conditionNotMet",
+      });
+    }
+    const ifMatch = existing.etag ?? undefined;
+    if (existing.status === "cancelled")
+      return { event: await this.#restore(eventId, body, ifMatch), action: "restored" };
+    if (fingerprint(existing) === fingerprint(body) && hasProperties(existing, body)) {
+      return { event: existing, action: state.ambiguous ? "inserted" : "unchanged" };
+    }
+    return { event: await this.update(eventId, body, { ifMatch }), action: "updated" };
+  }
+
+  async #restore(eventId: string, body: CalendarEvent, ifMatch: string | undefined): Promise<CalendarEvent> {
+    try {
+      return await this.update(eventId, { ...body, status: "confirmed" }, { ifMatch });
+    } catch (err) {
+      if (err instanceof CalendarError && (err.kind === "forbidden" || err.kind === "gone")) {
+        throw new CalendarError(
+          `Google refused to restore the deleted event ${eventId} on calendar ${this.calendarId} ` +
+            `(${err.status} ${err.reason ?? ""}); it cannot be recreated under this id (use another generation of the id)`,
+          { kind: "forbidden", status: err.status, reason: err.reason },
+        );
+      }
+      throw err;
+    }
+  }
+
+  /** Replaces the event (PUT): fields not in `body` are cleared. */
+  update(eventId: string, body: CalendarEvent, opts: WriteOptions = {}): Promise<CalendarEvent> {
+    return this.#runner.run("events.update", "event", () =>
+      this.#api.events.update(
+        {
+          calendarId: this.calendarId,
+          eventId,
+          quotaUser: this.#quotaUser,
+          sendUpdates: "none",
+          requestBody: body,
+        },
+        this.#ifMatch(opts),
+      ),
+    );
+  }
+
+  /** Changes only the fields in `partial`; private extended properties merge per key. */
+  patch(eventId: string, partial: CalendarEvent, opts: WriteOptions = {}): Promise<CalendarEvent> {
+    return this.#runner.run("events.patch", "event", () =>
+      this.#api.events.patch(
+        {
+          calendarId: this.calendarId,
+          eventId,
+          quotaUser: this.#quotaUser,
+          sendUpdates: "none",
+          requestBody: partial,
+        },
+        this.#ifMatch(opts),
+      ),
+    );
+  }
+
+  /** Deletes the event; an event that is already gone (404/410) counts as success. */
+  async delete(eventId: string, opts: WriteOptions = {}): Promise<"deleted" | "already_gone"> {
+    const state: CallState = { ambiguous: false };
+    try {
+      await this.#runner.run(
+        "events.delete",
+        "event",
+        () =>
+          this.#api.events.delete(
+            { calendarId: this.calendarId, eventId, quotaUser: this.#quotaUser, sendUpdates: "none" },
+            this.#ifMatch(opts),
+          ),
+        { state },
+      );
+      return "deleted";
+    } catch (err) {
+      if (err instanceof CalendarError && (err.kind === "not_found" || err.kind === "gone")) {
+        return state.ambiguous ? "deleted" : "already_gone";
+      }
+      throw err;
+    }
+  }
+
+  /** The event, or null when the id is unknown. A deleted event is returned with status "cancelled". */
+  async get(eventId: string): Promise<CalendarEvent | null> {
+    try {
+      return await this.#runner.run("events.get", "event", () =>
+        this.#api.events.get({ calendarId: this.calendarId, eventId, quotaUser: this.#quotaUser }),
+      );
+    } catch (err) {
+      if (err instanceof CalendarError && err.kind === "not_found") return null;
+      throw err;
+    }
+  }
+
+  /** Every managed, not deleted event that overlaps [timeMin, timeMax), all pages. */
+  async *listManaged(range: { timeMin: string | Date; timeMax: string | Date }): AsyncIterable<CalendarEvent> {
+    const iso = (t: string | Date) => (typeof t === "string" ? t : t.toISOString());
+    let pageToken: string | undefined;
+    do {
+      const page = await this.#runner.run("events.list", "calendar", () =>
+        this.#api.events.list({
+          calendarId: this.calendarId,
+          quotaUser: this.#quotaUser,
+          privateExtendedProperty: [MANAGED_FILTER],
+          singleEvents: true,
+          showDeleted: false,
+          maxResults: this.#pageSize,
+          timeMin: iso(range.timeMin),
+          timeMax: iso(range.timeMax),
+          pageToken,
+        }),
+      );
+      yield* page.items ?? [];
+      pageToken = page.nextPageToken ?? undefined;
+    } while (pageToken);
+  }
+
+  /**
+   * Changes since `syncToken` (all pages), or a full listing with deleted events when there is no token or Google
+   * answers 410 (token expired). Nothing is filtered: callers pick managed events by id or extended property.
+   */
+  async incrementalChanges(syncToken: string | undefined): Promise<ChangeSet> {
+    if (syncToken) {
+      try {
+        return { ...(await this.#listAll({ syncToken })), fullSync: false };
+      } catch (err) {
+        if (!(err instanceof CalendarError) || err.kind !== "gone") throw err;
+        this.#logger.info({ calendar_id: this.calendarId, reason: err.reason }, "sync token expired: full sync");
+      }
+    }
+    return { ...(await this.#listAll({ showDeleted: true })), fullSync: true };
+  }
+
+  async #listAll(params: { syncToken?: string; showDeleted?: boolean }): Promise<Omit<ChangeSet, "fullSync">> {
+    const events: CalendarEvent[] = [];
+    let pageToken: string | undefined;
+    for (;;) {
+      const page = await this.#runner.run("events.list", "calendar", () =>
+        this.#api.events.list({
+          calendarId: this.calendarId,
+          quotaUser: this.#quotaUser,
+          maxResults: this.#pageSize,
+          ...params,
+          pageToken,
+        }),
+      );
+      events.push(...(page.items ?? []));
+      if (page.nextPageToken) {
+        pageToken = page.nextPageToken;
+        continue;
+      }
+      if (!page.nextSyncToken) {
+        throw new CalendarError(`events.list ${this.calendarId}: last page carried no nextSyncToken`, {
+          kind: "unknown",
+        });
+      }
+      return { events, nextSyncToken: page.nextSyncToken };
+    }
+  }
+
+  /** Opens a push channel for this calendar's events. */
+  async watch(channel: {
+    channelId: string;
+    address: string;
+    token?: string;
+    ttlSeconds?: number;
+  }): Promise<{ resourceId: string; expiration: number }> {
+    const res = await this.#runner.run("events.watch", "calendar", () =>
+      this.#api.events.watch({
+        calendarId: this.calendarId,
+        quotaUser: this.#quotaUser,
+        requestBody: {
+          id: channel.channelId,
+          type: "web_hook",
+          address: channel.address,
+          ...(channel.token ? { token: channel.token } : {}),
+          ...(channel.ttlSeconds ? { params: { ttl: String(channel.ttlSeconds) } } : {}),
+        },
+      }),
+    );
+    if (!res.resourceId) throw new CalendarError("events.watch: answer without resourceId", { kind: "unknown" });
+    return { resourceId: res.resourceId, expiration: Number(res.expiration ?? 0) };
+  }
+
+  /** Stops a push channel; an unknown (expired, already stopped) channel counts as stopped. */
+  async stopChannel(channelId: string, resourceId: string): Promise<void> {
+    try {
+      await this.#runner.run("channels.stop", "event", () =>
+        this.#api.channels.stop({ quotaUser: this.#quotaUser, requestBody: { id: channelId, resourceId } }),
+      );
+    } catch (err) {
+      if (!(err instanceof CalendarError) || err.kind !== "not_found") throw err;
+    }
+  }
+
+  /** For `calbridge doctor`: the calendar is reachable and these credentials may write to it. Tries broken credentials too. */
+  async checkAccess(): Promise<{ ok: boolean; detail: string }> {
+    let calendar: calendar_v3.Schema$Calendar;
+    try {
+      calendar = await this.#runner.run(
+        "calendars.get",
+        "calendar",
+        () => this.#api.calendars.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser }),
+        { probe: true },
+      );
+    } catch (err) {
+      return { ok: false, detail: (err as Error).message };
+    }
+    const where = `calendar ${this.calendarId} (${calendar.summary ?? "no title"}, ${calendar.timeZone ?? "no time zone"})`;
+    try {
+      const entry = await this.#runner.run("calendarList.get", "event", () =>
+        this.#api.calendarList.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser }),
+      );
+      const role = entry.accessRole ?? "unknown";
+      if (role === "owner" || role === "writer") return { ok: true, detail: `${where}: reachable, access ${role}` };
+      return {
+        ok: false,
+        detail: `${where}: access ${role}; calbridge needs "Make changes to events" (writer) on this calendar`,
+      };
+    } catch (err) {
+      if (err instanceof CalendarError && err.kind === "not_found") {
+        return { ok: true, detail: `${where}: reachable; not in the account's calendar list, write access unverified` };
+      }
+      return { ok: false, detail: `${where}: reachable, but ${(err as Error).message}` };
+    }
+  }
+
+  #ifMatch(opts: WriteOptions): { headers: Record<string, string> } | undefined {
+    return opts.ifMatch ? { headers: { "If-Match": opts.ifMatch } } : undefined;
+  }
+}

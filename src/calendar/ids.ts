@@ -1,0 +1,47 @@
+// Owns calendar event identity: deterministic event ids derived from appointment ids, and the extended-property names.
+import { createHash } from "node:crypto";
+
+/** Private extended property holding the appointment id on every managed event. */
+export const APPOINTMENT_ID_PROPERTY = "calbridge_appointment_id";
+/** Private extended property marking an event as managed by calbridge; listings filter on `calbridge_managed=1`. */
+export const MANAGED_PROPERTY = "calbridge_managed";
+export const MANAGED_VALUE = "1";
+/** The `privateExtendedProperty` filter value that selects managed events. */
+export const MANAGED_FILTER = `${MANAGED_PROPERTY}=${MANAGED_VALUE}`;
+
+const BASE32HEX = "0123456789abcdefghijklmnopqrstuv";
+const PREFIX = "cb";
+const VALID_ID = /^[a-v0-9]{5,1024}$/;
+
+/** RFC 4648 base32hex, lower case, without padding. */
+export function base32hex(bytes: Uint8Array): string {
+  let out = "";
+  let buffer = 0;
+  let bits = 0;
+  for (const byte of bytes) {
+    buffer = (buffer << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      out += BASE32HEX[(buffer >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+    buffer &= (1 << bits) - 1;
+  }
+  if (bits > 0) out += BASE32HEX[(buffer << (5 - bits)) & 31];
+  return out;
+}
+
+/**
+ * The Google event id of an appointment: "cb" + base32hex(SHA-256(appointment id)), 54 characters of `a-v0-9`.
+ * The same appointment always maps to the same id, so a retried insert answers 409 instead of duplicating.
+ * `generation` > 0 derives an alternative id, for the rare case where Google refuses to restore a deleted event.
+ */
+export function eventIdFor(appointmentId: string, generation = 0): string {
+  const input = generation > 0 ? `${appointmentId}#${generation}` : appointmentId;
+  return PREFIX + base32hex(createHash("sha256").update(input, "utf8").digest());
+}
+
+/** Whether Google accepts `id` as a client-supplied event id (base32hex characters, 5 to 1024 long). */
+export function isValidEventId(id: string): boolean {
+  return VALID_ID.test(id);
+}

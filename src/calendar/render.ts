@@ -1,0 +1,215 @@
+// Owns the mapping of an appointment to the Google Calendar event body calbridge writes (a pure function).
+import { APPOINTMENT_ID_PROPERTY, MANAGED_PROPERTY, MANAGED_VALUE } from "./ids.ts";
+import { cleanText, cleanTitle, fillTemplate, placeholdersOf } from "./template.ts";
+
+export { canonicalJson, type EventLike, fingerprint, instantOf, sameTime } from "./fingerprint.ts";
+
+/**
+ * The appointment fields rendering reads: structurally compatible with the booking client's `Appointment`
+ * (src/booking/schemas.ts), nulls included, so any parsed appointment can be passed without a cast.
+ */
+export interface RenderableAppointment {
+  id: string;
+  service_id?: string | null;
+  service_name?: string | null;
+  customer_id?: string | null;
+  customer?: { id?: string | null; name?: string | null; email?: string | null; phone?: string | null } | null;
+  customer_name?: string | null;
+  customer_email?: string | null;
+  therapist_id?: string | null;
+  therapist_name?: string | null;
+  start_time?: string | null;
+  end_time?: string | null;
+  status?: string | null;
+  notes?: string | null;
+  updated_at?: string | null;
+  cancelled_at?: string | null;
+  cancellation_reason?: string | null;
+  price?: number | null;
+  currency?: string | null;
+}
+
+/** One therapist's calendar (the `therapists[]` entry of the configuration, as far as rendering needs it). */
+export interface CalendarMapping {
+  therapist_id: string;
+  timezone: string;
+  calendar_id: string;
+}
+
+/** The `event:` section of the configuration plus `sync.cancelled_events`. */
+export interface EventConfig {
+  title: string;
+  description: string;
+  include_customer_contact: boolean;
+  colors: { completed?: string; no_show?: string; cancelled?: string };
+  cancelled_events: "delete" | "keep";
+}
+
+export interface RenderedDateTime {
+  dateTime: string;
+  timeZone: string;
+}
+
+/** The event body calbridge writes; assignable to calendar_v3.Schema$Event. */
+export interface RenderedEvent {
+  summary: string;
+  description: string;
+  start: RenderedDateTime;
+  end: RenderedDateTime;
+  visibility: "private";
+  transparency: "opaque" | "transparent";
+  colorId?: string;
+  status: "confirmed";
+  extendedProperties: { private: Record<string, string> };
+}
+
+/** Google's "graphite", used for kept cancelled events unless `colors.cancelled` is configured. */
+export const DEFAULT_CANCELLED_COLOR = "8";
+export const CANCELLED_PREFIX = "Cancelled: ";
+const FALLBACK_TITLE = "Appointment";
+
+/** Placeholders templates may use. Contact placeholders render empty unless `include_customer_contact` is on. */
+export const TEMPLATE_FIELDS = [
+  "id",
+  "service_id",
+  "service_name",
+  "customer_id",
+  "customer_name",
+  "customer_email",
+  "customer_phone",
+  "therapist_id",
+  "therapist_name",
+  "start_time",
+  "end_time",
+  "start_local",
+  "end_local",
+  "date",
+  "time",
+  "status",
+  "notes",
+  "price",
+  "currency",
+  "cancellation_reason",
+  "cancelled_at",
+  "updated_at",
+] as const;
+
+export class RenderError extends Error {
+  readonly appointmentId: string;
+  constructor(appointmentId: string, message: string) {
+    super(`appointment ${appointmentId}: ${message}`);
+    this.name = "RenderError";
+    this.appointmentId = appointmentId;
+  }
+}
+
+function parseInstant(appt: RenderableAppointment, field: "start_time" | "end_time"): number {
+  const text = appt[field];
+  const ms = text ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(ms)) throw new RenderError(appt.id, `${field} is missing or not ISO 8601 (${String(text)})`);
+  return ms;
+}
+
+/** RFC 3339 in UTC without a zero millisecond part: 2026-11-23T09:00:00Z. */
+function rfc3339(ms: number): string {
+  return new Date(ms).toISOString().replace(".000Z", "Z");
+}
+
+function localParts(ms: number, timeZone: string): { date: string; time: string } {
+  const parts = new Intl.DateTimeFormat("en-CA", {
+    timeZone,
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  }).formatToParts(new Date(ms));
+  const get = (type: string) => parts.find((p) => p.type === type)?.value ?? "";
+  return { date: `${get("year")}-${get("month")}-${get("day")}`, time: `${get("hour")}:${get("minute")}` };
+}
+
+function templateValues(
+  appt: RenderableAppointment,
+  times: { start: number; end: number },
+  mapping: CalendarMapping,
+  withContact: boolean,
+): Record<string, string | null | undefined> {
+  const start = localParts(times.start, mapping.timezone);
+  const end = localParts(times.end, mapping.timezone);
+  return {
+    id: appt.id,
+    service_id: appt.service_id,
+    service_name: appt.service_name,
+    customer_id: appt.customer_id ?? appt.customer?.id,
+    customer_name: appt.customer_name ?? appt.customer?.name,
+    customer_email: withContact ? (appt.customer_email ?? appt.customer?.email) : undefined,
+    customer_phone: withContact ? appt.customer?.phone : undefined,
+    therapist_id: appt.therapist_id,
+    therapist_name: appt.therapist_name,
+    start_time: appt.start_time,
+    end_time: appt.end_time,
+    start_local: `${start.date} ${start.time}`,
+    end_local: `${end.date} ${end.time}`,
+    date: start.date,
+    time: start.time,
+    status: appt.status,
+    notes: appt.notes,
+    price: typeof appt.price === "number" ? String(appt.price) : undefined,
+    currency: appt.currency,
+    cancellation_reason: appt.cancellation_reason,
+    cancelled_at: appt.cancelled_at,
+    updated_at: appt.updated_at,
+  };
+}
+
+/** Contact lines appended to the description when enabled, for contact fields the template does not place itself. */
+function contactLines(values: Record<string, string | null | undefined>, template: string): string[] {
+  const used = new Set(placeholdersOf(template));
+  const lines: string[] = [];
+  if (values.customer_email && !used.has("customer_email")) lines.push(`Email: ${values.customer_email}`);
+  if (values.customer_phone && !used.has("customer_phone")) lines.push(`Phone: ${values.customer_phone}`);
+  return lines;
+}
+
+/**
+ * The event an appointment should have, or null when it should have none (cancelled, with `cancelled_events: delete`).
+ * Private, no attendees, no reminder override, no customer contact unless enabled. Throws RenderError when the
+ * appointment has no usable start/end time.
+ */
+export function renderEvent(
+  appt: RenderableAppointment,
+  mapping: CalendarMapping,
+  options: EventConfig,
+): RenderedEvent | null {
+  const status = appt.status ?? "confirmed";
+  const cancelled = status === "cancelled";
+  if (cancelled && options.cancelled_events === "delete") return null;
+
+  const times = { start: parseInstant(appt, "start_time"), end: parseInstant(appt, "end_time") };
+  if (times.end <= times.start) throw new RenderError(appt.id, "end_time is not after start_time");
+
+  const values = templateValues(appt, times, mapping, options.include_customer_contact);
+  const title = cleanTitle(fillTemplate(options.title, values)) || FALLBACK_TITLE;
+  const description = cleanText(
+    [fillTemplate(options.description, values), ...contactLines(values, options.description)].join("\n"),
+  );
+
+  let colorId: string | undefined;
+  if (cancelled) colorId = options.colors.cancelled ?? DEFAULT_CANCELLED_COLOR;
+  else if (status === "completed") colorId = options.colors.completed;
+  else if (status === "no_show") colorId = options.colors.no_show;
+
+  const event: RenderedEvent = {
+    summary: cancelled ? CANCELLED_PREFIX + title : title,
+    description,
+    start: { dateTime: rfc3339(times.start), timeZone: mapping.timezone },
+    end: { dateTime: rfc3339(times.end), timeZone: mapping.timezone },
+    visibility: "private",
+    transparency: cancelled ? "transparent" : "opaque",
+    status: "confirmed",
+    extendedProperties: { private: { [APPOINTMENT_ID_PROPERTY]: appt.id, [MANAGED_PROPERTY]: MANAGED_VALUE } },
+  };
+  if (colorId) event.colorId = colorId;
+  return event;
+}

@@ -1,0 +1,133 @@
+// Owns the routing of the emulated Calendar API v3 (/calendar/v3/...) onto the store, lister and push channels.
+
+import { toResource } from "./event-model.ts";
+import type { Faults } from "./faults.ts";
+import { ApiError } from "./http.ts";
+import type { EventLister } from "./list.ts";
+import type { PushChannels } from "./push.ts";
+import type { CalendarRecord, CalendarStore } from "./store.ts";
+
+export interface ApiRequest {
+  method: string;
+  /** Path segments after /calendar/v3/, URL-decoded. */
+  segments: string[];
+  query: Record<string, string | string[]>;
+  body: Record<string, unknown>;
+  subject: string;
+  ifMatch: string | undefined;
+}
+
+export interface ApiAnswer {
+  status: number;
+  body?: unknown;
+  /** The calendar whose events changed (for automatic notifications). */
+  changed?: string;
+}
+
+export interface ApiContext {
+  store: CalendarStore;
+  lister: EventLister;
+  push: PushChannels;
+  faults: Faults;
+}
+
+const WRITE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+function countEmails(ctx: ApiContext, req: ApiRequest, attendees: unknown): void {
+  const mode = req.query.sendUpdates;
+  if ((mode === "all" || mode === "externalOnly") && Array.isArray(attendees) && attendees.length > 0) {
+    ctx.store.counters.emailsSent += 1;
+  }
+}
+
+function calendarResource(cal: CalendarRecord) {
+  return {
+    kind: "calendar#calendar",
+    etag: `"c${cal.tokenEpoch}"`,
+    id: cal.id,
+    summary: cal.summary,
+    timeZone: cal.timeZone,
+  };
+}
+
+function refuseRestore(ctx: ApiContext, cal: CalendarRecord, eventId: string, body: Record<string, unknown>): void {
+  const rec = cal.events.get(eventId);
+  if (
+    ctx.faults.refuseRestore &&
+    rec?.status === "cancelled" &&
+    body.status !== undefined &&
+    body.status !== "cancelled"
+  ) {
+    throw new ApiError(403, "forbidden", "Forbidden");
+  }
+}
+
+function eventRoute(ctx: ApiContext, req: ApiRequest, cal: CalendarRecord, eventId: string): ApiAnswer {
+  const { store } = ctx;
+  switch (req.method) {
+    case "GET":
+      return { status: 200, body: toResource(store.get(cal, eventId), cal) };
+    case "PUT": {
+      refuseRestore(ctx, cal, eventId, req.body);
+      const rec = store.update(cal, eventId, req.body, req.ifMatch);
+      countEmails(ctx, req, rec.fields.attendees);
+      return { status: 200, body: toResource(rec, cal), changed: cal.id };
+    }
+    case "PATCH": {
+      refuseRestore(ctx, cal, eventId, req.body);
+      const rec = store.patch(cal, eventId, req.body, req.ifMatch);
+      countEmails(ctx, req, rec.fields.attendees);
+      return { status: 200, body: toResource(rec, cal), changed: cal.id };
+    }
+    case "DELETE":
+      countEmails(ctx, req, cal.events.get(eventId)?.fields.attendees);
+      store.delete(cal, eventId, req.ifMatch);
+      return { status: 204, changed: cal.id };
+  }
+  throw new ApiError(405, "badRequest", "Method Not Allowed");
+}
+
+function calendarRoute(ctx: ApiContext, req: ApiRequest, rest: string[]): ApiAnswer {
+  const [calendarId, collection, eventId, extra] = rest;
+  if (calendarId === undefined) throw new ApiError(404, "notFound");
+  const need = WRITE_METHODS.has(req.method) && eventId !== "watch" ? "write" : "read";
+  const cal = ctx.store.resolve(calendarId, req.subject, need);
+  if (collection === undefined && req.method === "GET") return { status: 200, body: calendarResource(cal) };
+  if (collection !== "events" || extra !== undefined) throw new ApiError(404, "notFound");
+  if (eventId === undefined) {
+    if (req.method === "GET") return { status: 200, body: ctx.lister.list(cal, req.query, ctx.faults) };
+    if (req.method === "POST") {
+      const rec = ctx.store.insert(cal, req.body);
+      countEmails(ctx, req, rec.fields.attendees);
+      return { status: 200, body: toResource(rec, cal), changed: cal.id };
+    }
+    throw new ApiError(405, "badRequest", "Method Not Allowed");
+  }
+  if (eventId === "watch" && req.method === "POST") return { status: 200, body: ctx.push.watch(cal, req.body) };
+  return eventRoute(ctx, req, cal, eventId);
+}
+
+/** Answers one Calendar API request, or throws ApiError. */
+export function handleApi(ctx: ApiContext, req: ApiRequest): ApiAnswer {
+  const [head, ...rest] = req.segments;
+  if (head === "calendars") return calendarRoute(ctx, req, rest);
+  if (head === "users" && rest[0] === "me" && rest[1] === "calendarList" && rest[2] && req.method === "GET") {
+    const cal = ctx.store.resolve(rest[2], req.subject, "read");
+    const role = cal.acl.get(req.subject) ?? "reader";
+    return {
+      status: 200,
+      body: {
+        ...calendarResource(cal),
+        kind: "calendar#calendarListEntry",
+        accessRole: role,
+        defaultReminders: [],
+        ...(cal.owner === req.subject && cal.id === req.subject ? { primary: true } : {}),
+      },
+    };
+  }
+  if (head === "channels" && rest[0] === "stop" && req.method === "POST") {
+    ctx.push.stop(req.body);
+    return { status: 204 };
+  }
+  throw new ApiError(404, "notFound");
+}

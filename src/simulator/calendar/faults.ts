@@ -1,0 +1,118 @@
+// Owns the emulator's fault injection (error bursts, random errors, lost responses, empty pages) and usage limits.
+
+export interface FaultSpec {
+  status: number;
+  /** Google's errors[].reason, e.g. backendError, rateLimitExceeded, quotaExceeded; for the token endpoint the OAuth error. */
+  reason: string;
+  message?: string;
+  /** Calendar API (default) or the token endpoint. */
+  target?: "api" | "token";
+  /** Only requests whose "METHOD /path" matches. */
+  match?: RegExp;
+  /** Seconds for a Retry-After header. */
+  retryAfter?: number;
+}
+
+export class Faults {
+  /** Share of API requests (0..1) answered with `errorRateFault`. */
+  errorRate = 0;
+  errorRateFault: FaultSpec = { status: 503, reason: "backendError" };
+  /** Answer 403 forbidden when an update would restore a deleted event (some clients saw Google do this). */
+  refuseRestore = false;
+  /** Delay before each API answer. */
+  latencyMs = 0;
+  random: () => number = Math.random;
+  #queue: { remaining: number; spec: FaultSpec }[] = [];
+  #drops = 0;
+  #emptyPages = 0;
+
+  /** The next `n` matching requests fail with `spec` (queued after earlier bursts). */
+  next(n: number, spec: FaultSpec): this {
+    if (n > 0) this.#queue.push({ remaining: n, spec });
+    return this;
+  }
+
+  /** The next `n` API requests are carried out, then their connection is destroyed before any answer: a lost response. */
+  dropResponseNext(n: number): this {
+    this.#drops += n;
+    return this;
+  }
+
+  /** The next `n` list pages come back empty with a nextPageToken although items remain. */
+  emptyPagesNext(n: number): this {
+    this.#emptyPages += n;
+    return this;
+  }
+
+  get pending(): number {
+    return this.#queue.reduce((sum, q) => sum + q.remaining, 0);
+  }
+
+  reset(): void {
+    this.#queue = [];
+    this.#drops = 0;
+    this.#emptyPages = 0;
+    this.errorRate = 0;
+    this.refuseRestore = false;
+    this.latencyMs = 0;
+  }
+
+  /** @internal The fault for this request, if any. */
+  take(target: "api" | "token", request: string): FaultSpec | undefined {
+    const index = this.#queue.findIndex(
+      (q) => (q.spec.target ?? "api") === target && (!q.spec.match || q.spec.match.test(request)),
+    );
+    const entry = this.#queue[index];
+    if (entry) {
+      entry.remaining -= 1;
+      if (entry.remaining <= 0) this.#queue.splice(index, 1);
+      return entry.spec;
+    }
+    if (target === "api" && this.errorRate > 0 && this.random() < this.errorRate) return this.errorRateFault;
+    return undefined;
+  }
+
+  /** @internal */
+  takeDrop(): boolean {
+    if (this.#drops <= 0) return false;
+    this.#drops -= 1;
+    return true;
+  }
+
+  /** @internal */
+  takeEmptyPage(): boolean {
+    if (this.#emptyPages <= 0) return false;
+    this.#emptyPages -= 1;
+    return true;
+  }
+}
+
+/** Sliding one-minute windows like Google's: per user (quotaUser, else the token's subject) and per project. */
+export class UsageLimits {
+  perUserPerMinute: number | undefined;
+  perProjectPerMinute: number | undefined;
+  #user = new Map<string, number[]>();
+  #project: number[] = [];
+
+  constructor(options: { perUserPerMinute?: number; perProjectPerMinute?: number } = {}) {
+    this.perUserPerMinute = options.perUserPerMinute;
+    this.perProjectPerMinute = options.perProjectPerMinute;
+  }
+
+  /** Counts one request; returns the error to answer when a window is full. */
+  check(user: string, now: number): FaultSpec | undefined {
+    const since = now - 60_000;
+    if (this.perProjectPerMinute !== undefined) {
+      this.#project = this.#project.filter((t) => t > since);
+      if (this.#project.length >= this.perProjectPerMinute) return { status: 429, reason: "rateLimitExceeded" };
+      this.#project.push(now);
+    }
+    if (this.perUserPerMinute !== undefined) {
+      const list = (this.#user.get(user) ?? []).filter((t) => t > since);
+      this.#user.set(user, list);
+      if (list.length >= this.perUserPerMinute) return { status: 403, reason: "userRateLimitExceeded" };
+      list.push(now);
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,321 @@
+// Owns the Google Calendar emulator: an HTTP server (API v3, token endpoint, consent page) and its test-facing controls.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type Clock, systemClock } from "../../clock.ts";
+import { handleApi } from "./api.ts";
+import { toResource } from "./event-model.ts";
+import { Faults, UsageLimits } from "./faults.ts";
+import { ApiError, googleErrorBody, parseJsonBody, queryOf, readBody, sendEmpty, sendError, sendJson } from "./http.ts";
+import { EventLister } from "./list.ts";
+import { OAuthServer, type ServiceAccountKeyJson, TokenError, type TokenRequestInfo } from "./oauth.ts";
+import { type Delivery, PushChannels } from "./push.ts";
+import { type AccessRole, type CalendarRecord, CalendarStore, type WriteCounters } from "./store.ts";
+
+export type { FaultSpec } from "./faults.ts";
+export type { ServiceAccountKeyJson } from "./oauth.ts";
+export type { Delivery } from "./push.ts";
+
+export interface CalendarEmulatorOptions {
+  port?: number;
+  host?: string;
+  /** Drives token expiry, `updated`/`created` and channel expiry (default: the system clock). */
+  clock?: Clock;
+  accessTokenTtlSeconds?: number;
+  /** Send an "exists" notification to the calendar's channels after every change (default off: call notify()). */
+  autoNotify?: boolean;
+  limits?: { perUserPerMinute?: number; perProjectPerMinute?: number };
+}
+
+export interface RequestLogEntry {
+  at: number;
+  method: string;
+  path: string;
+  query: Record<string, string | string[]>;
+  status: number;
+  /** The token's subject (API) or the subject asked for (token endpoint). */
+  subject?: string;
+  quotaUser?: string;
+  sendUpdates?: string;
+  ifMatch?: string;
+  /** Token endpoint: grant_type, and the service account or OAuth client asking. */
+  grantType?: string;
+  clientEmail?: string;
+  clientId?: string;
+  /** The answer was withheld by dropResponseNext (the write happened). */
+  dropped?: boolean;
+}
+
+const API_PREFIX = "/calendar/v3/";
+
+export class CalendarEmulator {
+  readonly faults = new Faults();
+  readonly limits: UsageLimits;
+  readonly requestLog: RequestLogEntry[] = [];
+  autoNotify: boolean;
+  readonly #server: Server;
+  readonly #clock: Clock;
+  readonly #store: CalendarStore;
+  readonly #lister: EventLister;
+  readonly #push: PushChannels;
+  readonly #oauth: OAuthServer;
+  #origin = "";
+
+  constructor(options: CalendarEmulatorOptions = {}) {
+    this.#clock = options.clock ?? systemClock;
+    this.#store = new CalendarStore(this.#clock);
+    this.#lister = new EventLister(this.#store);
+    this.#push = new PushChannels(this.#clock);
+    this.#oauth = new OAuthServer(this.#clock, () => this.tokenUrl);
+    if (options.accessTokenTtlSeconds) this.#oauth.accessTokenTtlSeconds = options.accessTokenTtlSeconds;
+    this.limits = new UsageLimits(options.limits);
+    this.autoNotify = options.autoNotify ?? false;
+    this.#server = createServer((req, res) => {
+      this.#handle(req, res).catch((err: unknown) => {
+        if (!res.headersSent) sendJson(res, 500, googleErrorBody(500, "backendError", (err as Error).message));
+      });
+    });
+  }
+
+  async listen(port = 0, host = "127.0.0.1"): Promise<this> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once("error", reject);
+      this.#server.listen(port, host, () => resolve());
+    });
+    const { port: actual } = this.#server.address() as AddressInfo;
+    this.#origin = `http://${host}:${actual}`;
+    return this;
+  }
+
+  /** Pass as `rootUrl`/`api_root`. */
+  get rootUrl(): string {
+    return `${this.#origin}/`;
+  }
+  get tokenUrl(): string {
+    return `${this.#origin}/token`;
+  }
+  get authUrl(): string {
+    return `${this.#origin}/authorize`;
+  }
+
+  // --- credentials -------------------------------------------------------------------------------------------------
+
+  /** A fresh service-account key whose assertions this emulator accepts (delegation allowed unless told otherwise). */
+  registerServiceAccount(options: { clientEmail?: string; delegation?: boolean } = {}): ServiceAccountKeyJson {
+    return this.#oauth.registerServiceAccount(options);
+  }
+  registerOAuthClient(options: { clientId?: string; clientSecret?: string } = {}) {
+    return this.#oauth.registerOAuthClient(options);
+  }
+  issueRefreshToken(subject: string, clientId?: string): string {
+    return this.#oauth.issueRefreshToken(subject, clientId);
+  }
+  /** Revokes tokens of `subject` (or everyone): the API answers 401, the token endpoint invalid_grant/unauthorized_client. */
+  revokeTokens(subject?: string): void {
+    this.#oauth.revokeTokens(subject);
+  }
+  restoreAccess(subject?: string): void {
+    this.#oauth.restoreAccess(subject);
+  }
+  /** Access tokens answer 401 from now on, while refresh tokens and assertions still work (a token revoked early). */
+  expireAccessTokens(subject?: string): void {
+    this.#oauth.expireAccessTokens(subject);
+  }
+  /** Token responses without expires_in (the emulator still expires tokens after accessTokenTtlSeconds). */
+  set omitExpiresIn(value: boolean) {
+    this.#oauth.omitExpiresIn = value;
+  }
+  /** Who approves on the consent page, and whether (false: redirect with error=access_denied). */
+  get consent(): { subject: string; approve: boolean } {
+    return this.#oauth.consent;
+  }
+
+  // --- data ----------------------------------------------------------------------------------------------------------
+
+  createCalendar(id: string, ownerSubject: string, options: { summary?: string; timeZone?: string } = {}): void {
+    this.#store.createCalendar(id, ownerSubject, options);
+  }
+  shareCalendar(id: string, subject: string, role: AccessRole = "writer"): void {
+    this.#calendar(id).acl.set(subject, role);
+  }
+  /** Every stored event of the calendar as Google would return it, deleted ones (status "cancelled") included. */
+  events(calendarId: string): Record<string, unknown>[] {
+    const cal = this.#calendar(calendarId);
+    return [...cal.events.values()].map((r) => toResource(r, cal));
+  }
+  event(calendarId: string, eventId: string): Record<string, unknown> | undefined {
+    const cal = this.#calendar(calendarId);
+    const rec = cal.events.get(eventId);
+    return rec ? toResource(rec, cal) : undefined;
+  }
+  /** The therapist edits an event in Google's UI (patch semantics): etag and `updated` change. */
+  userEdit(calendarId: string, eventId: string, changes: object): Record<string, unknown> {
+    const cal = this.#calendar(calendarId);
+    const resource = toResource(this.#store.userEdit(cal, eventId, changes as Record<string, unknown>), cal);
+    this.#changed(cal.id);
+    return resource;
+  }
+  userDelete(calendarId: string, eventId: string): void {
+    this.#store.userDelete(this.#calendar(calendarId), eventId);
+    this.#changed(calendarId);
+  }
+  /** The therapist creates an event of their own. */
+  userInsert(calendarId: string, body: object): Record<string, unknown> {
+    const cal = this.#calendar(calendarId);
+    const resource = toResource(this.#store.insert(cal, body as Record<string, unknown>), cal);
+    this.#store.counters.inserts -= 1;
+    this.#store.counters.userEdits += 1;
+    this.#changed(cal.id);
+    return resource;
+  }
+  /** Google forgets deleted events after a while; this does it now (their ids become free). */
+  purgeDeleted(calendarId: string): number {
+    return this.#store.purgeDeleted(this.#calendar(calendarId));
+  }
+  /** Every sync token issued so far (for one calendar, or all) now answers 410 fullSyncRequired. */
+  invalidateSyncTokens(calendarId?: string): void {
+    for (const cal of this.#store.calendars.values()) if (!calendarId || cal.id === calendarId) cal.tokenEpoch += 1;
+  }
+  get counters(): Readonly<WriteCounters> {
+    return this.#store.counters;
+  }
+  /** API writes accepted (inserts, updates, patches, deletes). */
+  get writes(): number {
+    const c = this.#store.counters;
+    return c.inserts + c.updates + c.patches + c.deletes;
+  }
+
+  // --- push ----------------------------------------------------------------------------------------------------------
+
+  get channels(): ReadonlyMap<string, { id: string; calendarId: string; address: string; expiration: number }> {
+    return this.#push.channels;
+  }
+  get deliveries(): readonly Delivery[] {
+    return this.#push.deliveries;
+  }
+  /** Posts an "exists" notification to every live channel on the calendar. */
+  notify(calendarId: string): Promise<Delivery[]> {
+    return this.#push.notify(calendarId);
+  }
+  /** Waits until notifications in flight were answered. */
+  settleNotifications(): Promise<void> {
+    return this.#push.settle();
+  }
+  set requireHttpsChannels(value: boolean) {
+    this.#push.requireHttps = value;
+  }
+
+  async close(): Promise<void> {
+    await this.#push.settle();
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  // --- HTTP ----------------------------------------------------------------------------------------------------------
+
+  #calendar(id: string): CalendarRecord {
+    const cal = this.#store.calendars.get(id);
+    if (!cal) throw new Error(`emulator: no calendar ${id} (createCalendar first)`);
+    return cal;
+  }
+
+  #changed(calendarId: string): void {
+    if (this.autoNotify) void this.#push.notify(calendarId);
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", this.#origin || "http://127.0.0.1");
+    const method = req.method ?? "GET";
+    const entry: RequestLogEntry = {
+      at: this.#clock.now(),
+      method,
+      path: url.pathname,
+      query: queryOf(url),
+      status: 0,
+    };
+    this.requestLog.push(entry);
+    const raw = await readBody(req);
+    if (url.pathname === "/token" && method === "POST") return this.#token(raw, entry, res);
+    if ((url.pathname === "/authorize" || url.pathname === "/o/oauth2/v2/auth") && method === "GET") {
+      const answer = this.#oauth.authorize(url);
+      entry.status = answer.status;
+      if (answer.location) res.writeHead(answer.status, { location: answer.location }).end();
+      else res.writeHead(answer.status, { "content-type": "text/plain" }).end(answer.text ?? "");
+      return;
+    }
+    if (!url.pathname.startsWith(API_PREFIX)) {
+      entry.status = 404;
+      return sendError(res, new ApiError(404, "notFound"));
+    }
+    await this.#api(url, method, raw, entry, req, res);
+  }
+
+  #token(raw: string, entry: RequestLogEntry, res: ServerResponse): void {
+    const info: TokenRequestInfo = { grantType: "" };
+    const fault = this.faults.take("token", "POST /token");
+    try {
+      if (fault) throw new TokenError(fault.status, fault.reason, fault.message ?? fault.reason);
+      const body = this.#oauth.token(new URLSearchParams(raw), info);
+      entry.status = 200;
+      sendJson(res, 200, body, { "cache-control": "no-store" });
+    } catch (err) {
+      if (!(err instanceof TokenError)) throw err;
+      entry.status = err.status;
+      sendJson(res, err.status, { error: err.error, error_description: err.message });
+    } finally {
+      Object.assign(entry, {
+        grantType: info.grantType,
+        ...(info.subject ? { subject: info.subject } : {}),
+        ...(info.clientEmail ? { clientEmail: info.clientEmail } : {}),
+        ...(info.clientId ? { clientId: info.clientId } : {}),
+      });
+    }
+  }
+
+  async #api(url: URL, method: string, raw: string, entry: RequestLogEntry, req: IncomingMessage, res: ServerResponse) {
+    const quotaUser = url.searchParams.get("quotaUser") ?? undefined;
+    const sendUpdates = url.searchParams.get("sendUpdates") ?? undefined;
+    const ifMatch = req.headers["if-match"];
+    Object.assign(entry, {
+      ...(quotaUser ? { quotaUser } : {}),
+      ...(sendUpdates ? { sendUpdates } : {}),
+      ...(ifMatch ? { ifMatch } : {}),
+    });
+    let status = 200;
+    let body: unknown;
+    const headers: Record<string, string> = {};
+    try {
+      const subject = this.#oauth.authenticate(req.headers.authorization);
+      entry.subject = subject;
+      const limited = this.limits.check(quotaUser ?? subject, this.#clock.now());
+      const fault = limited ?? this.faults.take("api", `${method} ${url.pathname}`);
+      if (fault?.retryAfter !== undefined) headers["retry-after"] = String(fault.retryAfter);
+      if (fault) throw new ApiError(fault.status, fault.reason, fault.message);
+      if (this.faults.latencyMs > 0) await new Promise((r) => setTimeout(r, this.faults.latencyMs));
+      const segments = url.pathname.slice(API_PREFIX.length).split("/").filter(Boolean).map(decodeURIComponent);
+      const answer = handleApi(
+        { store: this.#store, lister: this.#lister, push: this.#push, faults: this.faults },
+        { method, segments, query: entry.query, body: parseJsonBody(raw), subject, ifMatch },
+      );
+      status = answer.status;
+      body = answer.body;
+      if (answer.changed) this.#changed(answer.changed);
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      status = err.status;
+      body = googleErrorBody(err.status, err.reason, err.message, err.extra);
+    }
+    entry.status = status;
+    if (this.faults.takeDrop()) {
+      entry.dropped = true;
+      req.socket.destroy();
+      return;
+    }
+    if (body === undefined) sendEmpty(res, status);
+    else sendJson(res, status, body, headers);
+  }
+}
+
+/** Starts an emulator on 127.0.0.1 and a free port (or `options.port`). */
+export async function startCalendarEmulator(options: CalendarEmulatorOptions = {}): Promise<CalendarEmulator> {
+  return new CalendarEmulator(options).listen(options.port ?? 0, options.host ?? "127.0.0.1");
+}

@@ -1,0 +1,130 @@
+// Owns the emulator's push channels: events.watch registration, channels.stop, and Google-style notification delivery.
+import type { Clock } from "../../clock.ts";
+import { ApiError } from "./http.ts";
+import type { CalendarRecord } from "./store.ts";
+
+export interface Channel {
+  id: string;
+  resourceId: string;
+  calendarId: string;
+  address: string;
+  token: string | undefined;
+  expiration: number;
+  messageNumber: number;
+}
+
+export interface Delivery {
+  channelId: string;
+  state: "sync" | "exists" | "not_exists";
+  status?: number;
+  error?: string;
+}
+
+const DEFAULT_TTL_S = 7 * 24 * 3600;
+const MAX_TTL_S = 30 * 24 * 3600;
+
+export class PushChannels {
+  readonly channels = new Map<string, Channel>();
+  /** Every delivery attempt, in order. */
+  readonly deliveries: Delivery[] = [];
+  /** Google demands HTTPS addresses; the emulator allows http unless this is set. */
+  requireHttps = false;
+  readonly #clock: Clock;
+  #inflight = new Set<Promise<unknown>>();
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  watch(cal: CalendarRecord, body: Record<string, unknown>): Record<string, unknown> {
+    const id = typeof body.id === "string" ? body.id : "";
+    if (!id || id.length > 64) throw new ApiError(400, "invalid", "Invalid channel id.");
+    if (this.channels.has(id)) throw new ApiError(400, "channelIdNotUnique");
+    if (body.type !== "web_hook" && body.type !== "webhook")
+      throw new ApiError(400, "invalid", "Invalid channel type.");
+    let address: URL;
+    try {
+      address = new URL(String(body.address));
+    } catch {
+      throw new ApiError(400, "invalid", "Invalid channel address.");
+    }
+    if (this.requireHttps && address.protocol !== "https:") {
+      throw new ApiError(400, "push.webhookUrlNotHttps", "WebHook callback must be HTTPS: " + address.toString());
+    }
+    const token = typeof body.token === "string" ? body.token : undefined;
+    if (token && token.length > 256) throw new ApiError(400, "invalid", "Invalid channel token.");
+    const params = (body.params ?? {}) as { ttl?: string };
+    const ttl = Math.min(Number(params.ttl ?? DEFAULT_TTL_S) || DEFAULT_TTL_S, MAX_TTL_S);
+    let expiration = this.#clock.now() + ttl * 1000;
+    if (body.expiration !== undefined) expiration = Math.min(expiration, Number(body.expiration));
+    const channel: Channel = {
+      id,
+      resourceId: cal.resourceId,
+      calendarId: cal.id,
+      address: address.toString(),
+      token,
+      expiration,
+      messageNumber: 0,
+    };
+    this.channels.set(id, channel);
+    this.#deliver(channel, "sync");
+    return {
+      kind: "api#channel",
+      id,
+      resourceId: channel.resourceId,
+      resourceUri: `https://www.googleapis.com/calendar/v3/calendars/${encodeURIComponent(cal.id)}/events?alt=json`,
+      ...(token ? { token } : {}),
+      expiration: String(expiration),
+    };
+  }
+
+  stop(body: Record<string, unknown>): void {
+    const channel = this.channels.get(String(body.id ?? ""));
+    if (!channel || channel.resourceId !== body.resourceId) throw new ApiError(404, "notFound", "Channel not found.");
+    this.channels.delete(channel.id);
+  }
+
+  /** Posts an "exists" notification to every live channel of the calendar; resolves when all were answered. */
+  async notify(calendarId: string, state: Delivery["state"] = "exists"): Promise<Delivery[]> {
+    const now = this.#clock.now();
+    const targets = [...this.channels.values()].filter((c) => c.calendarId === calendarId);
+    const live = targets.filter((c) => c.expiration > now);
+    for (const c of targets) if (c.expiration <= now) this.channels.delete(c.id);
+    return Promise.all(live.map((c) => this.#deliver(c, state)));
+  }
+
+  /** Waits for notifications in flight (the initial "sync" ones included). */
+  async settle(): Promise<void> {
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
+  }
+
+  #deliver(channel: Channel, state: Delivery["state"]): Promise<Delivery> {
+    channel.messageNumber += 1;
+    const headers: Record<string, string> = {
+      "X-Goog-Channel-ID": channel.id,
+      "X-Goog-Channel-Expiration": new Date(channel.expiration).toUTCString(),
+      "X-Goog-Resource-ID": channel.resourceId,
+      "X-Goog-Resource-URI": `https://www.googleapis.com/calendar/v3/calendars/${encodeURIComponent(channel.calendarId)}/events?alt=json`,
+      "X-Goog-Resource-State": state,
+      "X-Goog-Message-Number": String(channel.messageNumber),
+    };
+    if (channel.token) headers["X-Goog-Channel-Token"] = channel.token;
+    const delivery: Delivery = { channelId: channel.id, state };
+    const p = fetch(channel.address, { method: "POST", headers, body: "", signal: AbortSignal.timeout(5000) })
+      .then(async (res) => {
+        delivery.status = res.status;
+        await res.arrayBuffer();
+        return delivery;
+      })
+      .catch((err: Error) => {
+        delivery.error = err.message;
+        return delivery;
+      })
+      .finally(() => {
+        this.deliveries.push(delivery);
+        this.#inflight.delete(p);
+      });
+    this.#inflight.add(p);
+    return p;
+  }
+}

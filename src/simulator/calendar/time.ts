@@ -1,0 +1,87 @@
+// Owns time handling of the emulator: RFC 3339 parsing, IANA zone offsets, and Google's way of echoing event times.
+import { ApiError } from "./http.ts";
+
+const OFFSET_SUFFIX = /(Z|[+-]\d{2}:\d{2})$/i;
+const LOCAL_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$/;
+const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+
+export function isValidZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Offset of `zone` at instant `ms`, in minutes east of UTC. */
+export function offsetMinutes(ms: number, zone: string): number {
+  const name = new Intl.DateTimeFormat("en-US", { timeZone: zone, timeZoneName: "longOffset" })
+    .formatToParts(new Date(ms))
+    .find((p) => p.type === "timeZoneName")?.value;
+  const m = /GMT([+-])(\d{2}):?(\d{2})?/.exec(name ?? "");
+  if (!m) return 0;
+  const minutes = Number(m[2]) * 60 + Number(m[3] ?? 0);
+  return m[1] === "-" ? -minutes : minutes;
+}
+
+/** `2026-11-23T10:00:00+01:00` (or `...Z` in UTC): the instant as wall time of `zone`. */
+export function formatInZone(ms: number, zone: string): string {
+  const offset = offsetMinutes(ms, zone);
+  const local = new Date(ms + offset * 60_000).toISOString().slice(0, 19);
+  if (offset === 0) return `${local}Z`;
+  const abs = Math.abs(offset);
+  const sign = offset < 0 ? "-" : "+";
+  return `${local}${sign}${String(Math.floor(abs / 60)).padStart(2, "0")}:${String(abs % 60).padStart(2, "0")}`;
+}
+
+/** A local wall time (no offset) in `zone` as an instant. */
+function localToInstant(text: string, zone: string): number {
+  const m = LOCAL_DATE_TIME.exec(text);
+  if (!m) return Number.NaN;
+  const [, y, mo, d, h, mi, s, frac] = m;
+  const guess = Date.UTC(+y!, +mo! - 1, +d!, +h!, +mi!, +(s ?? 0), Number(`0.${frac ?? 0}`) * 1000);
+  let ms = guess - offsetMinutes(guess, zone) * 60_000;
+  ms = guess - offsetMinutes(ms, zone) * 60_000;
+  return ms;
+}
+
+/** A strict RFC 3339 timestamp with offset (as list bounds must be), or NaN. */
+export function parseRfc3339(text: string): number {
+  if (!OFFSET_SUFFIX.test(text) || !/^\d{4}-\d{2}-\d{2}T/.test(text)) return Number.NaN;
+  return Date.parse(text);
+}
+
+export interface ParsedTime {
+  ms: number;
+  allDay: boolean;
+  /** What to keep: date, or dateTime instant with the event's own timeZone (if given). */
+  stored: { date?: string; timeZone?: string };
+}
+
+/** Reads an EventDateTime; throws Google-style 400s for missing or malformed values. */
+export function parseEventTime(value: unknown, which: "start" | "end", calendarZone: string): ParsedTime {
+  if (!value || typeof value !== "object") throw new ApiError(400, "required", `Missing ${which} time.`);
+  const t = value as { date?: unknown; dateTime?: unknown; timeZone?: unknown };
+  const zone = typeof t.timeZone === "string" && t.timeZone ? t.timeZone : undefined;
+  if (zone && !isValidZone(zone)) throw new ApiError(400, "invalid", `Invalid time zone definition for ${which} time.`);
+  if (typeof t.date === "string" && t.dateTime === undefined) {
+    if (!DATE_ONLY.test(t.date)) throw new ApiError(400, "invalid", `Invalid ${which} time.`);
+    return { ms: Date.parse(`${t.date}T00:00:00Z`), allDay: true, stored: { date: t.date } };
+  }
+  if (typeof t.dateTime !== "string") throw new ApiError(400, "required", `Missing ${which} time.`);
+  let ms: number;
+  if (OFFSET_SUFFIX.test(t.dateTime)) ms = Date.parse(t.dateTime);
+  else if (zone ?? calendarZone) ms = localToInstant(t.dateTime, zone ?? calendarZone);
+  else throw new ApiError(400, "invalid", `Missing time zone definition for ${which} time.`);
+  if (Number.isNaN(ms)) throw new ApiError(400, "invalid", `Invalid ${which} time.`);
+  return { ms, allDay: false, stored: zone ? { timeZone: zone } : {} };
+}
+
+/** How Google echoes a time: dateTime in the event's zone (or the calendar's) with an offset, plus the given zone. */
+export function renderEventTime(ms: number, allDay: boolean, stored: ParsedTime["stored"], calendarZone: string) {
+  if (allDay) return { date: stored.date };
+  const out: { dateTime: string; timeZone?: string } = { dateTime: formatInZone(ms, stored.timeZone ?? calendarZone) };
+  if (stored.timeZone) out.timeZone = stored.timeZone;
+  return out;
+}

@@ -1,0 +1,46 @@
+// Tests deterministic event ids: stable, valid base32hex, distinct per appointment.
+import { describe, expect, it } from "vitest";
+import { base32hex, eventIdFor, isValidEventId } from "../../src/calendar/ids.ts";
+
+describe("eventIdFor", () => {
+  it("is deterministic and valid base32hex", () => {
+    const id = eventIdFor("apt_123");
+    expect(id).toBe(eventIdFor("apt_123"));
+    expect(id).toMatch(/^cb[a-v0-9]{52}$/);
+    expect(isValidEventId(id)).toBe(true);
+  });
+
+  it("differs per appointment and per generation", () => {
+    const ids = new Set(["apt_1", "apt_2", "APT_1", "apt_1 "].map((a) => eventIdFor(a)));
+    ids.add(eventIdFor("apt_1", 1));
+    expect(ids.size).toBe(5);
+  });
+
+  it("handles any appointment id, unicode and empty included", () => {
+    for (const a of ["", "ü/ä?#&", "x".repeat(5000)]) expect(isValidEventId(eventIdFor(a))).toBe(true);
+  });
+});
+
+describe("isValidEventId", () => {
+  it("follows Google's rule: a-v and 0-9, 5 to 1024 long", () => {
+    expect(isValidEventId("abcd")).toBe(false);
+    expect(isValidEventId("abcde")).toBe(true);
+    expect(isValidEventId("abcdw")).toBe(false);
+    expect(isValidEventId("ABCDE")).toBe(false);
+    expect(isValidEventId("a".repeat(1024))).toBe(true);
+    expect(isValidEventId("a".repeat(1025))).toBe(false);
+  });
+});
+
+describe("base32hex", () => {
+  it("matches RFC 4648 test vectors (lower case, no padding)", () => {
+    const enc = (s: string) => base32hex(Buffer.from(s));
+    expect(enc("")).toBe("");
+    expect(enc("f")).toBe("co");
+    expect(enc("fo")).toBe("cpng");
+    expect(enc("foo")).toBe("cpnmu");
+    expect(enc("foob")).toBe("cpnmuog");
+    expect(enc("fooba")).toBe("cpnmuoj1");
+    expect(enc("foobar")).toBe("cpnmuoj1e8");
+  });
+});
