@@ -1,0 +1,252 @@
+// Owns the webhook receiver benchmark: signed deliveries at a fixed concurrency against the real handler (sqlite
+// inbox + processor + counting sink) and against a bare HMAC-only server (the ceiling), in the same run.
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type IncomingMessage, type RequestListener, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Registry } from "prom-client";
+import { Pool } from "undici";
+import { silentLogger } from "../src/log.ts";
+import { openStore } from "../src/store/store.ts";
+import { WebhookInbox } from "../src/webhooks/inbox.ts";
+import { type EventSink, InboxProcessor } from "../src/webhooks/processor.ts";
+import { createWebhookHandler } from "../src/webhooks/route.ts";
+import { SIGNATURE_HEADER, sign, verifySignature } from "../src/webhooks/signature.ts";
+
+const SECRET = "whsec_bench_0123456789abcdef";
+const PATH = "/webhooks/booking";
+const TYPES = ["appointment.updated", "appointment.updated", "appointment.created", "appointment.cancelled"];
+/** The load alternates between the two servers in rounds, so a noisy neighbour weighs on both alike. */
+const ROUNDS = 4;
+
+interface Delivery {
+  id: string;
+  body: string;
+  signature: string;
+}
+
+/** Totals of one target over its rounds. */
+class Tally {
+  latencies: number[] = [];
+  acceptedIds: string[] = [];
+  failed = 0;
+  seconds = 0;
+
+  summary() {
+    const sorted = [...this.latencies].sort((a, b) => a - b);
+    return {
+      perSecond: Math.round(sorted.length / this.seconds),
+      p50Ms: round(percentile(sorted, 50)),
+      p99Ms: round(percentile(sorted, 99)),
+    };
+  }
+}
+
+interface Target {
+  url: string;
+  tally: Tally;
+  close(): Promise<void>;
+}
+
+const round = (n: number) => Math.round(n * 100) / 100;
+
+function percentile(sorted: number[], p: number): number {
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+function deliveries(count: number, run: string): Delivery[] {
+  const t = Math.floor(Date.now() / 1000);
+  return Array.from({ length: count }, (_, i) => {
+    const id = `evt_${run}_${i}`;
+    const body = JSON.stringify({
+      id,
+      type: TYPES[i % TYPES.length],
+      created_at: new Date().toISOString(),
+      data: {
+        object: {
+          id: `apt_${i % 500}`,
+          status: "confirmed",
+          therapist_id: "th_anna",
+          start_time: "2026-11-23T09:00:00Z",
+        },
+      },
+    });
+    return { id, body, signature: sign(body, SECRET, t) };
+  });
+}
+
+async function listen(listener: RequestListener): Promise<{ server: Server; url: string }> {
+  const server = createServer({ keepAliveTimeout: 60_000 }, listener);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+async function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+/** Sends `items` at `concurrency` over one undici Pool; adds to `tally` unless it is a warm-up. */
+async function fire(url: string, items: Delivery[], concurrency: number, tally?: Tally): Promise<void> {
+  const pool = new Pool(url, { connections: concurrency, pipelining: 1 });
+  let next = 0;
+  const started = performance.now();
+  const worker = async () => {
+    for (let i = next++; i < items.length; i = next++) {
+      const item = items[i]!;
+      const t0 = performance.now();
+      try {
+        const res = await pool.request({
+          path: PATH,
+          method: "POST",
+          body: item.body,
+          headers: { "content-type": "application/json", [SIGNATURE_HEADER]: item.signature },
+        });
+        await res.body.dump();
+        if (res.statusCode !== 200) {
+          if (tally) tally.failed++;
+        } else if (tally) {
+          tally.latencies.push(performance.now() - t0);
+          tally.acceptedIds.push(item.id);
+        }
+      } catch {
+        if (tally) tally.failed++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  if (tally) tally.seconds += (performance.now() - started) / 1000;
+  await pool.close();
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+/** The ceiling: read the body, verify the HMAC, answer 200. Nothing durable. */
+async function ceilingTarget(): Promise<Target> {
+  const { server, url } = await listen(async (req, res) => {
+    const rawBody = await readBody(req);
+    const header = req.headers[SIGNATURE_HEADER] as string | undefined;
+    const verdict = verifySignature({ rawBody, header, secrets: [SECRET], toleranceSec: 300, nowMs: Date.now() });
+    res.writeHead(verdict.ok ? 200 : 401, { "content-type": "application/json" }).end('{"received":true}');
+  });
+  return { url, tally: new Tally(), close: () => closeServer(server) };
+}
+
+/** Opening a fresh sqlite file sometimes meets SQLITE_BUSY (the store's connections race at creation): retried. */
+async function openFreshStore(path: string) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await openStore(`sqlite://${path}`);
+    } catch (error) {
+      if (attempt >= 5 || !String(error).includes("SQLITE_BUSY")) throw error;
+    }
+  }
+}
+
+/** The real path: handler + sqlite inbox + processor + a sink that counts deliveries per event id. */
+async function realTarget() {
+  const dir = mkdtempSync(join(tmpdir(), "cb-bench-webhooks-"));
+  const store = await openFreshStore(join(dir, "bench.sqlite"));
+  const delivered = new Map<string, number>();
+  const count = async (event: { id: string }) => {
+    delivered.set(event.id, (delivered.get(event.id) ?? 0) + 1);
+  };
+  const sink: EventSink = { appointment: count, customerUpdated: count };
+  const registry = new Registry();
+  const inbox = new WebhookInbox({ store });
+  const processor = new InboxProcessor({ inbox, sink, logger: silentLogger, registry });
+  await processor.start();
+  const handler = createWebhookHandler({
+    path: PATH,
+    secrets: [SECRET],
+    inbox,
+    processor,
+    logger: silentLogger,
+    registry,
+  });
+  const { server, url } = await listen((req, res) => {
+    void handler(req, res).then((handled) => {
+      if (!handled) res.writeHead(404).end();
+    });
+  });
+  const target: Target = {
+    url,
+    tally: new Tally(),
+    close: async () => {
+      await closeServer(server);
+      await processor.stop();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return { target, processor, delivered };
+}
+
+export async function benchWebhooks(
+  opts: { count?: number; concurrency?: number } = {},
+): Promise<Record<string, number | string>> {
+  const count = opts.count ?? 20_000;
+  const concurrency = opts.concurrency ?? 32;
+  const ceiling = await ceilingTarget();
+  const real = await realTarget();
+  try {
+    // Warm-up (JIT, connections, sqlite pages), not measured.
+    const warmup = Math.min(2000, Math.ceil(count / 10));
+    await fire(ceiling.url, deliveries(warmup, "ceiling_warmup"), concurrency);
+    await fire(real.target.url, deliveries(warmup, "real_warmup"), concurrency);
+    await real.processor.idle();
+    real.delivered.clear();
+
+    const ceilingItems = deliveries(count, "ceiling");
+    const realItems = deliveries(count, "real");
+    const per = Math.ceil(count / ROUNDS);
+    for (let r = 0; r < ROUNDS; r++) {
+      await fire(ceiling.url, ceilingItems.slice(r * per, (r + 1) * per), concurrency, ceiling.tally);
+      await fire(real.target.url, realItems.slice(r * per, (r + 1) * per), concurrency, real.target.tally);
+    }
+    const drainStart = performance.now();
+    await real.processor.idle();
+    const drainMs = performance.now() - drainStart;
+
+    const accepted = new Set(real.target.tally.acceptedIds);
+    const notOnce = [...accepted].filter((id) => real.delivered.get(id) !== 1).length;
+    const extra = [...real.delivered.keys()].filter((id) => !accepted.has(id)).length;
+    const c = ceiling.tally.summary();
+    const x = real.target.tally.summary();
+    return {
+      count,
+      concurrency,
+      ceiling_accepted_per_s: c.perSecond,
+      ceiling_p50_ms: c.p50Ms,
+      ceiling_p99_ms: c.p99Ms,
+      ceiling_failed: ceiling.tally.failed,
+      real_accepted_per_s: x.perSecond,
+      real_p50_ms: x.p50Ms,
+      real_p99_ms: x.p99Ms,
+      real_failed: real.target.tally.failed,
+      real_processing_drain_after_load_ms: round(drainMs),
+      ratio_real_to_ceiling: round(x.perSecond / Math.max(1, c.perSecond)),
+      processed_exactly_once:
+        notOnce === 0 && extra === 0 ? "yes" : `NO (${notOnce} not exactly once, ${extra} not accepted)`,
+    };
+  } finally {
+    await ceiling.close();
+    await real.target.close();
+  }
+}
+
+if (import.meta.main) {
+  const result = await benchWebhooks({
+    count: process.env["COUNT"] ? Number(process.env["COUNT"]) : undefined,
+    concurrency: process.env["CONCURRENCY"] ? Number(process.env["CONCURRENCY"]) : undefined,
+  });
+  console.table(result);
+}

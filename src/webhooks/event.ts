@@ -1,0 +1,88 @@
+// Owns what the webhook path needs to know of a delivered event: a loose zod schema (unknown fields kept), parsing
+// of a verified body, and the routing facts derived from it (kind of event, the appointment it concerns).
+import { z } from "zod";
+
+const MAX_ID_LENGTH = 200;
+
+/** Loose on purpose: payloads are hints, and the sync engine fetches what it needs. */
+export const BookingWebhookEventSchema = z.looseObject({
+  id: z.string().min(1).max(MAX_ID_LENGTH),
+  type: z.string().min(1).max(MAX_ID_LENGTH),
+  created_at: z.string().optional(),
+  data: z
+    .looseObject({
+      object: z.record(z.string(), z.unknown()).default({}),
+      previous_attributes: z.record(z.string(), z.unknown()).optional(),
+    })
+    .default({ object: {} }),
+});
+
+export type BookingWebhookEvent = z.infer<typeof BookingWebhookEventSchema>;
+
+export const APPOINTMENT_TYPES = [
+  "appointment.created",
+  "appointment.updated",
+  "appointment.cancelled",
+  "appointment.completed",
+  "appointment.no_show",
+] as const;
+
+export type EventKind = "appointment" | "customer" | "ignored" | "unknown";
+
+const KNOWN_IGNORED = new Set(["customer.created"]);
+
+export function kindOf(type: string): EventKind {
+  if ((APPOINTMENT_TYPES as readonly string[]).includes(type)) return "appointment";
+  if (type === "customer.updated") return "customer";
+  if (type.startsWith("payment.") || type.startsWith("gift_card.") || KNOWN_IGNORED.has(type)) return "ignored";
+  return "unknown";
+}
+
+/** The appointment an event concerns (`data.object.id` of appointment.* events). */
+export function appointmentIdOf(event: BookingWebhookEvent): string | undefined {
+  if (kindOf(event.type) !== "appointment") return undefined;
+  const id = event.data.object["id"];
+  return typeof id === "string" && id !== "" ? id : undefined;
+}
+
+/** Events of the same key are processed one at a time, in order of arrival. */
+export function orderingKeyOf(event: BookingWebhookEvent): string {
+  const appointmentId = appointmentIdOf(event);
+  if (appointmentId) return `appointment:${appointmentId}`;
+  const objectId = event.data.object["id"];
+  if (event.type === "customer.updated" && typeof objectId === "string") return `customer:${objectId}`;
+  return `event:${event.id}`;
+}
+
+export type ParsedBody = { ok: true; event: BookingWebhookEvent } | { ok: false; reason: string };
+
+/** Parses a verified body; a failure is a malformed delivery (dead letter), not a transient error. */
+export function parseEventBody(raw: Buffer): ParsedBody {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString("utf8"));
+  } catch {
+    return { ok: false, reason: "body is not JSON" };
+  }
+  const result = BookingWebhookEventSchema.safeParse(json);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    return { ok: false, reason: `not a webhook event: ${issue?.path.join(".") || "(root)"}: ${issue?.message}` };
+  }
+  const event = result.data;
+  if (kindOf(event.type) === "appointment" && !appointmentIdOf(event)) {
+    return { ok: false, reason: `${event.type} without data.object.id` };
+  }
+  return { ok: true, event };
+}
+
+/** Reads `id` from an unverified body for a log line only; never trusted for anything else. */
+export function peekEventId(raw: Buffer): string | undefined {
+  if (raw.length > 1_000_000) return undefined;
+  try {
+    const id = (JSON.parse(raw.toString("utf8")) as { id?: unknown } | null)?.id;
+    return typeof id === "string" ? id.slice(0, MAX_ID_LENGTH) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,127 @@
+// Owns the webhook signature scheme (`X-Service-Signature: t=<unix>,v1=<hex>`): signing, and pure verification of
+// raw bytes against several secrets (rotation) and several v1 entries, in constant time, within a time tolerance.
+import { createHmac, timingSafeEqual } from "node:crypto";
+
+export const SIGNATURE_HEADER = "x-service-signature";
+
+export type SignatureFailure = "missing" | "malformed" | "stale" | "future" | "mismatch";
+
+export type VerifyResult = { ok: true; timestamp: number } | { ok: false; reason: SignatureFailure; message: string };
+
+export interface VerifyInput {
+  /** The request body exactly as received, before any parsing. */
+  rawBody: Buffer;
+  header: string | undefined;
+  /** Every secret currently valid for the endpoint (more than one while rotating). */
+  secrets: string[];
+  toleranceSec: number;
+  nowMs: number;
+}
+
+/** Lowercase hex HMAC-SHA256 of `<timestampSec>.<payload>`. */
+function hmacHex(payload: string | Buffer, secret: string, timestampSec: number): string {
+  return createHmac("sha256", secret).update(`${timestampSec}.`).update(payload).digest("hex");
+}
+
+/** The header value the booking service would send for this payload: `t=<unix>,v1=<hex>`. */
+export function sign(payload: string | Buffer, secret: string, timestampSec: number): string {
+  return `t=${timestampSec},v1=${hmacHex(payload, secret, timestampSec)}`;
+}
+
+/** Splits `t=...,v1=...,v1=...`; unknown schemes (v0=...) are ignored. Undefined when it cannot be read. */
+export function parseSignatureHeader(header: string): { timestamp: number; signatures: string[] } | undefined {
+  let timestamp: number | undefined;
+  const signatures: string[] = [];
+  for (const part of header.split(",")) {
+    const eq = part.indexOf("=");
+    if (eq <= 0) continue;
+    const key = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (key === "t") {
+      if (timestamp !== undefined || !/^\d{1,12}$/.test(value)) return undefined;
+      timestamp = Number(value);
+    } else if (key === "v1" && value.length > 0) {
+      signatures.push(value);
+    }
+  }
+  if (timestamp === undefined || signatures.length === 0) return undefined;
+  return { timestamp, signatures };
+}
+
+function matches(candidate: string, expected: Buffer): boolean {
+  const given = Buffer.from(candidate, "utf8");
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+export function verifySignature(input: VerifyInput): VerifyResult {
+  const { rawBody, header, secrets, toleranceSec, nowMs } = input;
+  if (header === undefined || header.trim() === "") {
+    return {
+      ok: false,
+      reason: "missing",
+      message:
+        "No X-Service-Signature header on the request. Does it come from the booking service, or does a proxy strip the header?",
+    };
+  }
+  const parsed = parseSignatureHeader(header);
+  if (!parsed) {
+    return {
+      ok: false,
+      reason: "malformed",
+      message:
+        "Unable to extract timestamp and signatures from the X-Service-Signature header (expected t=<unix seconds>,v1=<hex>).",
+    };
+  }
+  const { timestamp, signatures } = parsed;
+  // Every (secret, v1) pair is compared, so the time taken does not depend on which one matched.
+  let matched = false;
+  for (const secret of secrets) {
+    // An empty key would make signatures anyone can compute: it never verifies anything.
+    if (secret === "") continue;
+    const expected = Buffer.from(hmacHex(rawBody, secret, timestamp), "utf8");
+    for (const candidate of signatures) if (matches(candidate, expected)) matched = true;
+  }
+  if (!matched) {
+    return {
+      ok: false,
+      reason: "mismatch",
+      message:
+        "No signatures found matching the expected signature for payload. Are you passing the raw request body you " +
+        "received from the booking service (not re-serialized JSON)? Is the signing secret the one of this endpoint?",
+    };
+  }
+  const ageMs = nowMs - timestamp * 1000;
+  const ageSec = Math.round(ageMs / 1000);
+  if (ageMs > toleranceSec * 1000) {
+    return {
+      ok: false,
+      reason: "stale",
+      message: `Timestamp outside the tolerance zone: signed ${ageSec}s ago, tolerance ${toleranceSec}s (a replayed delivery, or this host's clock is ahead?).`,
+    };
+  }
+  if (-ageMs > toleranceSec * 1000) {
+    return {
+      ok: false,
+      reason: "future",
+      message: `Timestamp outside the tolerance zone: signed ${-ageSec}s in the future, tolerance ${toleranceSec}s (is this host's clock behind?).`,
+    };
+  }
+  return { ok: true, timestamp };
+}
+
+/** Fix-it hints for configured secrets that cannot be right; never contains a secret. */
+export function secretHints(secrets: string[]): string[] {
+  const hints: string[] = [];
+  if (secrets.length === 0) hints.push("No webhook signing secret is configured: every delivery will be rejected.");
+  secrets.forEach((secret, i) => {
+    if (secret !== secret.trim()) {
+      hints.push(
+        `Webhook signing secret #${i + 1} has leading or trailing whitespace (a stray newline from a file or an ` +
+          "environment variable?); signatures made with the real secret will not match it.",
+      );
+    } else if (secret === "") {
+      hints.push(`Webhook signing secret #${i + 1} is empty.`);
+    }
+  });
+  return hints;
+}

@@ -1,0 +1,273 @@
+// Tests of inbox processing: order per appointment, parallelism across appointments, retries and dead letters,
+// dispatch by type, per-event child loggers, and replay after a process killed right after its 2xx answers.
+import { afterEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/clock.ts";
+import { WebhookInbox } from "../../src/webhooks/inbox.ts";
+import { InboxProcessor } from "../../src/webhooks/processor.ts";
+import { captureLog } from "../support/log-capture.ts";
+import {
+  collect,
+  drive,
+  event,
+  type Harness,
+  openTestStore,
+  RecordingSink,
+  startHarness,
+  tmpStorePath,
+} from "./support.ts";
+
+const harnesses: Harness[] = [];
+afterEach(async () => {
+  for (const h of harnesses.splice(0)) await h.close();
+});
+
+async function harness(...args: Parameters<typeof startHarness>) {
+  const h = await startHarness(...args);
+  harnesses.push(h);
+  return h;
+}
+
+const apt = (id: string, type: string, appointment: string) => event(id, type, { id: appointment });
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+async function until(cond: () => boolean, what = "condition"): Promise<void> {
+  for (let i = 0; i < 2000; i++) {
+    if (cond()) return;
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe("inbox processor", () => {
+  it("hands out-of-order deliveries to the sink in arrival order per appointment", async () => {
+    const h = await harness();
+    // The sender delivers the update before the creation (a retry of the creation came late).
+    await h.post(event("evt_2", "appointment.updated", { id: "apt_1" }, { created_at: "2026-11-22T09:05:00Z" }));
+    await h.post(event("evt_1", "appointment.created", { id: "apt_1" }, { created_at: "2026-11-22T09:00:00Z" }));
+    await h.post(apt("evt_3", "appointment.cancelled", "apt_1"));
+    await h.processor!.idle();
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_2", "evt_1", "evt_3"]);
+  });
+
+  it("runs one event per appointment at a time, different appointments in parallel", async () => {
+    const h = await harness();
+    const gate = deferred();
+    h.sink.behaviour = (e) => (e.id === "a1" ? gate.promise : undefined);
+    await h.post(apt("a1", "appointment.created", "apt_A"));
+    await h.post(apt("a2", "appointment.updated", "apt_A"));
+    await h.post(apt("b1", "appointment.created", "apt_B"));
+    await until(() => h.sink.calls.some((c) => c.eventId === "b1"), "b1");
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["b1"]);
+    gate.resolve();
+    await h.processor!.idle();
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["b1", "a1", "a2"]);
+    expect(h.sink.maxActivePerKey).toBe(1);
+  });
+
+  it("keeps arrival order per appointment under a concurrent burst", async () => {
+    const h = await harness({ processorOptions: { concurrency: 8 } });
+    const arrival: string[] = [];
+    h.inbox.subscribe((e) => arrival.push(e.id));
+    h.sink.behaviour = () => new Promise((r) => setTimeout(r, Math.random() * 3));
+    const events = Array.from({ length: 120 }, (_, i) => apt(`evt_${i}`, "appointment.updated", `apt_${i % 6}`));
+    await Promise.all(events.map((e) => h.post(e)));
+    await h.processor!.idle();
+    expect(h.sink.calls).toHaveLength(120);
+    expect(h.sink.maxActivePerKey).toBe(1);
+    for (let k = 0; k < 6; k++) {
+      const ids = new Set(events.filter((e) => e.data.object.id === `apt_${k}`).map((e) => e.id));
+      const processed = h.sink.calls.filter((c) => ids.has(c.eventId)).map((c) => c.eventId);
+      expect(processed).toEqual(arrival.filter((id) => ids.has(id)));
+    }
+  });
+
+  it("retries a transient sink failure with backoff on the injected clock", async () => {
+    const h = await harness({ processorOptions: { retryDelayMs: (n) => 1000 * n } });
+    h.sink.behaviour = (_e, attempt) => {
+      if (attempt < 3) throw new Error(`calendar 503 (attempt ${attempt})`);
+    };
+    await h.post(apt("evt_r", "appointment.created", "apt_1"));
+    await until(() => h.clock.waiting === 1, "first backoff");
+    const before = h.clock.now();
+    await drive(h.clock, h.processor!, 1000);
+    expect(h.clock.now() - before).toBeGreaterThanOrEqual(3000);
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_r"]);
+    const retries = h.log.lines.filter((l) => l["msg"] === "webhook event processing failed; will retry");
+    expect(retries.map((l) => l["attempts"])).toEqual([1, 2]);
+    expect(retries[0]).toMatchObject({ event_id: "evt_r", appointment_id: "apt_1", level: 40 });
+    expect(await h.inbox.get("evt_r")).toBeUndefined();
+    expect(await collect(h.inbox.deadLetters())).toEqual([]);
+  });
+
+  it("moves an always-failing event to the dead letters after maxAttempts, without blocking others", async () => {
+    const h = await harness({ processorOptions: { maxAttempts: 3, retryDelayMs: () => 10_000 } });
+    h.sink.behaviour = (e) => {
+      if (e.id === "evt_bad") throw new Error("mapping for th_x is missing");
+    };
+    await h.post(apt("evt_bad", "appointment.created", "apt_bad"));
+    await h.post(apt("evt_good", "appointment.created", "apt_good"));
+    await until(() => h.sink.calls.length === 1, "the good event");
+    expect(h.sink.calls[0]?.eventId).toBe("evt_good");
+    await drive(h.clock, h.processor!, 10_000);
+    const dead = await collect(h.inbox.deadLetters());
+    expect(dead).toHaveLength(1);
+    expect(dead[0]![0]).toBe("evt_bad");
+    expect(dead[0]![1]).toMatchObject({
+      reason: "processing failed",
+      error: "mapping for th_x is missing",
+      attempts: 3,
+      eventId: "evt_bad",
+      type: "appointment.created",
+      encoding: "utf8",
+    });
+    expect(JSON.parse(dead[0]![1].body)).toMatchObject({ id: "evt_bad" });
+    expect(await h.inbox.get("evt_bad")).toBeUndefined();
+    // Remembered as seen: a redelivery is a duplicate, not a fourth attempt.
+    expect((await h.post(apt("evt_bad", "appointment.created", "apt_bad"))).json["duplicate"]).toBe(true);
+    expect(await h.registry.metrics()).toContain(
+      'calbridge_webhook_processing_total{type="appointment.created",result="dead"} 1',
+    );
+  });
+
+  it("dispatches by type: appointments and customers to the sink, payments acknowledged, unknown warned once", async () => {
+    const h = await harness();
+    await h.post(apt("e1", "appointment.no_show", "apt_1"));
+    await h.post(event("e2", "customer.updated", { id: "cus_1" }));
+    await h.post(event("e3", "payment.refunded", { id: "pay_1" }));
+    await h.post(event("e4", "gift_card.redeemed", { id: "gc_1" }));
+    await h.post(event("e5", "widget.frobbed", { id: "w_1" }));
+    await h.post(event("e6", "widget.frobbed", { id: "w_2" }));
+    await h.processor!.idle();
+    expect(h.sink.calls.map((c) => [c.method, c.eventId])).toEqual([
+      ["appointment", "e1"],
+      ["customerUpdated", "e2"],
+    ]);
+    const warns = h.log.lines.filter((l) => String(l["msg"]).includes("unknown type"));
+    expect(warns).toHaveLength(1);
+    expect(warns[0]).toMatchObject({ event_type: "widget.frobbed", level: 40 });
+    const text = await h.registry.metrics();
+    expect(text).toContain('calbridge_webhook_processing_total{type="unknown",result="unknown"} 2');
+    expect(text).toContain('calbridge_webhook_processing_total{type="gift_card.redeemed",result="ignored"} 1');
+    expect(await collect(h.inbox.pending())).toEqual([]);
+  });
+
+  it("gives the sink a child logger, so one grep on the event id follows it end to end", async () => {
+    const h = await harness();
+    await h.post(apt("evt_grep", "appointment.cancelled", "apt_7"));
+    await h.processor!.idle();
+    const lines = h.log.lines.filter((l) => l["event_id"] === "evt_grep").map((l) => l["msg"]);
+    expect(lines).toEqual(["webhook accepted", "sink called", "webhook event processed"]);
+    expect(h.log.find((l) => l["msg"] === "sink called")).toMatchObject({
+      event_type: "appointment.cancelled",
+      appointment_id: "apt_7",
+    });
+  });
+
+  it("delivers exactly once the events of a process killed after its 2xx answers", async () => {
+    const path = tmpStorePath();
+    const clock = new ManualClock();
+    // First life: the sink hangs on apt_1 (the process dies mid-call); apt_2's event completes.
+    const first = await startHarness({ storePath: path, clock });
+    first.sink.behaviour = (e) => (e.data.object["id"] === "apt_1" ? new Promise(() => {}) : undefined);
+    for (const e of [apt("k1", "appointment.created", "apt_1"), apt("k2", "appointment.updated", "apt_1")]) {
+      expect((await first.post(e)).status).toBe(200);
+    }
+    expect((await first.post(apt("k3", "appointment.created", "apt_2"))).status).toBe(200);
+    await until(() => first.sink.calls.length === 1, "k3");
+    await first.close();
+
+    // A second life with no processor at all: accepted and answered, never processed.
+    const second = await startHarness({ storePath: path, clock, processor: false });
+    expect((await second.post(apt("k4", "appointment.cancelled", "apt_1"))).status).toBe(200);
+    expect((await second.post(apt("k3", "appointment.created", "apt_2"))).json["duplicate"]).toBe(true);
+    await second.close();
+
+    // Restart: a new store, inbox and processor on the same file.
+    const store = await openTestStore(path);
+    const inbox = new WebhookInbox({ store, clock });
+    const sink = new RecordingSink();
+    const log = captureLog();
+    const processor = new InboxProcessor({ inbox, sink, logger: log.logger, clock });
+    await processor.start();
+    await processor.idle();
+    expect(sink.calls.map((c) => c.eventId)).toEqual(["k1", "k2", "k4"]);
+    expect(log.find((l) => l["msg"] === "replaying webhook events left in the inbox")).toMatchObject({ count: 3 });
+    await processor.stop();
+    await store.close();
+
+    // Once more: nothing left to deliver.
+    const again = await openTestStore(path);
+    const sink2 = new RecordingSink();
+    const p2 = new InboxProcessor({ inbox: new WebhookInbox({ store: again, clock }), sink: sink2, clock });
+    await p2.start();
+    await p2.idle();
+    expect(sink2.calls).toEqual([]);
+    await p2.stop();
+    await again.close();
+  });
+
+  it("processes on notify(id) an entry another process wrote to the shared store", async () => {
+    const h = await harness();
+    const otherProcess = new WebhookInbox({ store: h.store, clock: h.clock });
+    expect(
+      await otherProcess.accept({ id: "evt_other", type: "appointment.updated", data: { object: { id: "apt_9" } } }),
+    ).toBe("accepted");
+    await h.processor!.notify("evt_other");
+    await h.processor!.notify("evt_other");
+    await h.processor!.idle();
+    await h.processor!.notify("evt_other");
+    await h.processor!.idle();
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_other"]);
+    expect(await h.inbox.get("evt_other")).toBeUndefined();
+  });
+
+  it("stops with a bounded wait and leaves unfinished events for the next start", async () => {
+    const h = await harness();
+    h.sink.behaviour = () => new Promise(() => {});
+    await h.post(apt("evt_hang", "appointment.created", "apt_1"));
+    await until(() => h.sink.active.get("apt_1") === 1, "the hanging call");
+    const stopping = h.processor!.stop(5000);
+    await until(() => h.clock.waiting === 1, "the stop timer");
+    await h.clock.advance(5000);
+    await stopping;
+    expect(h.log.find((l) => String(l["msg"]).includes("stopped with sink calls in flight"))).toMatchObject({
+      in_flight: 1,
+    });
+    expect(await h.inbox.get("evt_hang")).toMatchObject({ id: "evt_hang" });
+  });
+
+  it("cleans up an entry done just before a crash (seen, but still in the inbox)", async () => {
+    const path = tmpStorePath();
+    const store = await openTestStore(path);
+    const inbox = new WebhookInbox({ store });
+    await inbox.accept({ id: "evt_half", type: "appointment.created", data: { object: { id: "apt_1" } } });
+    await store.table("seen").set("evt_half", { doneAt: "2026-11-22T09:00:00Z" });
+    expect(await collect(inbox.pending())).toEqual([]);
+    expect(await store.table("inbox").get("evt_half")).toBeUndefined();
+    await store.close();
+  });
+
+  it("remembers processed ids for 7 days by default, and refuses less than 72 hours", async () => {
+    const store = await openTestStore(":memory:");
+    const seen = store.table("seen");
+    const ttls: (number | undefined)[] = [];
+    const original = seen.set.bind(seen);
+    seen.set = (key, value, ttl) => {
+      ttls.push(ttl);
+      return original(key, value, ttl);
+    };
+    const inbox = new WebhookInbox({ store });
+    await inbox.accept({ id: "evt_ttl", type: "payment.completed", data: { object: {} } });
+    await inbox.markDone("evt_ttl");
+    expect(ttls).toEqual([7 * 24 * 3_600_000]);
+    expect(() => new WebhookInbox({ store, seenTtlMs: 24 * 3_600_000 })).toThrow(/at least 72 hours/);
+    await store.close();
+  });
+});
