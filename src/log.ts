@@ -35,6 +35,22 @@ export class SecretRegistry {
     this.#pattern = undefined;
   }
 
+  #ephemeral: string[] = [];
+
+  /**
+   * A short-lived secret (an access token): only the newest 256 are kept, so a long-running daemon that refreshes
+   * tokens all day does not grow the list (older tokens have expired and are worthless).
+   */
+  addEphemeral(value: string | undefined | null): void {
+    if (!value || value.trim().length < 6 || this.#secrets.has(value.trim())) return;
+    this.add(value);
+    this.#ephemeral.push(value.trim());
+    while (this.#ephemeral.length > 256) {
+      this.#secrets.delete(this.#ephemeral.shift()!);
+      this.#pattern = undefined;
+    }
+  }
+
   get size(): number {
     return this.#secrets.size;
   }

@@ -13,6 +13,14 @@ describe("logger", () => {
     expect(log.raw[0]).toContain("[REDACTED]");
   });
 
+  it("keeps only the newest short-lived secrets", () => {
+    const registry = new SecretRegistry();
+    for (let i = 0; i < 300; i++) registry.addEphemeral(`ya29.token-${i}-abcdef`);
+    expect(registry.size).toBe(256);
+    expect(registry.scrub("ya29.token-299-abcdef")).toBe("[REDACTED]");
+    expect(registry.scrub("ya29.token-0-abcdef")).toBe("ya29.token-0-abcdef");
+  });
+
   it("redacts known secret fields by path", () => {
     const log = captureLog("info", new SecretRegistry());
     log.logger.info({ booking: { api_key: "abcdefgh" }, authorization: "Bearer x" }, "config");

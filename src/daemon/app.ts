@@ -35,6 +35,10 @@ export interface AppOptions {
   listen?: string;
   /** Start no timers of its own (cron, polling): for one-shot commands. */
   oneShot?: boolean;
+  /** Retry policy of the engine (tests shorten it). */
+  engine?: { maxAttempts?: number; retryBaseMs?: number };
+  /** Retries of one booking request (tests shorten it). */
+  bookingMaxRetries?: number;
 }
 
 export interface App {
@@ -48,6 +52,7 @@ export interface App {
   readonly engine: SyncEngine;
   readonly poller: CalendarPoller;
   readonly inbox: WebhookInbox;
+  /** The inbox processor of the current (or last) leadership term; a new one runs each time this replica leads. */
   readonly processor: InboxProcessor;
   readonly lease: LeaderLease;
   /** Set once start() ran. */
@@ -87,6 +92,11 @@ async function authFor(config: Config, t: TherapistConfig, store: Store): Promis
   });
 }
 
+/** Ids of webhook events accepted by a standby, published so the leader takes them from the shared inbox at once. */
+export const INBOX_ACCEPTED_CHANNEL = "calbridge:inbox:accepted";
+/** The leader's look through the shared inbox for entries whose notice was lost (pub/sub delivers at most once). */
+const INBOX_SWEEP_MS = 30_000;
+
 export async function createApp(config: Config, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger();
   const clock = options.clock ?? systemClock;
@@ -99,6 +109,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     apiKey: config.booking.api_key,
     requestsPerMinute: config.booking.requests_per_minute,
     timeoutMs: config.booking.timeout_ms,
+    ...(options.bookingMaxRetries !== undefined ? { maxRetries: options.bookingMaxRetries } : {}),
     clock,
     logger: logger.child({ component: "booking" }),
     registry,
@@ -140,6 +151,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     store,
     logger: logger.child({ component: "sync" }),
     clock,
+    ...options.engine,
     metrics: {
       operations: metrics.syncOperations,
       writebacks: metrics.writebacks,
@@ -151,17 +163,45 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   });
   const poller = new CalendarPoller({ engine, clock, logger: logger.child({ component: "poller" }) });
   const inbox = new WebhookInbox({ store, clock });
-  const processor = new InboxProcessor({
-    inbox,
-    sink: new EngineSink(engine),
-    logger: logger.child({ component: "webhooks" }),
-    clock,
-    registry,
-    concurrency: config.sync.concurrency,
-  });
+  // A processor cannot start again once stopped: each leadership term gets a fresh one.
+  const newProcessor = () =>
+    new InboxProcessor({
+      inbox,
+      sink: new EngineSink(engine),
+      logger: logger.child({ component: "webhooks" }),
+      clock,
+      registry,
+      concurrency: config.sync.concurrency,
+    });
+  let processor = newProcessor();
+  let processorUsed = false;
+  const notices = store.notices;
+  // With replicas, a standby's accepts are announced; the leader's processor sees its own through the inbox already.
+  if (notices) {
+    inbox.subscribe((entry) => {
+      if (lease.isLeader) return;
+      notices.publish(INBOX_ACCEPTED_CHANNEL, entry.id).catch((err: unknown) => {
+        logger.debug(
+          { err: describeError(err), event_id: entry.id },
+          "inbox notice not published; the leader's sweep finds it",
+        );
+      });
+    });
+  }
+  let stopNotices: (() => void) | undefined;
+  let sweep: NodeJS.Timeout | undefined;
+  const sweepInbox = async () => {
+    for await (const entry of inbox.pending()) await processor.notify(entry.id);
+  };
   const push = new PushChannels({ config, engine, poller, store, logger: logger.child({ component: "push" }) });
 
-  let lastReconcileAt: number | undefined = await store.table<number>("meta").get("last_reconcile_success");
+  // Any replica's last successful reconciliation (the leader writes it to the shared store), so a standby stays ready.
+  const meta = store.table<number>("meta");
+  let lastReconcileAt: number | undefined = await meta.get("last_reconcile_success");
+  const refreshLastReconcile = async () => {
+    const stored = await meta.get("last_reconcile_success");
+    if (stored !== undefined && (lastReconcileAt === undefined || stored > lastReconcileAt)) lastReconcileAt = stored;
+  };
   let bookingState: { ok: boolean; detail?: string } = { ok: true, detail: "not checked yet" };
   let cron: ScheduledTask | undefined;
   let running: Promise<ReconcileReport> | undefined;
@@ -190,6 +230,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
 
   const status = async (): Promise<StatusSnapshot> => {
+    // Not awaited: the page must answer even when the store does not; the next look shows the fresher value.
+    void refreshLastReconcile().catch(() => {});
     const snap = booking.gate.snapshot();
     const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : null);
     return {
@@ -228,7 +270,15 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const startLeaderWork = () => {
     logger.info("leader: processing the inbox, polling calendars, reconciling");
     metrics.leader.set(1);
+    if (processorUsed) processor = newProcessor();
+    processorUsed = true;
     void processor.start();
+    if (notices) {
+      sweep = setInterval(() => {
+        sweepInbox().catch((err: unknown) => logger.warn({ err: describeError(err) }, "inbox sweep failed"));
+      }, INBOX_SWEEP_MS);
+      sweep.unref();
+    }
     if (!options.oneShot) {
       poller.start();
       void push.start();
@@ -241,6 +291,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
   const stopLeaderWork = async () => {
     metrics.leader.set(0);
+    if (sweep) clearInterval(sweep);
+    sweep = undefined;
     await cron?.destroy();
     cron = undefined;
     poller.stop();
@@ -248,6 +300,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     await processor.stop();
   };
 
+  let leaderWork: Promise<void> = Promise.resolve();
   const lease: LeaderLease = new LeaderLease({
     store,
     holderId: defaultHolderId(),
@@ -255,12 +308,16 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     clock,
     logger: logger.child({ component: "lease" }),
     onChange: (leader) => {
-      if (leader) startLeaderWork();
+      // One transition at a time, so a new term's work never starts while the last term's is still stopping.
+      if (leader) leaderWork = leaderWork.then(startLeaderWork);
       else {
         if (stopping) logger.info("leadership released");
         else logger.warn("no longer the leader: leader-only work stops");
-        void stopLeaderWork();
+        leaderWork = leaderWork.then(stopLeaderWork);
       }
+      leaderWork = leaderWork.catch((err: unknown) =>
+        logger.error({ err: describeError(err) }, "leader work did not start or stop cleanly"),
+      );
     },
   });
 
@@ -275,7 +332,9 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     engine,
     poller,
     inbox,
-    processor,
+    get processor() {
+      return processor;
+    },
     lease,
     http: undefined,
     reconcile: runReconcile,
@@ -291,7 +350,6 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             toleranceSec: config.webhooks.tolerance_seconds,
             maxBodyBytes: config.webhooks.max_body_bytes,
             inbox,
-            processor,
             clock,
             logger: logger.child({ component: "webhooks" }),
             registry,
@@ -299,7 +357,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           push.handler,
         ],
         health: {
-          storePing: () => store.ping(),
+          storePing: async () => {
+            await store.ping();
+            await refreshLastReconcile();
+          },
           lastReconcileAt: () => lastReconcileAt,
           startedAt,
           bookingReachable: () => bookingState,
@@ -311,14 +372,25 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         clock,
       });
       logger.info({ url: app.http.url, therapists: config.therapists.length, store: store.kind }, "calbridge started");
+      if (notices) {
+        // Every replica listens; the notice is a no-op unless this one's processor runs (it leads).
+        stopNotices = await notices.subscribe(INBOX_ACCEPTED_CHANNEL, (id) => {
+          processor.notify(id).catch((err: unknown) => {
+            logger.warn({ err: describeError(err), event_id: id }, "inbox notice not followed; the sweep retries");
+          });
+        });
+      }
       await lease.start();
+      await leaderWork;
     },
     async stop(graceMs = 10_000) {
       stopping = true;
       const deadline = clock.now() + graceMs;
       app.http?.beginShutdown();
       await app.http?.close(Math.min(graceMs, 5000));
+      stopNotices?.();
       await lease.stop();
+      await leaderWork;
       await stopLeaderWork();
       await Promise.race([engine.stop(), new Promise((r) => setTimeout(r, Math.max(0, deadline - clock.now())))]);
       for (const gw of calendars.values()) gw.close();

@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../clock.ts";
-import { type Config, ConfigSchema, type ConfigInput } from "../config/schema.ts";
+import { type Config, type ConfigInput, ConfigSchema } from "../config/schema.ts";
 import { secrets } from "../log.ts";
 import { type BookingSimulator, type BookingSimulatorOptions, startBookingSimulator } from "./booking/index.ts";
 import { type CalendarEmulator, startCalendarEmulator } from "./calendar/index.ts";

@@ -38,7 +38,16 @@ export interface Store {
   ping(): Promise<void>;
   /** The raw Redis client when kind is "redis" (leader lease); undefined otherwise. */
   readonly redis?: RedisClient;
+  /** Hints between replicas sharing this store (Redis pub/sub); undefined when only one process uses the store. */
+  readonly notices?: Notices;
   close(): Promise<void>;
+}
+
+/** Cross-replica hints: delivered at most once, to whoever listens at that moment, so never the only copy of a fact. */
+export interface Notices {
+  publish(channel: string, message: string): Promise<void>;
+  /** Listens on a connection of its own; resolves once subscribed, with the function that stops listening. */
+  subscribe(channel: string, listener: (message: string) => void): Promise<() => void>;
 }
 
 export type RedisClient = ReturnType<typeof createClient>;
@@ -91,19 +100,18 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
   if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
   const adapters = new Map<TableName, KeyvSqlite>();
   const tables = new Map<TableName, KeyvTable<unknown>>();
+  // One connection per table (iterationLimit pages entries() in large steps instead of 10 at a time). The first
+  // connection switches the file to WAL alone (a journal-mode change needs the file to itself); WAL then lets the
+  // other connections read while one writes, and synchronous=NORMAL keeps every committed write across a process
+  // crash (SIGKILL): only a power loss may drop the last transactions.
   for (const name of TABLES) {
-    // One table per concern; iterationLimit pages entries() in large steps instead of 10 at a time.
     const adapter = new KeyvSqlite({ uri: `sqlite://${file}`, table: name, busyTimeout: 10_000, iterationLimit: 1000 });
-    adapters.set(name, adapter);
-  }
-  // WAL lets the per-table connections read while one writes; synchronous=NORMAL keeps every committed write
-  // across a process crash (SIGKILL), and only a power loss may drop the last transactions.
-  const first = adapters.get("links")!;
-  await first.query("PRAGMA journal_mode=WAL");
-  for (const [name, adapter] of adapters) {
+    if (adapters.size === 0) await adapter.query("PRAGMA journal_mode=WAL");
     await adapter.query("PRAGMA synchronous=NORMAL");
+    adapters.set(name, adapter);
     tables.set(name, new KeyvTable(keyvFor(adapter, name)));
   }
+  const first = adapters.get("links")!;
   return {
     kind: "sqlite",
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
@@ -127,14 +135,41 @@ async function openRedis(url: string): Promise<Store> {
     const adapter = new KeyvRedis(client as never, { namespace: `calbridge:${name}`, throwOnErrors: true });
     tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`)));
   }
+  const subscribers = new Set<RedisClient>();
+  const notices: Notices = {
+    publish: async (channel, message) => {
+      await client.publish(channel, message);
+    },
+    subscribe: async (channel, listener) => {
+      // A connection in subscriber mode takes no other commands, so each subscription gets its own.
+      const sub = client.duplicate();
+      sub.on("error", () => {});
+      subscribers.add(sub);
+      const stop = () => {
+        subscribers.delete(sub);
+        if (sub.isOpen) sub.destroy();
+      };
+      try {
+        await sub.connect();
+        await sub.subscribe(channel, (message) => listener(message));
+      } catch (err) {
+        stop();
+        throw err;
+      }
+      return stop;
+    },
+  };
   return {
     kind: "redis",
     redis: client,
+    notices,
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
     ping: async () => {
       await client.ping();
     },
     close: async () => {
+      for (const sub of subscribers) if (sub.isOpen) sub.destroy();
+      subscribers.clear();
       if (client.isOpen) await client.quit();
     },
   };

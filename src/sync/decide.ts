@@ -173,6 +173,7 @@ export function decide(input: DecideInput): Action {
             eventId: link.eventId,
             body: desired,
             reason,
+            notice: `calbridge: your change to this event was undone: ${reason}.`,
           };
     if (link.therapistId !== target) return restore("the appointment belongs to another therapist now");
     if ((appt.status ?? "confirmed") !== "confirmed") {

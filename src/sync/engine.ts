@@ -6,7 +6,7 @@ import type { Priority } from "../booking/gate.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { eventIdFor } from "../calendar/ids.ts";
-import { type RenderableAppointment, RenderError, type RenderedEvent, renderEvent } from "../calendar/render.ts";
+import { RenderError, type RenderedEvent, renderEvent } from "../calendar/render.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import { writebackFor } from "../config/schema.ts";
@@ -46,6 +46,8 @@ export interface SyncSource {
   readAt?: number;
   /** The event as just seen in a therapist's calendar (null: not there / deleted). */
   seen?: { therapistId: string; event: CalEvent | null };
+  /** Read the event from the link's calendar before deciding (a retry of a calendar change). */
+  readEvent?: boolean;
   log?: Logger;
   /** With `dryRun`, nothing is written anywhere: the action is only returned. */
   dryRun?: boolean;
@@ -240,6 +242,7 @@ export class SyncEngine implements EngineContext {
           appt: undefined,
           at: undefined,
           seen: undefined,
+          readEvent: source.readEvent === true || source.seen !== undefined,
           reason: `retry of ${source.reason}`,
           attempt: attempt + 1,
         });
@@ -310,6 +313,9 @@ export class SyncEngine implements EngineContext {
     const link = await this.#links.get(id);
     const { appt, sourceAt } = await this.#bookingState(id, link, source);
     let event = this.#eventFor(link, appt, source);
+    if (source.readEvent && link?.present && event === undefined) {
+      event = await this.#calendar(link.therapistId).get(link.eventId);
+    }
     for (let round = 0; ; round++) {
       const action = this.plan(id, appt, link, event, source.seen?.therapistId);
       if (source.dryRun) return action;
@@ -348,7 +354,7 @@ export class SyncEngine implements EngineContext {
     const notice = link?.notice && appt && !bookingChanged(link, appt) ? link.notice : undefined;
     const desired = appt && target ? this.render(appt, target, notice) : null;
     const owner = this.therapist(link?.therapistId) ?? target;
-    return decide({
+    const action = decide({
       appointmentId: id,
       appt,
       link,
@@ -360,10 +366,17 @@ export class SyncEngine implements EngineContext {
       writeback: owner ? writebackFor(this.config, owner) : { ...this.config.sync.writeback },
       conflict: this.config.sync.conflict,
     });
+    // A change undone in the calendar carries its own notice, replacing any earlier one.
+    if ((action.kind === "restore" || action.kind === "update") && action.notice && appt) {
+      const owner = this.therapist(action.therapistId);
+      const body = owner ? this.render(appt, owner, { text: action.notice, at: 0 }) : null;
+      if (body) action.body = body;
+    }
+    return action;
   }
 
   render(appt: Snapshot, therapist: TherapistConfig, notice?: Link["notice"]): RenderedEvent | null {
-    const body = renderEvent(appt as RenderableAppointment, therapist, {
+    const body = renderEvent(appt, therapist, {
       ...this.config.event,
       cancelled_events: this.config.sync.cancelled_events,
     });
@@ -492,8 +505,10 @@ export class SyncEngine implements EngineContext {
       case "create":
       case "update":
       case "restore": {
-        const event = await this.write(action.therapistId, action, action.body, action.eventId, action.ifMatch);
-        const restoreNotice = action.kind === "restore" ? (notice ?? undefined) : notice;
+        const undone = action.notice ? { text: action.notice, at: this.clock.now() } : undefined;
+        const body = action.body;
+        const event = await this.write(action.therapistId, action, body, action.eventId, action.ifMatch);
+        const restoreNotice = undone ?? notice;
         await this.saveLink(
           this.linkFrom({
             appointmentId: id,
@@ -502,7 +517,7 @@ export class SyncEngine implements EngineContext {
             booking,
             sourceAt,
             event,
-            body: action.body,
+            body,
             present: true,
             notice: restoreNotice,
           }),

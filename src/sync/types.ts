@@ -87,6 +87,8 @@ export type Action =
       body: RenderedEvent;
       ifMatch?: string;
       reason: string;
+      /** Shown in the event's description: why a therapist's change was undone. */
+      notice?: string;
     }
   | { kind: "delete"; appointmentId: string; therapistId: string; eventId: string; reason: string }
   | {

@@ -83,7 +83,12 @@ describe("reconciliation", () => {
   it("holds a mass deletion until forced", async () => {
     h = await harness({ therapists: 2 });
     const now = Date.now();
-    const ids = h.world.booking.seed({ therapists: h.world.therapists, count: 40, from: now + DAY, to: now + 20 * DAY });
+    const ids = h.world.booking.seed({
+      therapists: h.world.therapists,
+      count: 40,
+      from: now + DAY,
+      to: now + 20 * DAY,
+    });
     await h.app.reconcile();
     const mirrored = h.allLive().length;
     for (const id of ids.slice(0, 20)) if (h.world.booking.get(id)?.status === "confirmed") h.world.booking.cancel(id);
@@ -103,7 +108,10 @@ describe("reconciliation", () => {
 
   it("repairs a crash between the calendar write and the store write without a duplicate", async () => {
     h = await harness({ therapists: 1 });
-    const appt = h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + 2 * DAY) }, { force: true });
+    const appt = h.world.booking.create(
+      { therapist_id: "th_1", start_time: iso(Date.now() + 2 * DAY) },
+      { force: true },
+    );
     const links = h.app.store.table<Link>("links");
     const realSet = links.set.bind(links);
     let crash = true;

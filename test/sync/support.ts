@@ -15,9 +15,19 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function harness(options: WorldOptions & { logger?: import("../../src/log.ts").Logger } = {}): Promise<Harness> {
+export async function harness(
+  options: WorldOptions & {
+    logger?: import("../../src/log.ts").Logger;
+    engine?: { maxAttempts?: number; retryBaseMs?: number };
+  } = {},
+): Promise<Harness> {
   const world = await startWorld(options);
-  const app = await createApp(world.config, { logger: options.logger ?? silentLogger, oneShot: true, listen: "127.0.0.1:0" });
+  const app = await createApp(world.config, {
+    logger: options.logger ?? silentLogger,
+    oneShot: true,
+    listen: "127.0.0.1:0",
+    ...(options.engine ? { engine: options.engine } : {}),
+  });
   const live = (t: string) => world.google.events(world.calendarOf(t)).filter((e) => e.status !== "cancelled");
   return {
     world,

@@ -1,0 +1,291 @@
+// Two-way sync: a therapist's calendar changes pushed back to the booking service, refusals undone visibly,
+// and both sides quiet afterwards (no echo, no ping-pong).
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
+import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
+import type { Link } from "../../src/sync/types.ts";
+import { DAY, type Harness, harness, iso } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const HOUR = 3_600_000;
+
+/** A world with a running daemon (HTTP server, inbox processor) that receives the simulator's webhooks. */
+async function twoWay(
+  configure?: (c: ConfigInput) => void,
+  engine?: { maxAttempts?: number; retryBaseMs?: number },
+): Promise<Harness> {
+  const x = await harness({
+    therapists: 2,
+    ...(configure ? { configure } : {}),
+    ...(engine ? { engine, bookingMaxRetries: 0 } : {}),
+  });
+  await x.app.start();
+  x.world.booking.addWebhookEndpoint({
+    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
+    secret: WORLD_WEBHOOK_SECRET,
+    events: ["*"],
+  });
+  return x;
+}
+
+/** Lets every pending webhook, calendar change and write-back finish. */
+async function settle(x: Harness): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    await x.world.booking.webhooksIdle();
+    await x.app.processor.idle();
+    for (const t of x.world.therapists) await x.app.poller.poll(t);
+    await x.app.engine.idle();
+  }
+}
+
+function bookingWrites(x: Harness): number {
+  return x.world.booking.requests.filter((r) => r.method !== "GET").length;
+}
+
+/** Both sides are quiet: a full poll cycle, pending webhooks and a reconciliation write nothing anywhere. */
+async function expectQuiet(x: Harness): Promise<void> {
+  await settle(x);
+  const google = x.writes();
+  const booking = bookingWrites(x);
+  await settle(x);
+  const report = await x.app.reconcile();
+  await settle(x);
+  expect(report.plan).toEqual([]);
+  expect(x.writes()).toBe(google);
+  expect(bookingWrites(x)).toBe(booking);
+}
+
+async function mirrored(x: Harness, therapist = "th_1", startInDays = 3) {
+  const start = new Date(Date.now() + startInDays * DAY);
+  start.setUTCHours(10, 0, 0, 0);
+  const appt = x.world.booking.create({ therapist_id: therapist, start_time: start.toISOString() }, { force: true });
+  await settle(x);
+  const cal = x.world.calendarOf(therapist);
+  const eventId = eventIdFor(String(appt.id));
+  expect(x.world.google.event(cal, eventId)?.status).toBe("confirmed");
+  return { appt, id: String(appt.id), cal, eventId, start: start.getTime() };
+}
+
+const shifted = (ms: number) => ({ dateTime: iso(ms) });
+
+describe("write-back", () => {
+  it("a moved event reschedules the appointment, and both sides stay quiet", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    const after = h.world.booking.get(m.id)!;
+    expect(Date.parse(String(after.start_time))).toBe(m.start + 2 * HOUR);
+    expect(Date.parse(String(after.end_time))).toBe(m.start + 3 * HOUR);
+    const patches = h.world.booking.requests.filter((r) => r.method === "PATCH");
+    expect(patches).toHaveLength(1);
+    await expectQuiet(h);
+    expect(h.world.google.event(m.cal, m.eventId)?.status).toBe("confirmed");
+  });
+
+  it("a deleted event cancels the appointment with the configured reason", async () => {
+    h = await twoWay((c) => {
+      c.sync = { ...c.sync, writeback: { reason: "Therapist cancelled in calendar", notify_customer: false } };
+    });
+    const m = await mirrored(h);
+    h.world.google.userDelete(m.cal, m.eventId);
+    await settle(h);
+    const after = h.world.booking.get(m.id)!;
+    expect(after.status).toBe("cancelled");
+    expect(after.cancellation_reason).toBe("Therapist cancelled in calendar");
+    const cancel = h.world.booking.requests.find((r) => r.method === "POST" && r.route.includes("cancel"));
+    expect(cancel).toBeDefined();
+    await expectQuiet(h);
+    expect(h.world.google.event(m.cal, m.eventId)?.status).toBe("cancelled");
+  });
+
+  it("a changed duration or an all-day event is restored from the booking, nothing is sent", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    h.world.google.userEdit(m.cal, m.eventId, { end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    let ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(Date.parse(String((ev.end as { dateTime: string }).dateTime))).toBe(m.start + HOUR);
+    h.world.google.userEdit(m.cal, m.eventId, {
+      start: { date: iso(m.start).slice(0, 10) },
+      end: { date: iso(m.start + DAY).slice(0, 10) },
+    });
+    await settle(h);
+    ev = h.world.google.event(m.cal, m.eventId)!;
+    expect((ev.start as { dateTime?: string }).dateTime).toBeDefined();
+    expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
+    expect(String(ev.description)).toMatch(/calbridge|restored/i);
+    await expectQuiet(h);
+  });
+
+  it("a refused move is undone in the calendar, visibly, and reported", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    // Another booking of the same therapist two hours later: moving onto it is refused (slot_unavailable).
+    h.world.booking.create({ therapist_id: "th_1", start_time: iso(m.start + 2 * HOUR) }, { force: true });
+    await settle(h);
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
+    const ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
+    expect(String(ev.description)).toMatch(
+      /not applied: the booking service refused it \((slot_unavailable|therapist_unavailable)/,
+    );
+    const metric = await h.app.registry.getSingleMetricAsString("calbridge_writebacks_total");
+    expect(metric).toMatch(/kind="reschedule",result="refused"} 1/);
+    await expectQuiet(h);
+  });
+
+  it("a change to an appointment that is not confirmed is restored with the reason", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    h.world.booking.complete(m.id);
+    await settle(h);
+    h.world.google.userDelete(m.cal, m.eventId);
+    await settle(h);
+    expect(h.world.booking.get(m.id)!.status).toBe("completed");
+    const ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(ev.status).toBe("confirmed");
+    await expectQuiet(h);
+  });
+
+  it("an event moved to another mapped therapist's calendar reassigns when allowed, otherwise is put back", async () => {
+    for (const reassign of [true, false]) {
+      h = await twoWay((c) => {
+        c.sync = { ...c.sync, writeback: { reassign } };
+      });
+      const m = await mirrored(h, "th_1");
+      const ev = h.world.google.event(m.cal, m.eventId)!;
+      // Google's "move to another calendar": gone from the first, same id in the second.
+      h.world.google.userDelete(m.cal, m.eventId);
+      h.world.google.userInsert(h.world.calendarOf("th_2"), {
+        id: m.eventId,
+        summary: ev.summary,
+        description: ev.description,
+        start: ev.start,
+        end: ev.end,
+        extendedProperties: ev.extendedProperties,
+      });
+      await settle(h);
+      const appt = h.world.booking.get(m.id)!;
+      expect(appt.status).toBe("confirmed");
+      const live = (t: string) => h!.world.google.event(h!.world.calendarOf(t), m.eventId)?.status === "confirmed";
+      if (reassign) {
+        expect(appt.therapist_id).toBe("th_2");
+        expect([live("th_1"), live("th_2")]).toEqual([false, true]);
+      } else {
+        expect(appt.therapist_id).toBe("th_1");
+        expect([live("th_1"), live("th_2")]).toEqual([true, false]);
+      }
+      await expectQuiet(h);
+      await h.close();
+      h = undefined;
+    }
+  });
+
+  it("the appointment.updated webhook after calbridge's own PATCH causes no write", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + DAY), end: shifted(m.start + DAY + HOUR) });
+    await h.app.poller.poll("th_1");
+    await h.app.engine.idle();
+    const writes = h.writes();
+    await h.world.booking.webhooksIdle(); // the appointment.updated that follows the PATCH
+    await h.app.processor.idle();
+    await h.app.engine.idle();
+    expect(h.world.booking.events.some((e) => e.type === "appointment.updated")).toBe(true);
+    expect(h.writes()).toBe(writes);
+    await expectQuiet(h);
+  });
+
+  it("a change on both sides between two syncs: booking_wins keeps the booking's time and logs the conflict", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    h.world.booking.move(m.id, iso(m.start + 5 * HOUR), { force: true });
+    await settle(h);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 5 * HOUR);
+    const ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start + 5 * HOUR);
+    expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
+    await expectQuiet(h);
+  });
+
+  it("calendar_wins sends the therapist's time instead", async () => {
+    h = await twoWay((c) => {
+      c.sync = { ...c.sync, conflict: "calendar_wins" };
+    });
+    const m = await mirrored(h);
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    // The booking moves too, but its webhook is not processed before the calendar poll (delivery delayed).
+    const link = (await h.app.engine.getLink(m.id)) as Link;
+    h.world.booking.move(m.id, iso(m.start + 5 * HOUR), { force: true });
+    await h.app.engine.syncAppointment(m.id, {
+      reason: "test",
+      priority: "writeback",
+      seen: { therapistId: "th_1", event: h.world.google.event(m.cal, m.eventId) as never },
+    });
+    expect(link.eventStart).toBe(m.start);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 2 * HOUR);
+    await expectQuiet(h);
+  });
+
+  it("a transient failure of the write-back is retried", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    h.world.booking.faults.failNext(2, 503, { method: "PATCH" });
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 2 * HOUR);
+    await expectQuiet(h);
+  });
+
+  it("a write-back that keeps failing is restored and reported, not retried forever", async () => {
+    h = await twoWay(undefined, { maxAttempts: 2, retryBaseMs: 20 });
+    const m = await mirrored(h);
+    h.world.booking.faults.failNext(1000, 503, { method: "PATCH" });
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await h.app.poller.poll("th_1");
+    for (
+      let i = 0;
+      i < 100 && !String(h.world.google.event(m.cal, m.eventId)?.description).includes("could not be sent");
+      i++
+    ) {
+      await new Promise((r) => setTimeout(r, 100));
+      await h.app.engine.idle();
+    }
+    const ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
+    expect(String(ev.description)).toMatch(/not applied: it could not be sent after 2 attempts/);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
+    const metric = await h.app.registry.getSingleMetricAsString("calbridge_writebacks_total");
+    expect(metric).toMatch(/kind="reschedule",result="failed"} 1/);
+    h.world.booking.faults.reset();
+    await expectQuiet(h);
+  });
+
+  it("with write-back off, the therapist's edits are overwritten from the booking", async () => {
+    h = await twoWay((c) => {
+      c.sync = { ...c.sync, writeback: { reschedule: false, cancel: false } };
+    });
+    const m = await mirrored(h);
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    let ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
+    h.world.google.userDelete(m.cal, m.eventId);
+    await settle(h);
+    ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(ev.status).toBe("confirmed");
+    expect(h.world.booking.get(m.id)!.status).toBe("confirmed");
+    expect(h.world.booking.requests.filter((r) => r.method !== "GET")).toHaveLength(0);
+    await expectQuiet(h);
+  });
+});
