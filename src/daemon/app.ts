@@ -55,6 +55,7 @@ export interface App {
   /** The inbox processor of the current (or last) leadership term; a new one runs each time this replica leads. */
   readonly processor: InboxProcessor;
   readonly lease: LeaderLease;
+  readonly push: PushChannels;
   /** Set once start() ran. */
   http: HttpServer | undefined;
   reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
@@ -225,7 +226,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         throw err;
       }
     })();
-    if (!opts.dryRun) running = run.finally(() => (running = undefined));
+    if (!opts.dryRun) {
+      running = run.finally(() => (running = undefined));
+      // Only a caller that joins the run awaits this copy; the caller of `run` handles the rejection itself.
+      running.catch(() => {});
+    }
     return run;
   };
 
@@ -336,6 +341,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       return processor;
     },
     lease,
+    push,
     http: undefined,
     reconcile: runReconcile,
     status,

@@ -79,7 +79,9 @@ export class PushChannels {
     const token = await this.#token();
     for (const [therapistId, cal] of this.#engine.calendars) {
       const current = await this.#channels.get(therapistId);
-      if (current && current.expiration - now > RENEW_BEFORE_MS) continue;
+      // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
+      const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
+      if (current && current.expiration - now > renewBefore) continue;
       try {
         const channelId = randomUUID();
         const gw = cal as unknown as CalendarGateway;

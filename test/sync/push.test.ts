@@ -1,0 +1,106 @@
+// Google push channels: opened per calendar when google.push is configured, a notification with the channel's
+// token triggers an immediate incremental sync (and the write-back), a forged one does nothing.
+import { request } from "undici";
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { DAY, type Harness, harness, iso } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+describe("push channels", () => {
+  it("a notification triggers the incremental sync that pushes the therapist's move back", async () => {
+    h = await harness({
+      therapists: 2,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
+      },
+    });
+    await h.app.start();
+    // The emulator delivers to this daemon over plain HTTP on loopback.
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    h.world.google.requireHttpsChannels = false;
+    await h.app.push.start();
+    expect([...h.world.google.channels.values()].map((c) => c.calendarId).sort()).toEqual(
+      h.world.therapists.map((t) => h!.world.calendarOf(t)).sort(),
+    );
+
+    const start = new Date(Date.now() + 3 * DAY);
+    start.setUTCHours(10, 0, 0, 0);
+    const a = h.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
+    await h.app.reconcile();
+    for (const t of h.world.therapists) await h.app.poller.poll(t); // take the sync tokens
+    const cal = h.world.calendarOf("th_1");
+    const eventId = eventIdFor(String(a.id));
+    h.world.google.userEdit(cal, eventId, {
+      start: { dateTime: iso(start.getTime() + 3_600_000) },
+      end: { dateTime: iso(start.getTime() + 7_200_000) },
+    });
+    await h.world.google.notify(cal);
+    for (let i = 0; i < 50 && !h.world.booking.requests.some((r) => r.method === "PATCH"); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await h.app.engine.idle();
+    expect(Date.parse(String(h.world.booking.get(String(a.id))!.start_time))).toBe(start.getTime() + 3_600_000);
+  });
+
+  it("a notification with a wrong token or an unknown channel is refused and triggers nothing", async () => {
+    h = await harness({
+      therapists: 1,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    h.world.google.requireHttpsChannels = false;
+    await h.app.push.start();
+    const [channel] = [...h.world.google.channels.values()];
+    const before = h.world.google.requestLog.length;
+    for (const headers of [
+      {
+        "x-goog-channel-id": channel!.id,
+        "x-goog-channel-token": "wrong-token-0000000",
+        "x-goog-resource-state": "exists",
+      },
+      {
+        "x-goog-channel-id": "unknown",
+        "x-goog-channel-token": "channel-token-0123456789",
+        "x-goog-resource-state": "exists",
+      },
+    ]) {
+      const res = await request(`${h.app.http!.url}/webhooks/google`, { method: "POST", headers });
+      await res.body.dump();
+      expect(res.statusCode).toBe(404);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(h.world.google.requestLog.length).toBe(before);
+  });
+
+  it("renews a channel before it expires: the new one opens first, then the old one is stopped", async () => {
+    h = await harness({
+      therapists: 1,
+      configure: (c) => {
+        c.google.push = {
+          public_url: "https://sync.example/webhooks/google",
+          token: "channel-token-0123456789",
+          ttl_seconds: 3600,
+        };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    h.world.google.requireHttpsChannels = false;
+    await h.app.push.start();
+    const [first] = [...h.world.google.channels.values()];
+    await h.app.push.renew(Date.now() + 50 * 60_000); // 10 minutes before expiry: renew
+    const after = [...h.world.google.channels.values()];
+    expect(after).toHaveLength(1);
+    expect(after[0]!.id).not.toBe(first!.id);
+    await h.app.push.renew(Date.now()); // fresh enough: nothing happens
+    expect([...h.world.google.channels.values()][0]!.id).toBe(after[0]!.id);
+  });
+});

@@ -1,0 +1,95 @@
+// Booking webhooks as hints: complete, newer payloads are used as they are; anything else is fetched; an older
+// event never undoes a newer state; customer changes re-render that customer's upcoming events.
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { silentLogger } from "../../src/log.ts";
+import { EngineSink } from "../../src/sync/webhook-sink.ts";
+import type { BookingWebhookEvent } from "../../src/webhooks/event.ts";
+import { DAY, type Harness, harness, iso } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const gets = (x: Harness) => x.world.booking.requests.filter((r) => r.route === "GET /v1/appointments/:id").length;
+const eventsOf = (x: Harness, id: string) =>
+  x.world.booking.events.filter(
+    (e) => (e.data as { object: { id?: string } }).object.id === id,
+  ) as unknown as BookingWebhookEvent[];
+
+describe("webhook hints", () => {
+  it("applies appointment.created from its payload without fetching", async () => {
+    h = await harness({ therapists: 1 });
+    const a = h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + DAY) }, { force: true });
+    const sink = new EngineSink(h.app.engine);
+    const [created] = eventsOf(h, String(a.id));
+    await sink.appointment(created!, silentLogger);
+    expect(gets(h)).toBe(0);
+    expect(h.world.google.event(h.world.calendarOf("th_1"), eventIdFor(String(a.id)))?.status).toBe("confirmed");
+  });
+
+  it("an older event delivered late does not undo a newer state", async () => {
+    h = await harness({ therapists: 1 });
+    const a = h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + DAY) }, { force: true });
+    h.world.booking.cancel(String(a.id), "changed plans");
+    const [created, cancelled] = eventsOf(h, String(a.id));
+    expect(cancelled!.type).toBe("appointment.cancelled");
+    const sink = new EngineSink(h.app.engine);
+    await sink.appointment(cancelled!, silentLogger); // out of order: the cancellation first
+    await sink.appointment(created!, silentLogger); // then the older creation
+    const live = h.live("th_1");
+    expect(live).toHaveLength(0);
+    // And the right order still ends with no event.
+    await sink.appointment(cancelled!, silentLogger);
+    expect(h.live("th_1")).toHaveLength(0);
+  });
+
+  it("a duplicate delivery changes nothing the second time", async () => {
+    h = await harness({ therapists: 1 });
+    const a = h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + DAY) }, { force: true });
+    const sink = new EngineSink(h.app.engine);
+    const [created] = eventsOf(h, String(a.id));
+    await sink.appointment(created!, silentLogger);
+    const writes = h.writes();
+    await sink.appointment(created!, silentLogger);
+    expect(h.writes()).toBe(writes);
+  });
+
+  it("appointment.updated is fetched (its payload is not described) and applied", async () => {
+    h = await harness({ therapists: 1 });
+    const start = Date.now() + 2 * DAY;
+    const a = h.world.booking.create({ therapist_id: "th_1", start_time: iso(start) }, { force: true });
+    const sink = new EngineSink(h.app.engine);
+    await sink.appointment(eventsOf(h, String(a.id))[0]!, silentLogger);
+    h.world.booking.move(String(a.id), iso(start + 3_600_000), { force: true });
+    const updated = eventsOf(h, String(a.id)).find((e) => e.type === "appointment.updated")!;
+    await sink.appointment(updated, silentLogger);
+    expect(gets(h)).toBe(1);
+    const ev = h.world.google.event(h.world.calendarOf("th_1"), eventIdFor(String(a.id)))!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(
+      Math.floor((start + 3_600_000) / 1000) * 1000,
+    );
+  });
+
+  it("customer.updated re-renders that customer's upcoming events", async () => {
+    h = await harness({ therapists: 1 });
+    const a = h.world.booking.create(
+      {
+        therapist_id: "th_1",
+        start_time: iso(Date.now() + DAY),
+        customer: { name: "Ada Old", email: "ada@example.com" },
+      },
+      { force: true },
+    );
+    await h.app.reconcile();
+    const cal = h.world.calendarOf("th_1");
+    expect(String(h.world.google.event(cal, eventIdFor(String(a.id)))?.summary)).toContain("Ada Old");
+    h.world.booking.updateCustomer(String(a.customer_id), { name: "Ada New" });
+    const event = h.world.booking.events.at(-1) as unknown as BookingWebhookEvent;
+    expect(event.type).toBe("customer.updated");
+    await new EngineSink(h.app.engine).customerUpdated(event, silentLogger);
+    expect(String(h.world.google.event(cal, eventIdFor(String(a.id)))?.summary)).toContain("Ada New");
+  });
+});
