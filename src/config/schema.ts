@@ -55,7 +55,7 @@ export type WritebackConfig = z.infer<typeof WritebackSchema>;
 
 const GoogleAuthSchema = z.discriminatedUnion("type", [
   z.strictObject({
-    type: z.literal("service_account"),
+    type: z.literal("service_account").describe("service_account (domain-wide delegation) or oauth (per therapist)."),
     key_file: z.string().min(1).describe("Path to the service account's JSON key (domain-wide delegation)."),
   }),
   z.strictObject({ type: z.literal("oauth") }),
@@ -117,14 +117,23 @@ export const ConfigSchema = z
       .describe("The booking service's signed webhooks."),
     google: z
       .strictObject({
-        api_root: url("www.googleapis").default("https://www.googleapis.com/"),
-        token_url: url("oauth2.googleapis").default("https://oauth2.googleapis.com/token"),
+        api_root: url("www.googleapis")
+          .default("https://www.googleapis.com/")
+          .describe("Root of every Calendar API call (an emulator or proxy for tests)."),
+        token_url: url("oauth2.googleapis")
+          .default("https://oauth2.googleapis.com/token")
+          .describe("Where every token request goes, service-account assertions included."),
         auth_url: url("accounts.google")
           .default("https://accounts.google.com/o/oauth2/v2/auth")
           .describe("OAuth consent page, used by `calbridge authorize`."),
         auth: GoogleAuthSchema.describe("Default credentials for every therapist."),
         oauth: z
-          .strictObject({ client_id: z.string().min(1), client_secret: secret("google.oauth.client_secret") })
+          .strictObject({
+            client_id: z.string().min(1).describe("OAuth client id (Google Cloud console, type Desktop or Web)."),
+            client_secret: secret("google.oauth.client_secret").describe(
+              "OAuth client secret; use a ${...} reference.",
+            ),
+          })
           .optional()
           .describe("OAuth client, required when any therapist uses auth.type oauth."),
         push: z
@@ -142,8 +151,8 @@ export const ConfigSchema = z
       .strictObject({
         window: z
           .strictObject({
-            past_days: z.number().int().nonnegative().default(7),
-            future_days: z.number().int().positive().default(90),
+            past_days: z.number().int().nonnegative().default(7).describe("Days before today that are kept in sync."),
+            future_days: z.number().int().positive().default(90).describe("Days after today that are kept in sync."),
           })
           .prefault({}),
         reconcile_cron: z
@@ -160,10 +169,23 @@ export const ConfigSchema = z
       .prefault({}),
     event: z
       .strictObject({
-        title: z.string().default("{service_name}: {customer_name}"),
-        description: z.string().default("Booking {id}\n{notes}"),
+        title: z
+          .string()
+          .default("{service_name}: {customer_name}")
+          .describe(
+            "Event title template; {field} takes an appointment field (id, service_name, customer_name, therapist_name, start_local, date, time, status, notes, ...).",
+          ),
+        description: z
+          .string()
+          .default("Booking {id}\n{notes}")
+          .describe("Event description template (same placeholders as title)."),
         include_customer_contact: z.boolean().default(false),
-        colors: z.strictObject({ completed: z.string().default("2"), no_show: z.string().default("11") }).prefault({}),
+        colors: z
+          .strictObject({
+            completed: z.string().default("2").describe("Colour id of completed appointments."),
+            no_show: z.string().default("11").describe("Colour id of no-shows."),
+          })
+          .prefault({}),
       })
       .prefault({}),
     store: z

@@ -169,7 +169,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     new InboxProcessor({
       inbox,
       sink: new EngineSink(engine),
-      logger: logger.child({ component: "webhooks" }),
+      logger, // binds component=webhooks itself
       clock,
       registry,
       concurrency: config.sync.concurrency,
@@ -207,6 +207,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   let cron: ScheduledTask | undefined;
   let running: Promise<ReconcileReport> | undefined;
   let stopping = false;
+  let gauges: NodeJS.Timeout | undefined;
   const startedAt = clock.now();
 
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
@@ -311,7 +312,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     holderId: defaultHolderId(),
     leaseMs: config.store.lease_seconds * 1000,
     clock,
-    logger: logger.child({ component: "lease" }),
+    logger, // binds component=lease and the holder itself
     onChange: (leader) => {
       // One transition at a time, so a new term's work never starts while the last term's is still stopping.
       if (leader) leaderWork = leaderWork.then(startLeaderWork);
@@ -357,7 +358,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             maxBodyBytes: config.webhooks.max_body_bytes,
             inbox,
             clock,
-            logger: logger.child({ component: "webhooks" }),
+            logger, // binds component=webhooks itself
             registry,
           }),
           push.handler,
@@ -373,10 +374,15 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           status,
         },
         registry,
-        logger: logger.child({ component: "http" }),
+        logger, // binds component=http itself
         readiness: { maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron) },
         clock,
       });
+      gauges = setInterval(() => {
+        metrics.queueDepth.set({ queue: "sync" }, engine.queueDepth);
+        metrics.queueDepth.set({ queue: "webhooks" }, inbox.pendingCount);
+      }, 5000);
+      gauges.unref();
       logger.info({ url: app.http.url, therapists: config.therapists.length, store: store.kind }, "calbridge started");
       if (notices) {
         // Every replica listens; the notice is a no-op unless this one's processor runs (it leads).
@@ -391,6 +397,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
     async stop(graceMs = 10_000) {
       stopping = true;
+      if (gauges) clearInterval(gauges);
       const deadline = clock.now() + graceMs;
       app.http?.beginShutdown();
       await app.http?.close(Math.min(graceMs, 5000));
