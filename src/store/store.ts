@@ -14,6 +14,9 @@ export interface Table<T> {
   /** `ttlMs` makes the entry expire; expired entries read as absent. */
   set(key: string, value: T, ttlMs?: number): Promise<void>;
   delete(key: string): Promise<boolean>;
+  /** Writes several entries in one round trip (one statement, one transaction on SQLite): group commit. */
+  setMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<void>;
+  deleteMany(keys: string[]): Promise<void>;
   /** Every live entry, in no particular order. */
   entries(): AsyncIterable<[string, T]>;
 }
@@ -71,6 +74,16 @@ class KeyvTable<T> implements Table<T> {
   delete(key: string): Promise<boolean> {
     return this.#keyv.delete(key);
   }
+  async setMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<void> {
+    if (entries.length === 0) return;
+    const results = await this.#keyv.setMany(
+      entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
+    );
+    if (results.some((ok) => ok === false)) throw new Error(`store: writing ${entries.length} entries failed`);
+  }
+  async deleteMany(keys: string[]): Promise<void> {
+    if (keys.length > 0) await this.#keyv.deleteMany(keys);
+  }
   async *entries(): AsyncIterable<[string, T]> {
     const it = this.#keyv.iterator as unknown as (() => AsyncIterable<[string, T]>) | undefined;
     if (!it) throw new Error("store: this backend cannot list entries");
@@ -85,12 +98,20 @@ function keyvFor<T>(adapter: KeyvStoreAdapter | Map<unknown, unknown>, namespace
 export interface OpenStoreOptions {
   /** Resolve relative sqlite paths against this folder (default: the working directory). */
   cwd?: string;
+  /** Redis: give up when the first connection is not made within this time (default 10 s); later drops reconnect. */
+  connectTimeoutMs?: number;
+}
+
+/** The store URL with any password hidden, for messages. */
+export function redactStoreUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, "//***@");
 }
 
 /** Opens the store named by `store.url`: sqlite://PATH, sqlite://:memory:, redis://..., rediss://..., memory:// */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
   if (url.startsWith("sqlite://")) return openSqlite(url.slice("sqlite://".length), options.cwd);
-  if (url.startsWith("redis://") || url.startsWith("rediss://")) return openRedis(url);
+  if (url.startsWith("redis://") || url.startsWith("rediss://"))
+    return openRedis(url, options.connectTimeoutMs ?? 10_000);
   if (url === "memory://") return openMemory();
   throw new Error(`store: unknown scheme in "${url}" (expected sqlite://, redis:// or rediss://)`);
 }
@@ -106,6 +127,7 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
   // crash (SIGKILL): only a power loss may drop the last transactions.
   for (const name of TABLES) {
     const adapter = new KeyvSqlite({ uri: `sqlite://${file}`, table: name, busyTimeout: 10_000, iterationLimit: 1000 });
+    addSqliteSetMany(adapter, name);
     if (adapters.size === 0) await adapter.query("PRAGMA journal_mode=WAL");
     await adapter.query("PRAGMA synchronous=NORMAL");
     adapters.set(name, adapter);
@@ -124,12 +146,50 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
   };
 }
 
-async function openRedis(url: string): Promise<Store> {
-  const client = createClient({ url, socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) } });
-  client.on("error", () => {
-    // Reconnection is automatic; commands issued meanwhile fail and the callers report them.
+/** @keyv/sqlite writes one row a statement; several rows in one INSERT are one transaction (one commit). */
+function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
+  const chunk = 400;
+  Object.assign(adapter, {
+    async setMany(entries: { key: string; value: unknown }[]): Promise<boolean[]> {
+      for (let i = 0; i < entries.length; i += chunk) {
+        const part = entries.slice(i, i + chunk);
+        await adapter.query(
+          `INSERT INTO ${table} (key, value) VALUES ${part.map(() => "(?, ?)").join(", ")} ON CONFLICT(key) DO UPDATE SET value=excluded.value`,
+          ...part.flatMap((e) => [e.key, e.value]),
+        );
+      }
+      return entries.map(() => true);
+    },
   });
-  await client.connect();
+}
+
+async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> {
+  const client = createClient({ url, socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) } });
+  let lastError: unknown;
+  client.on("error", (err) => {
+    // Reconnection is automatic; commands issued meanwhile fail and the callers report them.
+    lastError = err;
+  });
+  // The client retries a refused first connection forever; a start against an unreachable Redis must say so instead.
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      client.connect(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const why = lastError instanceof Error ? ` (${lastError.message})` : "";
+          reject(
+            new Error(`store: Redis at ${redactStoreUrl(url)} did not answer within ${connectTimeoutMs} ms${why}`),
+          );
+        }, connectTimeoutMs);
+      }),
+    ]);
+  } catch (err) {
+    if (client.isOpen) client.destroy();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
   const tables = new Map<TableName, KeyvTable<unknown>>();
   for (const name of TABLES) {
     const adapter = new KeyvRedis(client as never, { namespace: `calbridge:${name}`, throwOnErrors: true });

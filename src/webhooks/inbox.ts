@@ -4,6 +4,7 @@ import { isUtf8 } from "node:buffer";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import { BatchedReader } from "./batched-reader.ts";
+import { BatchedWriter } from "./batched-writer.ts";
 import { type BookingWebhookEvent, BookingWebhookEventSchema } from "./event.ts";
 import { OrderedHandoff } from "./ordered-handoff.ts";
 
@@ -70,6 +71,8 @@ export class WebhookInbox {
   readonly #meta: Table<number>;
   readonly #inboxReads: BatchedReader<InboxEntry>;
   readonly #seenReads: BatchedReader<SeenRecord>;
+  readonly #inboxWrites: BatchedWriter<InboxEntry>;
+  readonly #seenWrites: BatchedWriter<SeenRecord>;
   #epochOnce: Promise<number> | undefined;
   readonly #clock: Clock;
   readonly #seenTtlMs: number;
@@ -85,6 +88,8 @@ export class WebhookInbox {
     this.#meta = options.store.table<number>("meta");
     this.#inboxReads = new BatchedReader(this.#inbox);
     this.#seenReads = new BatchedReader(this.#seen);
+    this.#inboxWrites = new BatchedWriter(this.#inbox);
+    this.#seenWrites = new BatchedWriter(this.#seen);
     this.#clock = options.clock ?? systemClock;
     this.#seenTtlMs = options.seenTtlMs ?? DEFAULT_SEEN_TTL_MS;
     if (this.#seenTtlMs < MIN_SEEN_TTL_MS) {
@@ -129,7 +134,7 @@ export class WebhookInbox {
           attempts: 0,
           event,
         };
-        await this.#inbox.set(event.id, fresh);
+        await this.#inboxWrites.set(event.id, fresh);
         entry = fresh;
         this.#pendingCount++;
         return "accepted";
@@ -186,7 +191,7 @@ export class WebhookInbox {
 
   /** Remembers the id as processed (duplicates are then ignored), then removes the entry from the inbox. */
   async markDone(id: string): Promise<void> {
-    await this.#seen.set(id, { doneAt: new Date(this.#clock.now()).toISOString() }, this.#seenTtlMs);
+    await this.#seenWrites.set(id, { doneAt: new Date(this.#clock.now()).toISOString() }, this.#seenTtlMs);
     if (await this.#inbox.delete(id)) this.#pendingCount = Math.max(0, this.#pendingCount - 1);
   }
 

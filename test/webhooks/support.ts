@@ -60,6 +60,8 @@ export class FlakyStore implements Store {
       getMany: guard((keys: string[]) => inner.getMany(keys)),
       set: guard((key: string, value: T, ttl?: number) => inner.set(key, value, ttl)),
       delete: guard((key: string) => inner.delete(key)),
+      setMany: guard((entries: { key: string; value: T; ttlMs?: number }[]) => inner.setMany(entries)),
+      deleteMany: guard((keys: string[]) => inner.deleteMany(keys)),
       entries: () => inner.entries(),
     };
   }
