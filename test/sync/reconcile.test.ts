@@ -161,3 +161,34 @@ describe("reconciliation", () => {
 async function realSetGet(table: { get(k: string): Promise<unknown> }, key: string) {
   return table.get(key);
 }
+
+describe("failures of one appointment", () => {
+  it("go to the dead letters with the error, are retried, and never stop the rest of the run", async () => {
+    h = await harness({ therapists: 2, engine: { maxAttempts: 3, retryBaseMs: 20 } });
+    const now = Date.now();
+    const ok = h.world.booking.create({ therapist_id: "th_1", start_time: iso(now + DAY) }, { force: true });
+    const bad = h.world.booking.create({ therapist_id: "th_2", start_time: iso(now + DAY) }, { force: true });
+    // Every write to th_2's calendar is refused for a while.
+    h.world.google.faults.next(1000, { status: 403, reason: "forbidden", match: /th_2%40clinic\.test\/events/ });
+    const report = await h.app.reconcile();
+    expect(report.failed).toBe(1);
+    expect(h.live("th_1").map((e) => e.id)).toEqual([eventIdFor(String(ok.id))]);
+    const deadTable = h.app.store.table<{ error: string; attempts: number; final: boolean }>("dead");
+    let dead = await deadTable.get(`appt:${bad.id}`);
+    for (let i = 0; i < 100 && !dead?.final; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      dead = await deadTable.get(`appt:${bad.id}`);
+    }
+    expect(dead).toMatchObject({ attempts: 3, final: true });
+    expect(dead?.error).toMatch(/forbidden|403/i);
+    expect(h.app.engine.deadLetterCount).toBe(1);
+
+    // The fault clears; the next run syncs it and clears the dead letter.
+    h.world.google.faults.reset();
+    const again = await h.app.reconcile();
+    expect(again.failed).toBe(0);
+    expect(h.live("th_2")).toHaveLength(1);
+    expect(await h.app.store.table("dead").get(`appt:${bad.id}`)).toBeUndefined();
+    expect(h.app.engine.deadLetterCount).toBe(0);
+  });
+});
