@@ -175,6 +175,10 @@ export function decide(input: DecideInput): Action {
             reason,
             notice: `calbridge: your change to this event was undone: ${reason}.`,
           };
+    if (change === "deleted" && appt.status === "cancelled") {
+      // A kept "Cancelled" marker the therapist cleared away: their calendar, their call.
+      return none("the therapist removed a cancelled appointment's event");
+    }
     if (link.therapistId !== target) return restore("the appointment belongs to another therapist now");
     if ((appt.status ?? "confirmed") !== "confirmed") {
       return restore(`the appointment is ${appt.status}; only confirmed appointments can be changed from the calendar`);

@@ -289,3 +289,22 @@ describe("write-back", () => {
     await expectQuiet(h);
   });
 });
+
+describe("kept cancellations", () => {
+  it("a kept 'Cancelled' event the therapist deletes stays deleted, and nothing is sent", async () => {
+    h = await twoWay((c) => {
+      c.sync = { ...c.sync, cancelled_events: "keep" };
+    });
+    const m = await mirrored(h);
+    h.world.booking.cancel(m.id, "customer ill");
+    await settle(h);
+    const kept = h.world.google.event(m.cal, m.eventId)!;
+    expect(kept.status).toBe("confirmed");
+    expect(String(kept.summary)).toMatch(/^Cancelled: /);
+    expect(kept.transparency).toBe("transparent");
+    h.world.google.userDelete(m.cal, m.eventId);
+    await settle(h);
+    expect(h.world.google.event(m.cal, m.eventId)?.status).toBe("cancelled");
+    await expectQuiet(h);
+  });
+});
