@@ -56,3 +56,42 @@ export class BatchedWriter<T> {
     }
   }
 }
+
+/** Deletes made in the same turn of the event loop go to the store as one deleteMany. */
+export class BatchedDeleter {
+  readonly #table: Table<unknown>;
+  #pending = new Map<string, { resolve: () => void; reject: (error: unknown) => void }[]>();
+  #scheduled = false;
+
+  constructor(table: Table<unknown>) {
+    this.#table = table;
+  }
+
+  delete(key: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const waiters = this.#pending.get(key) ?? [];
+      waiters.push({ resolve, reject });
+      this.#pending.set(key, waiters);
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        setImmediate(() => this.#flush());
+      }
+    });
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    const batch = [...this.#pending];
+    this.#pending = new Map();
+    const keys = batch.map(([k]) => k);
+    const done = keys.length === 1 ? this.#table.delete(keys[0]!).then(() => {}) : this.#table.deleteMany(keys);
+    done.then(
+      () => {
+        for (const [, ws] of batch) for (const w of ws) w.resolve();
+      },
+      (error: unknown) => {
+        for (const [, ws] of batch) for (const w of ws) w.reject(error);
+      },
+    );
+  }
+}

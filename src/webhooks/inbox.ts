@@ -4,7 +4,7 @@ import { isUtf8 } from "node:buffer";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import { BatchedReader } from "./batched-reader.ts";
-import { BatchedWriter } from "./batched-writer.ts";
+import { BatchedDeleter, BatchedWriter } from "./batched-writer.ts";
 import { type BookingWebhookEvent, BookingWebhookEventSchema } from "./event.ts";
 import { OrderedHandoff } from "./ordered-handoff.ts";
 
@@ -73,13 +73,15 @@ export class WebhookInbox {
   readonly #seenReads: BatchedReader<SeenRecord>;
   readonly #inboxWrites: BatchedWriter<InboxEntry>;
   readonly #seenWrites: BatchedWriter<SeenRecord>;
+  readonly #inboxDeletes: BatchedDeleter;
   #epochOnce: Promise<number> | undefined;
   readonly #clock: Clock;
   readonly #seenTtlMs: number;
   readonly #locks = new Map<string, Promise<unknown>>();
   // Accepted entries reach listeners in order of arrival, even when their writes finish out of order.
   readonly #handoff = new OrderedHandoff<InboxEntry>();
-  #pendingCount = 0;
+  /** Ids accepted or replayed and not yet done, as far as this process knows. */
+  readonly #pendingIds = new Set<string>();
 
   constructor(options: WebhookInboxOptions) {
     this.#inbox = options.store.table<InboxEntry>("inbox");
@@ -90,6 +92,7 @@ export class WebhookInbox {
     this.#seenReads = new BatchedReader(this.#seen);
     this.#inboxWrites = new BatchedWriter(this.#inbox);
     this.#seenWrites = new BatchedWriter(this.#seen);
+    this.#inboxDeletes = new BatchedDeleter(this.#inbox as Table<unknown>);
     this.#clock = options.clock ?? systemClock;
     this.#seenTtlMs = options.seenTtlMs ?? DEFAULT_SEEN_TTL_MS;
     if (this.#seenTtlMs < MIN_SEEN_TTL_MS) {
@@ -101,7 +104,7 @@ export class WebhookInbox {
 
   /** Events accepted and not yet done, as far as this process knows (exact after `pending()` ran). */
   get pendingCount(): number {
-    return this.#pendingCount;
+    return this.#pendingIds.size;
   }
 
   /** Calls `listener` with each newly accepted entry, once it is durable, in order of arrival. */
@@ -136,7 +139,7 @@ export class WebhookInbox {
         };
         await this.#inboxWrites.set(event.id, fresh);
         entry = fresh;
-        this.#pendingCount++;
+        this.#pendingIds.add(event.id);
         return "accepted";
       });
     } finally {
@@ -165,7 +168,8 @@ export class WebhookInbox {
         else live.push(entry);
       }
     }
-    this.#pendingCount = live.length;
+    this.#pendingIds.clear();
+    for (const e of live) this.#pendingIds.add(e.id);
     for (const entry of live) {
       let revived: InboxEntry;
       try {
@@ -192,7 +196,8 @@ export class WebhookInbox {
   /** Remembers the id as processed (duplicates are then ignored), then removes the entry from the inbox. */
   async markDone(id: string): Promise<void> {
     await this.#seenWrites.set(id, { doneAt: new Date(this.#clock.now()).toISOString() }, this.#seenTtlMs);
-    if (await this.#inbox.delete(id)) this.#pendingCount = Math.max(0, this.#pendingCount - 1);
+    await this.#inboxDeletes.delete(id);
+    this.#pendingIds.delete(id);
   }
 
   async deadLetter(key: string, record: DeadLetterInput): Promise<void> {
