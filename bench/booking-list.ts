@@ -59,11 +59,14 @@ export async function benchBookingList(opts: BenchBookingListOptions = {}): Prom
       budgetUsedShare: Number.isNaN(share) ? "n/a (fit in one window)" : Number(share.toFixed(3)),
       windows: windows.length,
       maxPerWindow: stats.maxPerWindow,
+      acceptedPerWindow: windows.map((w) => w.accepted).join(", "),
       limitPerWindow: limit,
       windowMs,
       wallMs: Math.round(wallMs),
       idealWallMs: Math.max(0, Math.ceil(floor / limit) - 1) * windowMs,
       gateWaitedMs: Math.round(c.gateWaitedMs),
+      // Pages are fetched one after another: time per page when not waiting for the budget.
+      msPerRequestNotWaiting: Math.round(((wallMs - c.gateWaitedMs) / Math.max(1, stats.requests)) * 10) / 10,
       retries: c.retries,
     };
   } finally {

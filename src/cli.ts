@@ -112,7 +112,17 @@ export function program(): Command {
     .option("--json", "print the checks as JSON")
     .action(async (o: { json?: boolean }) => {
       const config = load(cmd.opts());
-      const checks = await withApp(config, quietLogger(), (app) => runDoctor(app));
+      // An unreachable store is one failed check, not the end: the other checks run on a stand-in store.
+      let storeError: unknown;
+      try {
+        await (await openStore(config.store.url, { connectTimeoutMs: 5000 })).close();
+      } catch (err) {
+        storeError = err;
+      }
+      const usable = storeError === undefined ? config : { ...config, store: { ...config.store, url: "memory://" } };
+      const checks = await withApp(usable, quietLogger(), (app) =>
+        runDoctor(app, { storeError, storeUrl: config.store.url }),
+      );
       process.stdout.write(
         `${o.json ? JSON.stringify({ ok: checks.every((c) => c.status !== "fail"), checks }, null, 2) : formatChecks(checks)}\n`,
       );

@@ -3,6 +3,7 @@
 import { request } from "undici";
 import { BookingApiError } from "../booking/errors.ts";
 import type { App } from "../daemon/app.ts";
+import { redactStoreUrl } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 
 export interface Check {
@@ -14,9 +15,19 @@ export interface Check {
 
 const APPOINTMENT_EVENTS = ["appointment.created", "appointment.updated", "appointment.cancelled"];
 
-export async function runDoctor(app: App, now = Date.now()): Promise<Check[]> {
+export interface DoctorOptions {
+  now?: number;
+  /** The configured store could not be opened (the app then runs on a stand-in): the store check reports this. */
+  storeError?: unknown;
+  /** store.url as configured (default: the app's). */
+  storeUrl?: string;
+}
+
+export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<Check[]> {
   const checks: Check[] = [];
   const { config } = app;
+  const now = options.now ?? Date.now();
+  const storeUrl = redactStoreUrl(options.storeUrl ?? config.store.url);
 
   try {
     const services = await app.booking.listServices({ priority: "webhook" });
@@ -39,24 +50,26 @@ export async function runDoctor(app: App, now = Date.now()): Promise<Check[]> {
 
   checks.push(await webhookCheck(app));
 
-  await Promise.all(
-    config.therapists.map(async (t) => {
+  // Checked at once, reported in the order of the configuration.
+  const calendarChecks = await Promise.all(
+    config.therapists.map(async (t): Promise<Check> => {
       const gw = app.calendars.get(t.therapist_id);
       const name = `calendar of ${t.therapist_id}`;
       if (!gw) {
-        checks.push({
+        return {
           name,
           status: "fail",
           detail: "no usable credentials",
           fix:
             t.auth?.type === "oauth"
-              ? `run \`calbridge authorize --therapist ${t.therapist_id}\``
+              ? options.storeError
+                ? "its refresh token is kept in the store, which is unreachable: fix the store first"
+                : `run \`calbridge authorize --therapist ${t.therapist_id}\``
               : "check google.auth.key_file and the delegation of the service account",
-        });
-        return;
+        };
       }
       const res = await gw.checkAccess();
-      checks.push({
+      return {
         name,
         status: res.ok ? "ok" : "fail",
         detail: res.detail,
@@ -65,24 +78,21 @@ export async function runDoctor(app: App, now = Date.now()): Promise<Check[]> {
           : {
               fix: `share ${t.calendar_id} with the service account (or ${t.impersonate ?? "the therapist"}) with "Make changes to events", or fix calendar_id`,
             }),
-      });
+      };
     }),
   );
+  checks.push(...calendarChecks);
 
-  try {
-    await app.store.ping();
-    checks.push({
-      name: "store",
-      status: "ok",
-      detail: `${app.store.kind} answers (${config.store.url.replace(/\/\/[^@/]*@/, "//***@")})`,
-    });
-  } catch (err) {
-    checks.push({
-      name: "store",
-      status: "fail",
-      detail: describeError(err),
-      fix: "check store.url and that the folder or Redis is reachable and writable",
-    });
+  const storeFix = "check store.url and that the folder or Redis is reachable and writable";
+  if (options.storeError !== undefined) {
+    checks.push({ name: "store", status: "fail", detail: describeError(options.storeError), fix: storeFix });
+  } else {
+    try {
+      await app.store.ping();
+      checks.push({ name: "store", status: "ok", detail: `${app.store.kind} answers (${storeUrl})` });
+    } catch (err) {
+      checks.push({ name: "store", status: "fail", detail: describeError(err), fix: storeFix });
+    }
   }
 
   checks.push(await clockCheck(config.booking.base_url, config.webhooks.tolerance_seconds, now));
@@ -101,7 +111,15 @@ async function webhookCheck(app: App): Promise<Check> {
   try {
     endpoints = await app.booking.listWebhooks({ priority: "webhook" });
   } catch (err) {
-    return { name, status: "fail", detail: `GET /v1/webhooks failed: ${describeError(err)}` };
+    return {
+      name,
+      status: "fail",
+      detail: `GET /v1/webhooks failed: ${describeError(err)}`,
+      fix:
+        err instanceof BookingApiError && err.kind === "auth"
+          ? "the endpoints are listed with the same API key: fix booking.api_key first"
+          : `check booking.base_url (${app.config.booking.base_url}) and the network`,
+    };
   }
   if (!url) {
     return {

@@ -405,7 +405,16 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       await lease.stop();
       await leaderWork;
       await stopLeaderWork();
-      await Promise.race([engine.stop(), new Promise((r) => setTimeout(r, Math.max(0, deadline - clock.now())))]);
+      // The grace timer is cleared once the engine drained: left running, it kept the process alive for the whole
+      // grace period after an orderly stop (20 s for `calbridge run`, past a container's 10 s SIGKILL deadline).
+      let graceTimer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        engine.stop(),
+        new Promise((r) => {
+          graceTimer = setTimeout(r, Math.max(0, deadline - clock.now()));
+        }),
+      ]);
+      clearTimeout(graceTimer);
       for (const gw of calendars.values()) gw.close();
       await store.close();
       logger.info("calbridge stopped");

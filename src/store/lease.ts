@@ -122,7 +122,7 @@ export class LeaderLease {
     );
     if (released.kind === "ok" && Number(released.value) === 1) this.#log.info("released the leader lease");
     else if (released.kind !== "ok") this.#log.warn({ err: errorOf(released) }, "could not release the leader lease");
-    this.#subscriber?.destroy();
+    if (this.#subscriber?.isOpen) this.#subscriber.destroy();
     this.#subscriber = undefined;
   }
 

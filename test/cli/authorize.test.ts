@@ -46,7 +46,7 @@ describe("calbridge authorize", () => {
       const url = printed.match(/https?:\/\/\S+authorize\S*/)?.[0];
       if (url) {
         printed = "";
-        void request(url, { maxRedirections: 0 }).then(async (res) => {
+        void request(url).then(async (res) => {
           await res.body.dump();
           const location = res.headers.location;
           if (typeof location === "string") await (await request(location)).body.dump();

@@ -1,0 +1,170 @@
+// Tests `calbridge doctor` through main(argv) against a simulated world: every check ok on a healthy setup (exit 0),
+// and a loud failure with its fix-it hint (exit 1) for a disabled webhook endpoint, a missing one, a refused API key,
+// a calendar without access and an unreachable store; --json is machine-readable.
+import { afterEach, describe, expect, it } from "vitest";
+import type { Config } from "../../src/config/schema.ts";
+import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
+import { runCli, writeConfig } from "./support.ts";
+
+const PUBLIC_URL = "https://sync.example/webhooks/booking";
+const APPOINTMENT_EVENTS = ["appointment.created", "appointment.updated", "appointment.cancelled"];
+
+interface Check {
+  name: string;
+  status: "ok" | "warn" | "fail";
+  detail: string;
+  fix?: string;
+}
+
+const worlds: World[] = [];
+afterEach(async () => {
+  for (const w of worlds.splice(0)) await w.close();
+});
+
+/** A world whose booking service delivers to PUBLIC_URL, and the config file that says so. */
+async function healthy(
+  edit: (c: Config) => void = () => {},
+): Promise<{ world: World; file: string; endpointId: string }> {
+  const world = await startWorld({ therapists: ["th_anna", "th_ben"] });
+  worlds.push(world);
+  const endpoint = world.booking.addWebhookEndpoint({
+    url: PUBLIC_URL,
+    secret: WORLD_WEBHOOK_SECRET,
+    events: [...APPOINTMENT_EVENTS, "appointment.completed", "appointment.no_show"],
+  });
+  const file = writeConfig(world, (c) => {
+    c.webhooks.public_url = PUBLIC_URL;
+    edit(c);
+  });
+  return { world, file, endpointId: endpoint.id };
+}
+
+async function doctorJson(file: string): Promise<{ code: number; ok: boolean; checks: Check[] }> {
+  const r = await runCli("doctor", "--json", "--config", file);
+  const parsed = JSON.parse(r.stdout) as { ok: boolean; checks: Check[] };
+  return { code: r.code, ...parsed };
+}
+
+const byName = (checks: Check[], prefix: string) => checks.filter((c) => c.name.startsWith(prefix));
+
+describe("calbridge doctor", () => {
+  it("passes every check on a healthy setup: one line per check, exit 0", async () => {
+    const { file } = await healthy();
+    const r = await runCli("doctor", "--config", file);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    const lines = r.stdout.trimEnd().split("\n");
+    expect(lines.map((l) => l.replace(/:.*$/, ""))).toEqual([
+      "ok   booking API key",
+      "ok   webhook endpoint",
+      "ok   calendar of th_anna",
+      "ok   calendar of th_ben",
+      "ok   store",
+      "ok   clock",
+    ]);
+    expect(r.stdout).toContain(`${PUBLIC_URL} is registered and enabled`);
+    expect(r.stdout).not.toMatch(/fix:|WARN|FAIL/);
+
+    const json = await doctorJson(file);
+    expect(json.code).toBe(0);
+    expect(json.ok).toBe(true);
+    expect(json.checks.map((c) => [c.name, c.status])).toEqual([
+      ["booking API key", "ok"],
+      ["webhook endpoint", "ok"],
+      ["calendar of th_anna", "ok"],
+      ["calendar of th_ben", "ok"],
+      ["store", "ok"],
+      ["clock", "ok"],
+    ]);
+  });
+
+  it("fails loudly when the booking service disabled the endpoint after failed deliveries", async () => {
+    const { world, file, endpointId } = await healthy();
+    world.booking.setWebhookEndpointEnabled(endpointId, false);
+    const r = await runCli("doctor", "--config", file);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(
+      /^FAIL webhook endpoint: the endpoint https:\/\/sync\.example\/webhooks\/booking is DISABLED/m,
+    );
+    expect(r.stdout).toMatch(/^ {5}fix: .*re-enable the endpoint in Settings > Webhooks$/m);
+
+    const json = await doctorJson(file);
+    expect(json).toMatchObject({ code: 1, ok: false });
+    const [check] = byName(json.checks, "webhook endpoint");
+    expect(check).toMatchObject({ status: "fail", detail: expect.stringContaining("DISABLED") });
+    expect(check?.fix).toMatch(/re-enable/);
+    // Everything else is still fine, and says so.
+    expect(json.checks.filter((c) => c.status !== "ok").map((c) => c.name)).toEqual(["webhook endpoint"]);
+  });
+
+  it("fails when no endpoint delivers to webhooks.public_url, and warns when it misses appointment events", async () => {
+    const missing = await healthy((c) => {
+      c.webhooks.public_url = "https://elsewhere.example/webhooks/booking";
+    });
+    const none = await doctorJson(missing.file);
+    expect(none.code).toBe(1);
+    expect(byName(none.checks, "webhook endpoint")[0]).toMatchObject({
+      status: "fail",
+      detail: "no endpoint for https://elsewhere.example/webhooks/booking in GET /v1/webhooks",
+      fix: expect.stringContaining("Settings > Webhooks"),
+    });
+
+    const partial = await healthy();
+    partial.world.booking.removeWebhookEndpoint(partial.endpointId);
+    partial.world.booking.addWebhookEndpoint({
+      url: PUBLIC_URL,
+      secret: WORLD_WEBHOOK_SECRET,
+      events: ["appointment.created"],
+    });
+    const warned = await doctorJson(partial.file);
+    expect(byName(warned.checks, "webhook endpoint")[0]).toMatchObject({
+      status: "warn",
+      detail: expect.stringContaining("not subscribed to appointment.updated, appointment.cancelled"),
+    });
+    expect(warned.code).toBe(0); // a warning is not a failure
+  });
+
+  it("names the API key as the problem when the booking service refuses it", async () => {
+    const { file } = await healthy((c) => {
+      c.booking.api_key = "sk_test_wrong_key_000000";
+    });
+    const r = await runCli("doctor", "--config", file);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^FAIL booking API key: /m);
+    expect(r.stdout).toMatch(
+      /^ {5}fix: the key was refused: create one under Settings > API and set booking\.api_key/m,
+    );
+    expect(r.stdout).not.toContain("sk_test_wrong_key_000000");
+    expect(r.stdout).toMatch(/^ {5}fix: the endpoints are listed with the same API key: fix booking\.api_key first$/m);
+    const json = await doctorJson(file);
+    expect(byName(json.checks, "booking API key")[0]?.status).toBe("fail");
+    // The calendars do not depend on the booking key.
+    expect(byName(json.checks, "calendar of").map((c) => c.status)).toEqual(["ok", "ok"]);
+  });
+
+  it("fails a calendar the credentials cannot reach, with the sharing hint", async () => {
+    const { file } = await healthy((c) => {
+      c.therapists[1]!.calendar_id = "nobody@clinic.test";
+    });
+    const json = await doctorJson(file);
+    expect(json.code).toBe(1);
+    const [anna, ben] = byName(json.checks, "calendar of");
+    expect(anna?.status).toBe("ok");
+    expect(ben).toMatchObject({ name: "calendar of th_ben", status: "fail" });
+    expect(ben?.fix).toMatch(/^share nobody@clinic\.test with the service account/);
+  });
+
+  it("fails an unreachable store with its hint, still runs the other checks, and hides Redis credentials", async () => {
+    const { file } = await healthy((c) => {
+      c.store.url = "redis://calbridge:hunter2secret@127.0.0.1:9"; // nothing listens on the discard port
+    });
+    const r = await runCli("doctor", "--config", file);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(
+      /^FAIL store: store: Redis at redis:\/\/\*\*\*@127\.0\.0\.1:9 did not answer within 5000 ms \(.*ECONNREFUSED.*\)$/m,
+    );
+    expect(r.stdout).toMatch(/^ {5}fix: check store\.url and that the folder or Redis is reachable and writable$/m);
+    expect(r.stdout).toMatch(/^ok {3}booking API key: /m);
+    expect(r.stdout).toMatch(/^ok {3}calendar of th_ben: /m);
+    expect(`${r.stdout}${r.stderr}`).not.toContain("hunter2secret");
+  }, 20_000);
+});

@@ -1,0 +1,48 @@
+// Test support for the command line: runs `main(argv)` in process with stdout and stderr collected, and writes a
+// simulated world's configuration out as the YAML file an admin would pass with --config.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import { main } from "../../src/cli.ts";
+import type { Config } from "../../src/config/schema.ts";
+import type { World } from "../../src/simulator/world.ts";
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `calbridge <args...>`; output is collected, not shown. One command at a time (it swaps the process streams). */
+export async function runCli(...args: string[]): Promise<CliResult> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const realOut = process.stdout.write;
+  const realErr = process.stderr.write;
+  const collect =
+    (into: string[]) =>
+    (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
+      into.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
+      const cb = rest.find((r) => typeof r === "function") as (() => void) | undefined;
+      cb?.();
+      return true;
+    };
+  process.stdout.write = collect(out) as typeof process.stdout.write;
+  process.stderr.write = collect(err) as typeof process.stderr.write;
+  try {
+    const code = await main(["node", "calbridge", ...args]);
+    return { code, stdout: out.join(""), stderr: err.join("") };
+  } finally {
+    process.stdout.write = realOut;
+    process.stderr.write = realErr;
+  }
+}
+
+/** The world's validated config (changed by `edit`) written as YAML into the world's folder; returns its path. */
+export function writeConfig(world: World, edit: (c: Config) => void = () => {}, name = "calbridge.yaml"): string {
+  const config = structuredClone(world.config);
+  edit(config);
+  const file = join(world.dir, name);
+  writeFileSync(file, stringify(config));
+  return file;
+}
