@@ -71,9 +71,9 @@ export function program(): Command {
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
           log.info({ signal }, "stopping");
-          const hard = setTimeout(() => process.exit(1), 30_000);
+          const hard = setTimeout(() => process.exit(1), 9_500);
           hard.unref();
-          app.stop(20_000).then(resolve, (err) => {
+          app.stop(8_000).then(resolve, (err) => {
             log.error({ err: (err as Error).message }, "unclean stop");
             resolve();
           });
