@@ -5,7 +5,7 @@ import type { Logger } from "../log.ts";
 import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, backoffDelay } from "./backoff.ts";
 import type { CalendarHealth } from "./calendar-health.ts";
-import { type CalendarErrorKind, classifyError, type ErrorScope } from "./errors.ts";
+import { CalendarError, type CalendarErrorKind, classifyError, type ErrorScope } from "./errors.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 
 /** Errors that are Google's considered answer about an event: credentials and quota evidently work. */
@@ -63,6 +63,14 @@ export class CallRunner {
       if (health.admit(operation, options.probe) === "probe") dropAccessToken(auth);
       try {
         const res = await send();
+        if (res.status !== 204 && (res.data === null || typeof res.data !== "object" || Array.isArray(res.data))) {
+          // A 2xx whose body is no JSON object (a proxy's HTML page, a cut-off answer) is not an answer to act on: an
+          // empty listing read from it would look like a calendar without events. A write may have happened.
+          throw new CalendarError(
+            `${operation} ${this.#o.calendarId}: Google answered ${res.status} with a body that is not a JSON object`,
+            { kind: "transient", status: res.status, reason: "invalidResponse", ambiguous: true },
+          );
+        }
         metrics.requests.inc({ method: operation, status: String(res.status) });
         health.succeeded();
         return res.data;

@@ -68,6 +68,18 @@ function hasProperties(actual: CalendarEvent, wanted: CalendarEvent): boolean {
   return Object.entries(wanted.extendedProperties?.private ?? {}).every(([k, v]) => have[k] === v);
 }
 
+/** The events of a listing page; a page whose items are not a list of objects is not a listing to act on. */
+function itemsOf(page: { items?: unknown }, operation: string): CalendarEvent[] {
+  const items = page.items ?? [];
+  if (!Array.isArray(items) || !items.every((e) => e !== null && typeof e === "object" && !Array.isArray(e))) {
+    throw new CalendarError(`${operation}: the answer's items are not a list of events`, {
+      kind: "transient",
+      reason: "invalidResponse",
+    });
+  }
+  return items as CalendarEvent[];
+}
+
 export class CalendarGateway {
   readonly therapistId: string;
   readonly calendarId: string;
@@ -286,7 +298,7 @@ export class CalendarGateway {
           pageToken,
         }),
       );
-      yield* page.items ?? [];
+      yield* itemsOf(page, `events.list ${this.calendarId}`);
       pageToken = page.nextPageToken ?? undefined;
     } while (pageToken);
   }
@@ -320,7 +332,7 @@ export class CalendarGateway {
           pageToken,
         }),
       );
-      events.push(...(page.items ?? []));
+      events.push(...itemsOf(page, `events.list ${this.calendarId}`));
       if (page.nextPageToken) {
         pageToken = page.nextPageToken;
         continue;

@@ -118,7 +118,13 @@ export function parseConfig(text: string, options: LoadOptions = {}): Config {
       }),
     );
   }
-  const raw = doc.toJS() ?? {};
+  let raw: unknown;
+  try {
+    raw = doc.toJS() ?? {};
+  } catch (err) {
+    // The yaml library throws on an alias with no anchor and on too many alias expansions (a "billion laughs" file).
+    throw new ConfigError(source, [`(top level): ${(err as Error).message}`]);
+  }
   if (typeof raw !== "object" || Array.isArray(raw)) {
     throw new ConfigError(source, ["(top level): expected a mapping of sections (booking, webhooks, ...)"]);
   }

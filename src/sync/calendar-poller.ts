@@ -70,6 +70,7 @@ export class CalendarPoller {
     const key = `${therapistId}`;
     const token = await this.#tokens.get(key);
     let result: Awaited<ReturnType<typeof cal.incrementalChanges>>;
+    const readAt = this.#clock.now();
     try {
       result = await cal.incrementalChanges(token);
     } catch (err) {
@@ -97,6 +98,7 @@ export class CalendarPoller {
           reason: "calendar change",
           priority: "writeback",
           seen: { therapistId, event: event.status === "cancelled" ? null : event },
+          seenAt: readAt,
           log,
         }),
       );

@@ -110,8 +110,9 @@ export function decide(input: DecideInput): Action {
       return none("therapist not mapped");
     }
     if (desired === null) {
-      if (!link && live(event)) {
-        // An event without a link: a crash between the calendar write and the store write. Remove it.
+      if (live(event)) {
+        // An event without a link (a crash between the calendar write and the store write), or one brought back after
+        // calbridge removed it or its deletion cancelled the appointment (Google's undo, the bin): remove it.
         return {
           kind: "delete",
           appointmentId: id,

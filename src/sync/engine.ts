@@ -46,6 +46,11 @@ export interface SyncSource {
   readAt?: number;
   /** The event as just seen in a therapist's calendar (null: not there / deleted). */
   seen?: { therapistId: string; event: CalEvent | null };
+  /**
+   * Our clock when `seen` was read (a listing or a change feed). A link written since then means calbridge wrote the
+   * event after that read, so `seen` may be older than calbridge's own write: the event is read again before deciding.
+   */
+  seenAt?: number;
   /** Read the event from the link's calendar before deciding (a retry of a calendar change). */
   readEvent?: boolean;
   log?: Logger;
@@ -200,7 +205,8 @@ export class SyncEngine implements EngineContext {
   }
 
   async #attempt(id: string, source: SyncSource): Promise<Action> {
-    const log = (source.log ?? this.#logger).child({ appointment_id: id });
+    const parent = source.log ?? this.#logger;
+    const log = parent.bindings().appointment_id === id ? parent : parent.child({ appointment_id: id });
     const attempt = source.attempt ?? 1;
     try {
       const action = await this.#syncOnce(id, source, log);
@@ -285,21 +291,48 @@ export class SyncEngine implements EngineContext {
   }
 
   /** The booking state to act on: the hint when it is newer than what was applied, otherwise a fresh read. */
+  /** The booking state the hint gives, when it is complete and newer than what was applied; undefined otherwise. */
+  #hintState(link: Link | undefined, source: SyncSource): { appt: Snapshot; sourceAt: number } | undefined {
+    const hint = source.appt;
+    if (!hint) return undefined;
+    const applied = link?.sourceAt ?? 0;
+    const merged = merge(link?.booking, hint);
+    // A payload whose times cannot be rendered is no hint at all: read the booking instead of failing on it (the
+    // webhook would be retried with the same payload, holding up every later event of the appointment).
+    const start = merged.start_time ? Date.parse(merged.start_time) : Number.NaN;
+    const end = merged.end_time ? Date.parse(merged.end_time) : Number.NaN;
+    const usable = end > start && merged.therapist_id && merged.status;
+    const fresh =
+      (source.at === undefined || !link || source.at > applied) &&
+      (source.readAt === undefined || !link || link.syncedAt <= source.readAt);
+    return usable && fresh ? { appt: merged, sourceAt: Math.max(applied, source.at ?? 0, updatedAt(hint)) } : undefined;
+  }
+
+  /**
+   * The action for `source` decided from what the caller already read (the link, a listing item, a listed event),
+   * without any I/O or queueing; undefined when that is not enough and syncAppointment must read for itself. The
+   * reconciliation plans thousands of unchanged appointments this way.
+   */
+  planFromHints(id: string, link: Link | undefined, source: SyncSource): Action | undefined {
+    if (source.readEvent) return undefined;
+    if (source.seen && link && source.seenAt !== undefined && link.syncedAt >= source.seenAt) return undefined;
+    const state = this.#hintState(link, source);
+    if (!state) return undefined;
+    try {
+      return this.plan(id, state.appt, link, this.#eventFor(link, state.appt, source), source.seen?.therapistId);
+    } catch {
+      return undefined; // e.g. a rendering problem: the full path records it properly
+    }
+  }
+
   async #bookingState(
     id: string,
     link: Link | undefined,
     source: SyncSource,
   ): Promise<{ appt: Snapshot | null; sourceAt: number }> {
     const applied = link?.sourceAt ?? 0;
-    const hint = source.appt;
-    if (hint) {
-      const merged = merge(link?.booking, hint);
-      const usable = merged.start_time && merged.end_time && merged.therapist_id && merged.status;
-      const fresh =
-        (source.at === undefined || !link || source.at > applied) &&
-        (source.readAt === undefined || !link || link.syncedAt <= source.readAt);
-      if (usable && fresh) return { appt: merged, sourceAt: Math.max(applied, source.at ?? 0, updatedAt(hint)) };
-    }
+    const fromHint = this.#hintState(link, source);
+    if (fromHint) return fromHint;
     try {
       const appt = await this.booking.getAppointment(id, { priority: source.priority });
       return { appt: merge(link?.booking, appt), sourceAt: Math.max(applied, source.at ?? 0, updatedAt(appt)) };
@@ -313,7 +346,11 @@ export class SyncEngine implements EngineContext {
     const link = await this.#links.get(id);
     const { appt, sourceAt } = await this.#bookingState(id, link, source);
     let event = this.#eventFor(link, appt, source);
-    if (source.readEvent && link?.present && event === undefined) {
+    if (event !== undefined && link && source.seenAt !== undefined && link.syncedAt >= source.seenAt) {
+      // Taking an old version for the therapist's change would push it back to the booking service (a cancellation
+      // or a move nobody made) or undo calbridge's own write.
+      event = await this.#calendar(source.seen!.therapistId).get(event?.id ?? link.eventId);
+    } else if (source.readEvent && link?.present && event === undefined) {
       event = await this.#calendar(link.therapistId).get(link.eventId);
     }
     for (let round = 0; ; round++) {

@@ -71,6 +71,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
 
   // 2. The calendar side: managed events of each calendar in the window. A calendar that cannot be listed is left
   //    alone this run (nothing in it is deleted, nothing of it is written back).
+  const listedAt = clock.now();
   const events = new Map<string, Map<string, CalEvent>>();
   const calendarErrors: Record<string, string> = {};
   await Promise.all(
@@ -120,7 +121,14 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
       }
       seen = { therapistId: where, event };
     }
-    sources.set(id, { reason: "reconcile", priority: "reconcile", appt, readAt, ...(seen ? { seen } : {}), log });
+    sources.set(id, {
+      reason: "reconcile",
+      priority: "reconcile",
+      appt,
+      readAt,
+      ...(seen ? { seen, seenAt: listedAt } : {}),
+      log,
+    });
   }
   const strays: { id: string; therapistId: string; event: CalEvent }[] = [];
   for (const [therapistId, byId] of events) {
@@ -135,9 +143,13 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
   const plan: Action[] = [];
   const planned = new Map<string, Action>();
   let failed = 0;
+  const linkOf = new Map(ids.map((id, i) => [id, links[i]]));
   const planOne = async (id: string, source: SyncSource) => {
     try {
-      const action = await engine.syncAppointment(id, { ...source, dryRun: true });
+      // Most appointments are decided from what was just read; the rest read for themselves (dry, nothing written).
+      const action =
+        engine.planFromHints(id, linkOf.get(id), source) ??
+        (await engine.syncAppointment(id, { ...source, dryRun: true }));
       planned.set(id, action);
       if (action.kind !== "none") plan.push(action);
     } catch (err) {
@@ -176,6 +188,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
             reason: "reconcile (event without a listed appointment)",
             priority: "reconcile",
             seen: { therapistId: s.therapistId, event: s.event },
+            seenAt: listedAt,
             log,
           };
           sources.set(s.id, source);
@@ -199,25 +212,24 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
 
   // 5. Apply.
   if (!dryRun) {
-    await Promise.all(
-      plan.map(async (action) => {
-        if (tripped && isDestructive(action)) return;
-        if (action.kind === "delete" && action.reason === "copy left behind in another calendar") {
-          await engine.calendars
-            .get(action.therapistId)
-            ?.delete(action.eventId)
-            .catch((err) => {
-              failed++;
-              log.warn({ err: describeError(err) }, "stray event not removed");
-            });
-          return;
-        }
-        const source = sources.get(action.appointmentId);
-        if (!source) return;
-        const done = await engine.syncAppointment(action.appointmentId, source);
-        if (done.kind === "none" && done.reason.startsWith("failed")) failed++;
-      }),
-    );
+    // In slices, so that a cold run over thousands of appointments does not hold thousands of calls in flight.
+    await inSlices(plan, 64, async (action) => {
+      if (tripped && isDestructive(action)) return;
+      if (action.kind === "delete" && action.reason === "copy left behind in another calendar") {
+        await engine.calendars
+          .get(action.therapistId)
+          ?.delete(action.eventId)
+          .catch((err) => {
+            failed++;
+            log.warn({ err: describeError(err) }, "stray event not removed");
+          });
+        return;
+      }
+      const source = sources.get(action.appointmentId);
+      if (!source) return;
+      const done = await engine.syncAppointment(action.appointmentId, source);
+      if (done.kind === "none" && done.reason.startsWith("failed")) failed++;
+    });
   }
 
   const counts: Partial<Record<ActionKind, number>> = {};
@@ -259,4 +271,8 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
     failed,
     ok,
   };
+}
+
+async function inSlices<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
 }
