@@ -22,7 +22,7 @@ RUN npm run build \
 # Application files stay root-owned (read-only for the daemon); only /data is writable by `node`.
 FROM node:24-slim AS runtime
 ENV NODE_ENV=production \
-  NODE_OPTIONS=--enable-source-maps \
+  NODE_OPTIONS="--enable-source-maps --max-semi-space-size=1" \
   CALBRIDGE_CONFIG=/config/calbridge.yaml
 WORKDIR /app
 COPY --from=build /app/package.json /app/package-lock.json ./

@@ -20,7 +20,7 @@ const sample = () => {
 };
 
 /** The kernel's high-water mark of this process image's resident set, in kB (Linux); undefined elsewhere. */
-function vmHwmKb(): number | undefined {
+function vmHwmKb() {
   try {
     const m = /^VmHWM:\s+(\d+)\s+kB/m.exec(readFileSync("/proc/self/status", "utf8"));
     return m ? Number(m[1]) : undefined;

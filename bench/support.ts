@@ -1,7 +1,7 @@
 // Owns what the benchmarks share: result rows with targets, percentiles, counting the simulators' request logs, and
-// running the daemon as a child process (config written as YAML, peak RSS read back through bench/rss-probe.ts).
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+// running the daemon as a child process (config written as YAML, peak RSS read back through bench/rss-probe.mjs).
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -12,8 +12,41 @@ import type { RequestLogEntry as GoogleLogEntry } from "../src/simulator/calenda
 export const DAY = 86_400_000;
 /** The repository root (bench/..): children run from here. */
 export const ROOT = join(import.meta.dirname, "..");
-const PROBE = join(import.meta.dirname, "rss-probe.ts");
-const CLI = join(ROOT, "src", "cli.ts");
+const PROBE = join(import.meta.dirname, "rss-probe.mjs");
+const BUILD = join(import.meta.dirname, ".build");
+
+let built: string | undefined;
+/**
+ * The daemon as the image runs it: `tsc -p tsconfig.build.json` into bench/.build/dist (once per run), beside a copy
+ * of package.json and a link to node_modules. Measuring `node src/cli.ts` would add Node's TypeScript stripper
+ * (~30 MB) to every figure, which production does not load.
+ */
+/** NODE_OPTIONS of the image (the Dockerfile's ENV), so the daemon child runs with the runtime flags it ships with. */
+export function imageNodeOptions(): string {
+  const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
+  return /NODE_OPTIONS="?([^"\\\n]+)"?/.exec(dockerfile)?.[1]?.trim() ?? "";
+}
+
+export function builtCli(): string {
+  if (built) return built;
+  rmSync(BUILD, { recursive: true, force: true });
+  mkdirSync(BUILD, { recursive: true });
+  execFileSync(
+    process.execPath,
+    [
+      join(ROOT, "node_modules", "typescript", "bin", "tsc"),
+      "-p",
+      join(ROOT, "tsconfig.build.json"),
+      "--outDir",
+      join(BUILD, "dist"),
+    ],
+    { stdio: "inherit" },
+  );
+  copyFileSync(join(ROOT, "package.json"), join(BUILD, "package.json"));
+  symlinkSync(join(ROOT, "node_modules"), join(BUILD, "node_modules"));
+  built = join(BUILD, "dist", "cli.js");
+  return built;
+}
 
 /** One line of the results table: what was measured, the figure, and its target when there is one. */
 export interface Row {
@@ -88,7 +121,7 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** What bench/rss-probe.ts wrote when the child exited. */
+/** What bench/rss-probe.mjs wrote when the child exited. */
 export interface ProbeReport {
   exitCode: number;
   maxRssKb: number;
@@ -106,7 +139,7 @@ export interface DaemonChild {
 }
 
 /**
- * Runs `node src/cli.ts --config <file> <args>` with the RSS probe preloaded. `keepStdout: false` drops stdout but
+ * Runs the compiled daemon (`node dist/cli.js --config <file> <args>`, see builtCli) with the RSS probe preloaded. `keepStdout: false` drops stdout but
  * its last 8 KB (the daemon's log lines), so a long run does not pile up its logs here.
  */
 export function spawnCli(
@@ -115,9 +148,9 @@ export function spawnCli(
   opts: { keepStdout?: boolean; env?: Record<string, string> } = {},
 ): DaemonChild {
   const probeFile = `${configFile}.probe-${process.hrtime.bigint()}.json`;
-  const child = spawn(process.execPath, ["--import", PROBE, CLI, "--config", configFile, ...args], {
+  const child = spawn(process.execPath, ["--import", PROBE, builtCli(), "--config", configFile, ...args], {
     cwd: ROOT,
-    env: { ...process.env, ...opts.env, CALBRIDGE_BENCH_PROBE: probeFile },
+    env: { ...process.env, NODE_OPTIONS: imageNodeOptions(), ...opts.env, CALBRIDGE_BENCH_PROBE: probeFile },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";

@@ -5,9 +5,21 @@ const OFFSET_SUFFIX = /(Z|[+-]\d{2}:\d{2})$/i;
 const LOCAL_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$/;
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 
+/** One formatter per zone: Intl formatters hold native memory the garbage collector does not see. */
+const offsetFormatters = new Map<string, Intl.DateTimeFormat>();
+
+function offsetFormatter(zone: string): Intl.DateTimeFormat {
+  let f = offsetFormatters.get(zone);
+  if (!f) {
+    f = new Intl.DateTimeFormat("en-US", { timeZone: zone, timeZoneName: "longOffset" });
+    offsetFormatters.set(zone, f);
+  }
+  return f;
+}
+
 export function isValidZone(zone: string): boolean {
   try {
-    new Intl.DateTimeFormat("en-US", { timeZone: zone });
+    offsetFormatter(zone);
     return true;
   } catch {
     return false;
@@ -16,7 +28,7 @@ export function isValidZone(zone: string): boolean {
 
 /** Offset of `zone` at instant `ms`, in minutes east of UTC. */
 export function offsetMinutes(ms: number, zone: string): number {
-  const name = new Intl.DateTimeFormat("en-US", { timeZone: zone, timeZoneName: "longOffset" })
+  const name = offsetFormatter(zone)
     .formatToParts(new Date(ms))
     .find((p) => p.type === "timeZoneName")?.value;
   const m = /GMT([+-])(\d{2}):?(\d{2})?/.exec(name ?? "");
