@@ -138,6 +138,8 @@ export function parseConfig(text: string, options: LoadOptions = {}): Config {
     resolvedSecrets,
   );
   const result = ConfigSchema.safeParse(resolved, {
+    // With the input reported, a value of the wrong type reads "expected number, found ..." rather than "required".
+    reportInput: true,
     error: (iss) => (iss.code === "invalid_type" && iss.input === undefined ? "required" : undefined),
   });
   if (!result.success) {

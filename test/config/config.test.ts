@@ -120,6 +120,11 @@ therapists:
     ]);
   });
 
+  it("says what was found when a value has the wrong type", () => {
+    const text = minimal.replace("base_url: http://127.0.0.1:9999", "base_url: http://127.0.0.1:9999\n  requests_per_minute: lots");
+    expect(problems(text)).toEqual(['booking.requests_per_minute: expected number, found "lots" (line 4)']);
+  });
+
   it("requires the OAuth client when a therapist uses OAuth", () => {
     const text = minimal + "    auth: { type: oauth, refresh_token: abcdefghij }\n";
     expect(problems(text)).toEqual([expect.stringMatching(/^google\.oauth: required because therapists\[0\]/)]);
