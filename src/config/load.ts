@@ -149,10 +149,29 @@ export function parseConfig(text: string, options: LoadOptions = {}): Config {
       problems.push(`${formatPath(issue.path)}: ${issueMessage(issue)}${line ? ` (line ${line})` : ""}`);
     }
   }
-  if (problems.length > 0) throw new ConfigError(source, problems);
+  if (problems.length > 0) {
+    throw new ConfigError(
+      source,
+      problems.map((p) => hideResolved(p, resolvedSecrets)),
+    );
+  }
   const cfg = result.data as Config;
   registerSecrets(cfg, resolvedSecrets, options.secrets ?? defaultSecrets);
   return cfg;
+}
+
+/**
+ * Values that came from `${ENV}` or `${file:...}` references may be secrets (an API key put where a number belongs):
+ * a problem names their place, never them, whole or cut short as `describe` shows long values.
+ */
+function hideResolved(problem: string, values: string[]): string {
+  let out = problem;
+  for (const v of [...values].sort((a, b) => b.length - a.length)) {
+    if (v.length < 4) continue;
+    out = out.split(v).join("[a value from a ${...} reference]");
+    if (v.length > 40) out = out.split(v.slice(0, 40)).join("[a value from a ${...} reference]");
+  }
+  return out;
 }
 
 /** Reads, parses and validates the configuration file at `path`. */
