@@ -121,7 +121,10 @@ therapists:
   });
 
   it("says what was found when a value has the wrong type", () => {
-    const text = minimal.replace("base_url: http://127.0.0.1:9999", "base_url: http://127.0.0.1:9999\n  requests_per_minute: lots");
+    const text = minimal.replace(
+      "base_url: http://127.0.0.1:9999",
+      "base_url: http://127.0.0.1:9999\n  requests_per_minute: lots",
+    );
     expect(problems(text)).toEqual(['booking.requests_per_minute: expected number, found "lots" (line 4)']);
   });
 
