@@ -70,25 +70,20 @@ export function calendarChange(link: Link, event: CalEvent | null | undefined): 
 export function decide(input: DecideInput): Action {
   const { appointmentId: id, appt, link, event, desired } = input;
   const none = (reason: string): Action => ({ kind: "none", appointmentId: id, reason });
+  const remove = (therapistId: string, eventId: string, reason: string): Action => ({
+    kind: "delete",
+    appointmentId: id,
+    therapistId,
+    eventId,
+    reason,
+  });
 
   if (appt === null) {
     if (!link?.present && input.seenIn && live(event)) {
-      return {
-        kind: "delete",
-        appointmentId: id,
-        therapistId: input.seenIn,
-        eventId: input.eventId,
-        reason: "appointment no longer exists",
-      };
+      return remove(input.seenIn, input.eventId, "appointment no longer exists");
     }
     if (link?.present) {
-      return {
-        kind: "delete",
-        appointmentId: id,
-        therapistId: link.therapistId,
-        eventId: link.eventId,
-        reason: "appointment no longer exists",
-      };
+      return remove(link.therapistId, link.eventId, "appointment no longer exists");
     }
     return none("appointment no longer exists");
   }
@@ -99,13 +94,7 @@ export function decide(input: DecideInput): Action {
   if (!link?.present) {
     if (!target) {
       if (!link && input.seenIn && live(event)) {
-        return {
-          kind: "delete",
-          appointmentId: id,
-          therapistId: input.seenIn,
-          eventId: input.eventId,
-          reason: "event of an unmapped therapist's appointment",
-        };
+        return remove(input.seenIn, input.eventId, "event of an unmapped therapist's appointment");
       }
       return none("therapist not mapped");
     }
@@ -113,13 +102,7 @@ export function decide(input: DecideInput): Action {
       if (live(event)) {
         // An event without a link (a crash between the calendar write and the store write), or one brought back after
         // calbridge removed it or its deletion cancelled the appointment (Google's undo, the bin): remove it.
-        return {
-          kind: "delete",
-          appointmentId: id,
-          therapistId: target,
-          eventId: input.eventId,
-          reason: "event left behind for a cancelled appointment",
-        };
+        return remove(target, input.eventId, "event left behind for a cancelled appointment");
       }
       return none(appt.status === "cancelled" ? "cancelled" : "no event wanted");
     }
@@ -166,7 +149,7 @@ export function decide(input: DecideInput): Action {
     const wb = input.writeback;
     const restore = (reason: string): Action =>
       desired === null
-        ? { kind: "delete", appointmentId: id, therapistId: link.therapistId, eventId: link.eventId, reason }
+        ? remove(link.therapistId, link.eventId, reason)
         : {
             kind: "restore",
             appointmentId: id,
@@ -209,23 +192,11 @@ export function decide(input: DecideInput): Action {
 
   // Push the booking's state to the calendar.
   if (!target) {
-    return {
-      kind: "delete",
-      appointmentId: id,
-      therapistId: link.therapistId,
-      eventId: link.eventId,
-      reason: "therapist not mapped any more",
-    };
+    return remove(link.therapistId, link.eventId, "therapist not mapped any more");
   }
   if (target !== link.therapistId) {
     if (desired === null) {
-      return {
-        kind: "delete",
-        appointmentId: id,
-        therapistId: link.therapistId,
-        eventId: link.eventId,
-        reason: "reassigned and cancelled",
-      };
+      return remove(link.therapistId, link.eventId, "reassigned and cancelled");
     }
     return {
       kind: "move",
@@ -237,13 +208,7 @@ export function decide(input: DecideInput): Action {
     };
   }
   if (desired === null) {
-    return {
-      kind: "delete",
-      appointmentId: id,
-      therapistId: link.therapistId,
-      eventId: link.eventId,
-      reason: appt.status === "cancelled" ? "cancelled" : "no event wanted",
-    };
+    return remove(link.therapistId, link.eventId, appt.status === "cancelled" ? "cancelled" : "no event wanted");
   }
   const wanted = fingerprint(desired);
   if (event === undefined) {

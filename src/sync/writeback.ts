@@ -60,30 +60,8 @@ export async function applyWriteback(ctx: EngineContext, action: WritebackAction
 async function reschedule(ctx: EngineContext, startTime: string, w: WritebackInput): Promise<void> {
   const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
   const booking = merge(w.appt, res);
-  const therapist = ctx.therapist(w.link.therapistId);
-  let event = w.event ?? undefined;
-  const desired = therapist ? ctx.render(booking, therapist) : null;
-  // The calendar already shows the new time; rewrite only what the templates derive from it, if anything.
-  if (desired && event && fingerprint(event) !== fingerprint(desired)) {
-    event = await ctx.write(
-      w.link.therapistId,
-      updateAction(w, desired),
-      desired,
-      w.link.eventId,
-      event.etag ?? undefined,
-    );
-  }
-  await ctx.saveLink(
-    ctx.linkFrom({
-      appointmentId: w.id,
-      therapistId: w.link.therapistId,
-      eventId: w.link.eventId,
-      booking,
-      sourceAt: Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0),
-      event,
-      present: true,
-    }),
-  );
+  const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
+  await accept(ctx, w, w.link.therapistId, booking, w.event ?? undefined, sourceAt);
   ctx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
   w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
 }
@@ -159,29 +137,7 @@ async function movedToOtherCalendar(
       { therapist_id: moved.therapistId },
       { priority: "writeback" },
     );
-    const booking = merge(w.appt, res);
-    const desired = ctx.render(booking, to);
-    let event = moved.event;
-    if (desired && fingerprint(event) !== fingerprint(desired)) {
-      event = await ctx.write(
-        moved.therapistId,
-        updateAction(w, desired, moved.therapistId),
-        desired,
-        w.link.eventId,
-        event.etag ?? undefined,
-      );
-    }
-    await ctx.saveLink(
-      ctx.linkFrom({
-        appointmentId: w.id,
-        therapistId: moved.therapistId,
-        eventId: w.link.eventId,
-        booking,
-        sourceAt: w.sourceAt,
-        event,
-        present: true,
-      }),
-    );
+    await accept(ctx, w, moved.therapistId, merge(w.appt, res), moved.event, w.sourceAt);
     ctx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
     w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
   } catch (err) {
@@ -194,6 +150,43 @@ async function movedToOtherCalendar(
     );
     ctx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
   }
+}
+
+/**
+ * The booking took the therapist's change: record the event as it now stands in `therapistId`'s calendar, rewriting
+ * only what the templates derive from the new state (the calendar already shows the time and the place).
+ */
+async function accept(
+  ctx: EngineContext,
+  w: WritebackInput,
+  therapistId: string,
+  booking: Snapshot,
+  current: CalEvent | undefined,
+  sourceAt: number,
+): Promise<void> {
+  const therapist = ctx.therapist(therapistId);
+  const desired = therapist ? ctx.render(booking, therapist) : null;
+  let event = current;
+  if (desired && event && fingerprint(event) !== fingerprint(desired)) {
+    event = await ctx.write(
+      therapistId,
+      updateAction(w, desired, therapistId),
+      desired,
+      w.link.eventId,
+      event.etag ?? undefined,
+    );
+  }
+  await ctx.saveLink(
+    ctx.linkFrom({
+      appointmentId: w.id,
+      therapistId,
+      eventId: w.link.eventId,
+      booking,
+      sourceAt,
+      event,
+      present: true,
+    }),
+  );
 }
 
 /** Puts the event back as the booking has it, with a visible note. */
