@@ -1,14 +1,14 @@
 // Owns how `calbridge reconcile` shows its result: a readable table of the plan, or the report as JSON.
 import type { ReconcileReport } from "../sync/reconcile.ts";
-import type { Action } from "../sync/types.ts";
+import type { PlanEntry } from "../sync/types.ts";
 
-function target(a: Action): string {
+function target(a: PlanEntry): string {
   if (a.kind === "move") return `${a.from.therapistId} → ${a.to.therapistId}`;
   if ("therapistId" in a) return a.therapistId;
   return "";
 }
 
-function detail(a: Action): string {
+function detail(a: PlanEntry): string {
   if (a.kind === "writeback_reschedule") return `PATCH start_time=${a.startTime}; ${a.reason}`;
   if (a.kind === "writeback_cancel") return `POST cancel; ${a.reason}`;
   return a.reason;

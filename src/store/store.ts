@@ -2,10 +2,9 @@
 // embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import KeyvRedis from "@keyv/redis";
-import KeyvSqlite from "@keyv/sqlite";
+import type KeyvSqlite from "@keyv/sqlite";
 import Keyv, { type KeyvStoreAdapter } from "keyv";
-import { createClient } from "redis";
+import type { createClient } from "redis";
 
 /** One keyed collection of JSON values. */
 export interface Table<T> {
@@ -116,7 +115,10 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
   throw new Error(`store: unknown scheme in "${url}" (expected sqlite://, redis:// or rediss://)`);
 }
 
+// The drivers load with the store that needs them: the Redis client and its modules (~1,100 files) would otherwise
+// add ~10 MB to every SQLite daemon, and the sqlite3 native addon would load in every Redis replica.
 async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
+  const { default: KeyvSqlite } = await import("@keyv/sqlite");
   const file = path === ":memory:" ? path : resolve(cwd, path);
   if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
   const adapters = new Map<TableName, KeyvSqlite>();
@@ -147,8 +149,9 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
 }
 
 /**
- * @keyv/sqlite writes one row a statement (several rows in one INSERT are one transaction: one commit), and matches
- * getMany's rows to keys with a linear search per key (10,000 links took seconds of CPU): both replaced here.
+ * @keyv/sqlite writes one row a statement (several rows in one INSERT are one transaction: one commit), matches
+ * getMany's rows to keys with a linear search per key (10,000 links took seconds of CPU), and reads every row before a
+ * delete: all replaced here.
  */
 function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
   const chunk = 400;
@@ -160,6 +163,18 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
       )) as { key: string; value: string }[];
       const byKey = new Map(rows.map((r) => [r.key, r.value]));
       return keys.map((k) => byKey.get(k));
+    },
+    // One statement each (the adapter's own read every row before deleting it).
+    async delete(key: string): Promise<boolean> {
+      const rows = (await adapter.query(`DELETE FROM ${table} WHERE key = ? RETURNING key`, key)) as unknown[];
+      return rows.length > 0;
+    },
+    async deleteMany(keys: string[]): Promise<boolean> {
+      const rows = (await adapter.query(
+        `DELETE FROM ${table} WHERE key IN (SELECT value FROM json_each(?)) RETURNING key`,
+        JSON.stringify(keys),
+      )) as unknown[];
+      return rows.length > 0;
     },
     async setMany(entries: { key: string; value: unknown }[]): Promise<boolean[]> {
       for (let i = 0; i < entries.length; i += chunk) {
@@ -175,6 +190,7 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
 }
 
 async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> {
+  const [{ createClient }, { default: KeyvRedis }] = await Promise.all([import("redis"), import("@keyv/redis")]);
   const client = createClient({ url, socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) } });
   let lastError: unknown;
   client.on("error", (err) => {

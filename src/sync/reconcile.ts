@@ -5,7 +5,7 @@ import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import type { SyncEngine, SyncSource } from "./engine.ts";
 import { describeError } from "./errors.ts";
-import { type Action, type ActionKind, type CalEvent, isDestructive } from "./types.ts";
+import { type ActionKind, type CalEvent, isDestructive, type PlanEntry, planEntry } from "./types.ts";
 
 export interface ReconcileOptions {
   dryRun?: boolean;
@@ -31,8 +31,8 @@ export interface ReconcileReport {
   appointments: number;
   skippedUnmapped: number;
   managedEvents: number;
-  /** Every action other than "none", as planned. */
-  plan: Action[];
+  /** Every action other than "none", as planned (without event bodies). */
+  plan: PlanEntry[];
   counts: Partial<Record<ActionKind, number>>;
   guard: GuardReport;
   /** Therapists whose calendar could not be listed (their events were left alone). */
@@ -140,8 +140,8 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
     }
   }
 
-  const plan: Action[] = [];
-  const planned = new Map<string, Action>();
+  const plan: PlanEntry[] = [];
+  const planned = new Map<string, PlanEntry>();
   let failed = 0;
   const linkOf = new Map(ids.map((id, i) => [id, links[i]]));
   const planOne = async (id: string, source: SyncSource) => {
@@ -150,8 +150,9 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
       const action =
         engine.planFromHints(id, linkOf.get(id), source) ??
         (await engine.syncAppointment(id, { ...source, dryRun: true }));
-      planned.set(id, action);
-      if (action.kind !== "none") plan.push(action);
+      const entry = planEntry(action);
+      planned.set(id, entry);
+      if (entry.kind !== "none") plan.push(entry);
     } catch (err) {
       failed++;
       log.error({ appointment_id: id, err: describeError(err) }, "could not plan this appointment");
@@ -172,7 +173,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
           // (then the therapist moved it across calendars, and the appointment's own decision handles it).
           const own = planned.get(s.id);
           if (own?.kind === "writeback_cancel") return;
-          const action: Action = {
+          const action: PlanEntry = {
             kind: "delete",
             appointmentId: s.id,
             therapistId: s.therapistId,

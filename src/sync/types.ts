@@ -104,7 +104,32 @@ export type Action =
 
 export type ActionKind = Action["kind"];
 
+/**
+ * An action as a reconciliation report keeps it: what happens to which appointment and event, and why, with the
+ * event's times instead of its whole body. A cold run plans thousands of creates; keeping every rendered body (and its
+ * customer details) in the report only to print a table held tens of MB for the whole run.
+ */
+export type PlanEntry = Action extends infer A
+  ? A extends { body: RenderedEvent }
+    ? Omit<A, "body" | "ifMatch"> & { start: string; end: string }
+    : A extends { event: CalEvent }
+      ? Omit<A, "event"> & { eventId: string }
+      : A
+  : never;
+
+export function planEntry(action: Action): PlanEntry {
+  if ("body" in action) {
+    const { body, ifMatch: _, ...rest } = action as Extract<Action, { body: RenderedEvent }> & { ifMatch?: string };
+    return { ...rest, start: body.start.dateTime, end: body.end.dateTime } as PlanEntry;
+  }
+  if (action.kind === "adopt") {
+    const { event, ...rest } = action;
+    return { ...rest, eventId: event.id ?? "" };
+  }
+  return action as PlanEntry;
+}
+
 /** Actions that remove something: counted by the mass-deletion guard. */
-export function isDestructive(action: Action): boolean {
+export function isDestructive(action: Pick<Action, "kind">): boolean {
   return action.kind === "delete" || action.kind === "writeback_cancel";
 }

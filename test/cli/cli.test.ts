@@ -3,6 +3,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { openStore } from "../../src/store/store.ts";
 import { runCli, writeConfig } from "./support.ts";
@@ -124,7 +125,7 @@ describe("reconcile", () => {
       dryRun: boolean;
       ok: boolean;
       appointments: number;
-      plan: { kind: string; appointmentId: string; therapistId?: string }[];
+      plan: { kind: string; appointmentId: string; therapistId?: string; [field: string]: unknown }[];
       counts: Record<string, number>;
     };
     const confirmed = w.booking.all().filter((a) => a.status === "confirmed");
@@ -133,6 +134,18 @@ describe("reconcile", () => {
     expect(report.plan.filter((a) => a.kind === "create").map((a) => a.appointmentId)).toEqual(
       expect.arrayContaining(confirmed.map((a) => String(a.id))),
     );
+    // Each create says where and when, not the whole event body (no customer details in the report).
+    const first = confirmed[0]!;
+    expect(report.plan.find((a) => a.appointmentId === String(first.id))).toEqual({
+      kind: "create",
+      appointmentId: String(first.id),
+      therapistId: first.therapist_id,
+      eventId: eventIdFor(String(first.id)),
+      start: new Date(String(first.start_time)).toISOString().replace(".000Z", "Z"),
+      end: new Date(String(first.end_time)).toISOString().replace(".000Z", "Z"),
+      reason: expect.any(String),
+    });
+    expect(r.stdout).not.toContain('"body"');
     expect(report.counts.create).toBe(confirmed.length);
     // Nothing written: no calendar write, no booking write, no link in the store.
     expect(w.google.writes).toBe(0);

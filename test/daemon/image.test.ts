@@ -9,6 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
+import { imageNodeOptions } from "../../bench/support.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
 import { freePort } from "../support/redis.ts";
@@ -125,7 +126,8 @@ describe("the container image, reproduced in a clean folder", () => {
           PATH,
           HOME: process.env.HOME ?? tmp,
           NODE_ENV: "production",
-          NODE_OPTIONS: "--enable-source-maps",
+          // The image's own runtime flags: a flag Node refuses in NODE_OPTIONS would stop the container at start.
+          NODE_OPTIONS: imageNodeOptions(),
           BOOKING_API_KEY: world.config.booking.api_key,
           BOOKING_WEBHOOK_SECRET: WORLD_WEBHOOK_SECRET,
         },
