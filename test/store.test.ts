@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../src/store/store.ts";
+import { redisTestsEnabled, useRedisServer } from "./support/redis.ts";
 
 const opened: Store[] = [];
 afterEach(async () => {
@@ -37,12 +38,86 @@ describe("store (sqlite)", () => {
 
   it("expires entries with a ttl", async () => {
     const { store } = await sqlite();
-    await store.table("seen").set("ev1", 1, 1);
+    await store.table("inbox").set("ev1", 1, 1);
     await new Promise((r) => setTimeout(r, 5));
-    expect(await store.table("seen").get("ev1")).toBeUndefined();
+    expect(await store.table("inbox").get("ev1")).toBeUndefined();
   });
 
   it("rejects an unknown scheme", async () => {
     await expect(openStore("mongodb://x")).rejects.toThrow(/unknown scheme/);
   });
+});
+
+/** Insert-if-absent, on every backend: what the webhook inbox's duplicate detection stands on. */
+function addManyContract(open: () => Promise<{ a: Store; b?: Store }>, racers: "one" | "two") {
+  it("writes absent keys, leaves present ones alone, and takes over expired ones", async () => {
+    const { a } = await open();
+    const t = a.table<{ n: number }>("inbox");
+    await t.set("held", { n: 0 });
+    await t.set("stale", { n: 0 }, 1);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(
+      await t.addMany([
+        { key: "held", value: { n: 1 } },
+        { key: "fresh", value: { n: 2 }, ttlMs: 60_000 },
+        { key: "stale", value: { n: 3 } },
+      ]),
+    ).toEqual([false, true, true]);
+    expect(await t.getMany(["held", "fresh", "stale"])).toEqual([{ n: 0 }, { n: 2 }, { n: 3 }]);
+    expect(await t.addMany([{ key: "fresh", value: { n: 9 } }])).toEqual([false]);
+    expect(await t.addMany([])).toEqual([]);
+  });
+
+  // Only backends two processes can share race; the memory store lives in one.
+  if (racers === "two")
+    it("gives each key to exactly one of two stores racing for it", async () => {
+      const { a, b } = await open();
+      if (!b) throw new Error("this backend was opened once: nothing to race");
+      const keys = Array.from({ length: 200 }, (_, i) => `evt_${i}`);
+      const batches = (who: string) => {
+        const shuffled = [...keys].sort(() => Math.random() - 0.5);
+        return [0, 50, 100, 150].map((i) => shuffled.slice(i, i + 50).map((key) => ({ key, value: who })));
+      };
+      const race = async (store: Store, who: string) => {
+        const won: string[] = [];
+        await Promise.all(
+          batches(who).map(async (batch) => {
+            const results = await store.table<string>("inbox").addMany(batch);
+            for (const [i, ok] of results.entries()) if (ok) won.push(batch[i]!.key);
+          }),
+        );
+        return won;
+      };
+      const [wonA, wonB] = await Promise.all([race(a, "a"), race(b, "b")]);
+      expect([...wonA, ...wonB].sort()).toEqual([...keys].sort());
+      const values = await a.table<string>("inbox").getMany(keys);
+      for (const [i, key] of keys.entries()) expect(values[i], key).toBe(wonA.includes(key) ? "a" : "b");
+    });
+}
+
+describe("addMany (sqlite, two processes' connections on one file)", () => {
+  addManyContract(async () => {
+    const { store: a, path } = await sqlite();
+    const { store: b } = await sqlite(path);
+    return { a, b };
+  }, "two");
+});
+
+describe("addMany (memory)", () => {
+  addManyContract(async () => {
+    const a = await openStore("memory://");
+    opened.push(a);
+    return { a };
+  }, "one");
+});
+
+describe.runIf(redisTestsEnabled("store addMany (redis)"))("addMany (redis, two clients)", () => {
+  const redis = useRedisServer();
+  addManyContract(async () => {
+    const a = await openStore(redis().url);
+    const b = await openStore(redis().url);
+    opened.push(a, b);
+    await a.redis!.flushAll();
+    return { a, b };
+  }, "two");
 });

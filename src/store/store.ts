@@ -1,4 +1,4 @@
-// Owns durable state behind keyv: named tables (links, sync tokens, inbox, seen ids, dead letters, ...) on an
+// Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, ...) on an
 // embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -16,21 +16,16 @@ export interface Table<T> {
   /** Writes several entries in one round trip (one statement, one transaction on SQLite): group commit. */
   setMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<void>;
   deleteMany(keys: string[]): Promise<void>;
+  /**
+   * Writes each entry whose key is absent (or expired) and leaves present ones alone, in one round trip; true where
+   * it wrote. Atomic per key: of two writers racing for one key (two replicas), one gets true.
+   */
+  addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]>;
   /** Every live entry, in no particular order. */
   entries(): AsyncIterable<[string, T]>;
 }
 
-export const TABLES = [
-  "links",
-  "eventindex",
-  "tokens",
-  "inbox",
-  "seen",
-  "dead",
-  "meta",
-  "credentials",
-  "channels",
-] as const;
+export const TABLES = ["links", "eventindex", "tokens", "inbox", "dead", "meta", "credentials", "channels"] as const;
 export type TableName = (typeof TABLES)[number];
 
 export interface Store {
@@ -54,10 +49,18 @@ export interface Notices {
 
 export type RedisClient = ReturnType<typeof createClient>;
 
+/**
+ * The backend's insert-if-absent, which keyv does not offer. It gets the rows as keyv would hand them to the adapter's
+ * set (key with keyv's namespace prefix, value serialized with its expiry) and answers, per row, whether it wrote.
+ */
+type AddRows = (rows: { key: string; value: string; ttlMs?: number }[]) => Promise<boolean[]>;
+
 class KeyvTable<T> implements Table<T> {
   readonly #keyv: Keyv<T>;
-  constructor(keyv: Keyv<T>) {
+  readonly #add: AddRows;
+  constructor(keyv: Keyv<T>, add: AddRows) {
     this.#keyv = keyv;
+    this.#add = add;
   }
   get(key: string): Promise<T | undefined> {
     return this.#keyv.get(key);
@@ -82,6 +85,18 @@ class KeyvTable<T> implements Table<T> {
   }
   async deleteMany(keys: string[]): Promise<void> {
     if (keys.length > 0) await this.#keyv.deleteMany(keys);
+  }
+  async addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]> {
+    if (entries.length === 0) return [];
+    const serialize = this.#keyv.serialize ?? JSON.stringify;
+    const rows = await Promise.all(
+      entries.map(async (e) => ({
+        key: `${this.#keyv.namespace}:${e.key}`,
+        value: await serialize({ value: e.value, expires: e.ttlMs === undefined ? undefined : Date.now() + e.ttlMs }),
+        ...(e.ttlMs !== undefined ? { ttlMs: e.ttlMs } : {}),
+      })),
+    );
+    return this.#add(rows);
   }
   async *entries(): AsyncIterable<[string, T]> {
     const it = this.#keyv.iterator as unknown as (() => AsyncIterable<[string, T]>) | undefined;
@@ -133,7 +148,7 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
     if (adapters.size === 0) await adapter.query("PRAGMA journal_mode=WAL");
     await adapter.query("PRAGMA synchronous=NORMAL");
     adapters.set(name, adapter);
-    tables.set(name, new KeyvTable(keyvFor(adapter, name)));
+    tables.set(name, new KeyvTable(keyvFor(adapter, name), (rows) => sqliteAdd(adapter, name, rows)));
   }
   const first = adapters.get("links")!;
   return {
@@ -153,8 +168,11 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
  * getMany's rows to keys with a linear search per key (10,000 links took seconds of CPU), and reads every row before a
  * delete: all replaced here.
  */
+/** Rows per multi-row statement (two bound parameters each, well under SQLite's limit of 32,766). */
+const SQLITE_CHUNK = 400;
+
 function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
-  const chunk = 400;
+  const chunk = SQLITE_CHUNK;
   Object.assign(adapter, {
     async getMany(keys: string[]): Promise<(string | undefined)[]> {
       const rows = (await adapter.query(
@@ -189,6 +207,31 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
   });
 }
 
+/**
+ * INSERT that leaves a live row alone and replaces an expired one (keyv keeps the expiry inside the serialized value
+ * and drops expired rows only when it reads them); RETURNING names the rows written.
+ */
+async function sqliteAdd(
+  adapter: KeyvSqlite,
+  table: string,
+  rows: { key: string; value: string }[],
+): Promise<boolean[]> {
+  const written = new Set<string>();
+  for (let i = 0; i < rows.length; i += SQLITE_CHUNK) {
+    const part = rows.slice(i, i + SQLITE_CHUNK);
+    const returned = (await adapter.query(
+      `INSERT INTO ${table} (key, value) VALUES ${part.map(() => "(?, ?)").join(", ")}
+       ON CONFLICT(key) DO UPDATE SET value = excluded.value
+       WHERE json_extract(${table}.value, '$.expires') <= ?
+       RETURNING key`,
+      ...part.flatMap((r) => [r.key, r.value]),
+      Date.now(),
+    )) as { key: string }[];
+    for (const r of returned) written.add(r.key);
+  }
+  return rows.map((r) => written.has(r.key));
+}
+
 async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> {
   const [{ createClient }, { default: KeyvRedis }] = await Promise.all([import("redis"), import("@keyv/redis")]);
   const client = createClient({ url, socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) } });
@@ -220,7 +263,17 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
   const tables = new Map<TableName, KeyvTable<unknown>>();
   for (const name of TABLES) {
     const adapter = new KeyvRedis(client as never, { namespace: `calbridge:${name}`, throwOnErrors: true });
-    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`)));
+    // SET NX in one MULTI: Redis expires keys itself, so "absent" already means "absent or expired".
+    const add: AddRows = async (rows) => {
+      const multi = client.multi();
+      for (const r of rows) {
+        const key = adapter.createKeyPrefix(r.key, adapter.namespace);
+        multi.set(key, r.value, r.ttlMs === undefined ? { NX: true } : { NX: true, PX: r.ttlMs });
+      }
+      const replies = await multi.exec();
+      return replies.map((reply) => String(reply) === "OK");
+    };
+    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add));
   }
   const subscribers = new Set<RedisClient>();
   const notices: Notices = {
@@ -264,7 +317,18 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
 
 function openMemory(): Store {
   const tables = new Map<TableName, KeyvTable<unknown>>();
-  for (const name of TABLES) tables.set(name, new KeyvTable(keyvFor(new Map(), name)));
+  for (const name of TABLES) {
+    const map = new Map<string, string>();
+    const add: AddRows = async (rows) =>
+      rows.map((r) => {
+        const held = map.get(r.key);
+        const expires = held === undefined ? undefined : (JSON.parse(held) as { expires?: number }).expires;
+        if (held !== undefined && !(typeof expires === "number" && expires <= Date.now())) return false;
+        map.set(r.key, r.value);
+        return true;
+      });
+    tables.set(name, new KeyvTable(keyvFor(map, name), add));
+  }
   return {
     kind: "memory",
     table: <T>(name: TableName) => tables.get(name) as Table<T>,

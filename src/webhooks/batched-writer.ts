@@ -1,97 +1,115 @@
-// Owns group commit for the inbox: writes made in the same turn of the event loop go to the store as one setMany
-// (one statement, one transaction), and each caller resolves only once that write is durable.
+// Owns group commit for the inbox: writes requested while the previous batch is being stored, or in the same turn of
+// the event loop, go to the store together (one statement, one transaction on SQLite). Each caller resolves only
+// once its own write is durable. At most one batch per writer is in flight, so under load batches grow instead of
+// queueing many small transactions that SQLite would run one at a time anyway.
 import type { Table } from "../store/store.ts";
 
-interface Pending<T> {
-  value: T;
-  ttlMs: number | undefined;
-  waiters: { resolve: () => void; reject: (error: unknown) => void }[];
+interface Waiter<R> {
+  resolve: (result: R) => void;
+  reject: (error: unknown) => void;
 }
 
-export class BatchedWriter<T> {
-  readonly #table: Table<T>;
-  readonly #maxBatch: number;
-  #pending = new Map<string, Pending<T>>();
+/** Requests by key, stored a batch at a time by `store`, which answers one result per key of the batch. */
+class GroupCommit<V, R> {
+  readonly #store: (batch: [string, V][]) => Promise<R[]>;
+  #pending = new Map<string, { value: V; waiters: Waiter<R>[] }>();
   #scheduled = false;
+  #inFlight = false;
 
-  constructor(table: Table<T>, maxBatch = 400) {
-    this.#table = table;
-    this.#maxBatch = maxBatch;
+  constructor(store: (batch: [string, V][]) => Promise<R[]>) {
+    this.#store = store;
   }
 
-  /** Resolves when the value is stored; a later write of the same key in the same batch wins. */
-  set(key: string, value: T, ttlMs?: number): Promise<void> {
+  /** Queues `value` for `key`; a request for a key already waiting replaces its value and shares its result. */
+  submit(key: string, value: V): Promise<R> {
     return new Promise((resolve, reject) => {
-      const earlier = this.#pending.get(key);
-      const waiters = earlier ? earlier.waiters : [];
+      const waiters = this.#pending.get(key)?.waiters ?? [];
       waiters.push({ resolve, reject });
-      this.#pending.set(key, { value, ttlMs, waiters });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => this.#flush());
-      }
+      this.#pending.set(key, { value, waiters });
+      this.#schedule();
     });
   }
 
-  #flush(): void {
-    this.#scheduled = false;
+  /** The result of the request for `key` waiting for the next batch, without changing it; undefined when none waits. */
+  join(key: string): Promise<R> | undefined {
+    const pending = this.#pending.get(key);
+    if (!pending) return undefined;
+    return new Promise((resolve, reject) => pending.waiters.push({ resolve, reject }));
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight || this.#pending.size === 0) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      void this.#flush();
+    });
+  }
+
+  async #flush(): Promise<void> {
     const batch = [...this.#pending];
     this.#pending = new Map();
-    for (let i = 0; i < batch.length; i += this.#maxBatch) {
-      const chunk = batch.slice(i, i + this.#maxBatch);
-      const write =
-        chunk.length === 1
-          ? this.#table.set(chunk[0]![0], chunk[0]![1].value, chunk[0]![1].ttlMs)
-          : this.#table.setMany(
-              chunk.map(([key, p]) => ({ key, value: p.value, ...(p.ttlMs !== undefined ? { ttlMs: p.ttlMs } : {}) })),
-            );
-      write.then(
-        () => {
-          for (const [, p] of chunk) for (const w of p.waiters) w.resolve();
-        },
-        (error: unknown) => {
-          for (const [, p] of chunk) for (const w of p.waiters) w.reject(error);
-        },
-      );
+    this.#inFlight = true;
+    try {
+      const results = await this.#store(batch.map(([key, p]) => [key, p.value]));
+      for (const [i, [, p]] of batch.entries()) for (const w of p.waiters) w.resolve(results[i]!);
+    } catch (error) {
+      for (const [, p] of batch) for (const w of p.waiters) w.reject(error);
+    } finally {
+      this.#inFlight = false;
+      this.#schedule();
     }
   }
 }
 
-/** Deletes made in the same turn of the event loop go to the store as one deleteMany. */
-export class BatchedDeleter {
-  readonly #table: Table<unknown>;
-  #pending = new Map<string, { resolve: () => void; reject: (error: unknown) => void }[]>();
-  #scheduled = false;
+type Entry<T> = { value: T; ttlMs: number | undefined };
 
-  constructor(table: Table<unknown>) {
-    this.#table = table;
-  }
+function entriesOf<T>(chunk: [string, Entry<T>][]): { key: string; value: T; ttlMs?: number }[] {
+  return chunk.map(([key, { value, ttlMs }]) => ({ key, value, ...(ttlMs !== undefined ? { ttlMs } : {}) }));
+}
 
-  delete(key: string): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const waiters = this.#pending.get(key) ?? [];
-      waiters.push({ resolve, reject });
-      this.#pending.set(key, waiters);
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => this.#flush());
-      }
-    });
-  }
+/** Runs `fn` over `items` in slices of `size`, one after the other, concatenating the answers. */
+async function inChunks<I, R>(items: I[], size: number, fn: (chunk: I[]) => Promise<R[]>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += size) out.push(...(await fn(items.slice(i, i + size))));
+  return out;
+}
 
-  #flush(): void {
-    this.#scheduled = false;
-    const batch = [...this.#pending];
-    this.#pending = new Map();
-    const keys = batch.map(([k]) => k);
-    const done = keys.length === 1 ? this.#table.delete(keys[0]!).then(() => {}) : this.#table.deleteMany(keys);
-    done.then(
-      () => {
-        for (const [, ws] of batch) for (const w of ws) w.resolve();
-      },
-      (error: unknown) => {
-        for (const [, ws] of batch) for (const w of ws) w.reject(error);
-      },
+export class BatchedWriter<T> {
+  readonly #commit: GroupCommit<Entry<T>, undefined>;
+
+  constructor(table: Table<T>, maxBatch = 400) {
+    this.#commit = new GroupCommit((batch) =>
+      inChunks(batch, maxBatch, async (chunk) => {
+        if (chunk.length === 1) await table.set(chunk[0]![0], chunk[0]![1].value, chunk[0]![1].ttlMs);
+        else await table.setMany(entriesOf(chunk));
+        return chunk.map(() => undefined);
+      }),
     );
+  }
+
+  /** Resolves when the value is stored; a later write of the same key in the same batch wins. */
+  async set(key: string, value: T, ttlMs?: number): Promise<void> {
+    await this.#commit.submit(key, { value, ttlMs });
+  }
+}
+
+/** Insert-if-absent (Table.addMany) under group commit. */
+export class BatchedAdder<T> {
+  readonly #commit: GroupCommit<Entry<T>, boolean>;
+
+  constructor(table: Table<T>, maxBatch = 400) {
+    this.#commit = new GroupCommit((batch) => inChunks(batch, maxBatch, (chunk) => table.addMany(entriesOf(chunk))));
+  }
+
+  /**
+   * Resolves true when the value was stored because the key was absent (or expired), false when the key was taken.
+   * Of two adds of one key waiting for the same batch, the second writes nothing: it is answered false once the first
+   * is stored, and fails with it when the store fails (it must not be reported as taken when nothing was stored).
+   */
+  add(key: string, value: T, ttlMs?: number): Promise<boolean> {
+    const earlier = this.#commit.join(key);
+    if (earlier) return earlier.then(() => false);
+    return this.#commit.submit(key, { value, ttlMs });
   }
 }

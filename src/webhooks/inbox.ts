@@ -1,10 +1,12 @@
-// Owns the durable webhook inbox: verified events written before they are acknowledged, duplicate detection over
-// the inbox and the remembered ("seen") ids, replay at start, completion, and dead letters.
+// Owns the durable webhook inbox: verified events written before they are acknowledged, duplicate detection, replay at
+// start, completion, and dead letters. One table holds both states of an event id: the pending entry, then, once
+// processed, a done mark kept for the duplicate window. Accepting is one insert-if-absent (a delivery whose id is
+// pending or done is a duplicate) and completing is one overwrite, so each is a single write, batched with others
+// by group commit, and there is no moment where an id is neither pending nor done.
 import { isUtf8 } from "node:buffer";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
-import { BatchedReader } from "./batched-reader.ts";
-import { BatchedDeleter, BatchedWriter } from "./batched-writer.ts";
+import { BatchedAdder, BatchedWriter } from "./batched-writer.ts";
 import { type BookingWebhookEvent, BookingWebhookEventSchema } from "./event.ts";
 import { OrderedHandoff } from "./ordered-handoff.ts";
 
@@ -51,9 +53,14 @@ export interface DeadLetter {
   deadAt: string;
 }
 
-interface SeenRecord {
+/** What replaces an entry once it is processed, for the duplicate window (`seenTtlMs`). */
+interface DoneMark {
   doneAt: string;
 }
+
+type InboxRecord = InboxEntry | DoneMark;
+
+const isDone = (record: InboxRecord): record is DoneMark => "doneAt" in record && !("event" in record);
 
 export interface WebhookInboxOptions {
   store: Store;
@@ -65,15 +72,11 @@ export interface WebhookInboxOptions {
 export type InboxListener = (entry: InboxEntry) => void;
 
 export class WebhookInbox {
-  readonly #inbox: Table<InboxEntry>;
-  readonly #seen: Table<SeenRecord>;
+  readonly #inbox: Table<InboxRecord>;
   readonly #dead: Table<DeadLetter>;
   readonly #meta: Table<number>;
-  readonly #inboxReads: BatchedReader<InboxEntry>;
-  readonly #seenReads: BatchedReader<SeenRecord>;
-  readonly #inboxWrites: BatchedWriter<InboxEntry>;
-  readonly #seenWrites: BatchedWriter<SeenRecord>;
-  readonly #inboxDeletes: BatchedDeleter;
+  readonly #adds: BatchedAdder<InboxRecord>;
+  readonly #writes: BatchedWriter<InboxRecord>;
   #epochOnce: Promise<number> | undefined;
   readonly #clock: Clock;
   readonly #seenTtlMs: number;
@@ -84,15 +87,11 @@ export class WebhookInbox {
   readonly #pendingIds = new Set<string>();
 
   constructor(options: WebhookInboxOptions) {
-    this.#inbox = options.store.table<InboxEntry>("inbox");
-    this.#seen = options.store.table<SeenRecord>("seen");
+    this.#inbox = options.store.table<InboxRecord>("inbox");
     this.#dead = options.store.table<DeadLetter>("dead");
     this.#meta = options.store.table<number>("meta");
-    this.#inboxReads = new BatchedReader(this.#inbox);
-    this.#seenReads = new BatchedReader(this.#seen);
-    this.#inboxWrites = new BatchedWriter(this.#inbox);
-    this.#seenWrites = new BatchedWriter(this.#seen);
-    this.#inboxDeletes = new BatchedDeleter(this.#inbox as Table<unknown>);
+    this.#adds = new BatchedAdder(this.#inbox);
+    this.#writes = new BatchedWriter(this.#inbox);
     this.#clock = options.clock ?? systemClock;
     this.#seenTtlMs = options.seenTtlMs ?? DEFAULT_SEEN_TTL_MS;
     if (this.#seenTtlMs < MIN_SEEN_TTL_MS) {
@@ -127,8 +126,6 @@ export class WebhookInbox {
     try {
       const epoch = await this.#epoch();
       return await this.#withLock(event.id, async () => {
-        const [queued, seen] = await Promise.all([this.#inboxReads.get(event.id), this.#seenReads.get(event.id)]);
-        if (queued !== undefined || seen !== undefined) return "duplicate";
         const fresh: InboxEntry = {
           id: event.id,
           type: event.type,
@@ -137,7 +134,7 @@ export class WebhookInbox {
           attempts: 0,
           event,
         };
-        await this.#inboxWrites.set(event.id, fresh);
+        if (!(await this.#adds.add(event.id, fresh))) return "duplicate";
         entry = fresh;
         this.#pendingIds.add(event.id);
         return "accepted";
@@ -147,27 +144,18 @@ export class WebhookInbox {
     }
   }
 
+  /** The pending entry of `id`; undefined when there is none (never accepted, or done). */
   async get(id: string): Promise<InboxEntry | undefined> {
     const stored = await this.#inbox.get(id);
-    return stored && revive(stored);
+    return stored && !isDone(stored) ? revive(stored) : undefined;
   }
 
-  /** Every entry left in the inbox (accepted, not done), oldest first; ids already done are cleaned up. */
+  /** Every entry left in the inbox (accepted, not done), oldest first. */
   async *pending(): AsyncIterable<InboxEntry> {
-    // Snapshot first: the table pages with OFFSET, and entries are deleted while the caller works.
-    const all: InboxEntry[] = [];
-    for await (const [, stored] of this.#inbox.entries()) all.push(stored);
-    all.sort((a, b) => a.seq - b.seq);
+    // Snapshot first: the table pages with OFFSET, and entries change while the caller works.
     const live: InboxEntry[] = [];
-    for (let i = 0; i < all.length; i += 500) {
-      const chunk = all.slice(i, i + 500);
-      const seen = await this.#seen.getMany(chunk.map((e) => e.id));
-      for (const [j, entry] of chunk.entries()) {
-        // Done, but the process stopped between remembering it and removing it from the inbox.
-        if (seen[j] !== undefined) await this.#inbox.delete(entry.id);
-        else live.push(entry);
-      }
-    }
+    for await (const [, stored] of this.#inbox.entries()) if (!isDone(stored)) live.push(stored);
+    live.sort((a, b) => a.seq - b.seq);
     this.#pendingIds.clear();
     for (const e of live) this.#pendingIds.add(e.id);
     for (const entry of live) {
@@ -190,13 +178,12 @@ export class WebhookInbox {
   /** Keeps the failure count across restarts, so a poisonous event is not retried forever. */
   async recordFailure(id: string, attempts: number, error: string): Promise<void> {
     const stored = await this.#inbox.get(id);
-    if (stored) await this.#inbox.set(id, { ...stored, attempts, lastError: error.slice(0, 2000) });
+    if (stored && !isDone(stored)) await this.#inbox.set(id, { ...stored, attempts, lastError: error.slice(0, 2000) });
   }
 
-  /** Remembers the id as processed (duplicates are then ignored), then removes the entry from the inbox. */
+  /** Replaces the entry with its done mark: no longer pending, and later deliveries of the id are duplicates. */
   async markDone(id: string): Promise<void> {
-    await this.#seenWrites.set(id, { doneAt: new Date(this.#clock.now()).toISOString() }, this.#seenTtlMs);
-    await this.#inboxDeletes.delete(id);
+    await this.#writes.set(id, { doneAt: new Date(this.#clock.now()).toISOString() }, this.#seenTtlMs);
     this.#pendingIds.delete(id);
   }
 

@@ -55,6 +55,8 @@ export class InboxProcessor {
   /** Ids finished here lately, so a late hint does not run them twice. */
   readonly #recent = new Set<string>();
   readonly #warnedTypes = new Set<string>();
+  /** Completion marks on their way to the store. */
+  readonly #marking = new Set<Promise<void>>();
   #unsubscribe: (() => void) | undefined;
   #state: "new" | "running" | "stopped" = "new";
 
@@ -106,9 +108,10 @@ export class InboxProcessor {
     if (entry && this.#state === "running") this.#enqueue(entry);
   }
 
-  /** Resolves when every known event has been processed (or dead-lettered). */
-  idle(): Promise<void> {
-    return this.#queue.idle();
+  /** Resolves when every known event has been processed (or dead-lettered) and marked done in the store. */
+  async idle(): Promise<void> {
+    await this.#queue.idle();
+    while (this.#marking.size > 0) await Promise.all(this.#marking);
   }
 
   /** Takes nothing new, cancels waits between retries, and waits (bounded) for sink calls in flight. */
@@ -117,8 +120,10 @@ export class InboxProcessor {
     this.#state = "stopped";
     this.#unsubscribe?.();
     this.#abort.abort(new Error("processor stopped"));
-    const drained = this.#queue.stop();
-    if (this.#queue.running === 0) return;
+    const drained = this.#queue.stop().then(async () => {
+      while (this.#marking.size > 0) await Promise.all(this.#marking);
+    });
+    if (this.#queue.running === 0 && this.#marking.size === 0) return;
     const timer = new AbortController();
     const timedOut = this.#clock.sleep(timeoutMs, timer.signal).then(
       () => true,
@@ -171,16 +176,25 @@ export class InboxProcessor {
     return this.#finish(entry, log, typeLabel, "ok");
   }
 
-  async #finish(entry: InboxEntry, log: Logger, type: string, result: string): Promise<RunResult> {
-    try {
-      await this.#inbox.markDone(entry.id);
-      this.#metrics.processing.inc({ type, result });
-      log.debug({ result }, "webhook event processed");
-    } catch (error) {
-      // Stays in the inbox: replayed at the next start (the sink is idempotent).
-      this.#metrics.processing.inc({ type, result: "store_error" });
-      log.error({ err: error }, "webhook event processed but not marked done: the store failed");
-    }
+  /**
+   * Marks the event done without holding its slot: the mark joins the next group commit while the queue moves on, so
+   * under load one write covers many events. Until the mark is stored the event is only "maybe done": a crash then
+   * replays it, which the idempotent sink absorbs.
+   */
+  #finish(entry: InboxEntry, log: Logger, type: string, result: string): RunResult {
+    const marking = this.#inbox.markDone(entry.id).then(
+      () => {
+        this.#metrics.processing.inc({ type, result });
+        log.debug({ result }, "webhook event processed");
+      },
+      (error: unknown) => {
+        // Stays in the inbox: replayed at the next start (the sink is idempotent).
+        this.#metrics.processing.inc({ type, result: "store_error" });
+        log.error({ err: error }, "webhook event processed but not marked done: the store failed");
+      },
+    );
+    this.#marking.add(marking);
+    void marking.finally(() => this.#marking.delete(marking));
     this.#forget(entry.id);
     return { done: true };
   }

@@ -243,23 +243,37 @@ describe("inbox processor", () => {
     expect(await h.inbox.get("evt_hang")).toMatchObject({ id: "evt_hang" });
   });
 
-  it("cleans up an entry done just before a crash (seen, but still in the inbox)", async () => {
+  it("a done event survives a restart as a done mark: not replayed, and its redelivery is a duplicate", async () => {
     const path = tmpStorePath();
     const store = await openTestStore(path);
     const inbox = new WebhookInbox({ store });
-    await inbox.accept({ id: "evt_half", type: "appointment.created", data: { object: { id: "apt_1" } } });
-    await store.table("seen").set("evt_half", { doneAt: "2026-11-22T09:00:00Z" });
-    expect(await collect(inbox.pending())).toEqual([]);
-    expect(await store.table("inbox").get("evt_half")).toBeUndefined();
+    const event = { id: "evt_done", type: "appointment.created", data: { object: { id: "apt_1" } } };
+    expect(await inbox.accept(event)).toBe("accepted");
+    expect(await inbox.accept({ id: "evt_open", type: "appointment.updated", data: { object: { id: "apt_2" } } })).toBe(
+      "accepted",
+    );
+    await inbox.markDone("evt_done");
     await store.close();
+
+    const reopened = await openTestStore(path);
+    try {
+      const again = new WebhookInbox({ store: reopened });
+      expect((await collect(again.pending())).map((e) => e.id)).toEqual(["evt_open"]);
+      expect(await again.get("evt_done")).toBeUndefined();
+      expect(await again.accept(event)).toBe("duplicate");
+      expect(await again.accept({ ...event, id: "evt_new" })).toBe("accepted");
+      expect(again.pendingCount).toBe(2);
+    } finally {
+      await reopened.close();
+    }
   });
 
   it("remembers processed ids for 7 days by default, and refuses less than 72 hours", async () => {
     const store = await openTestStore(":memory:");
-    const seen = store.table("seen");
+    const table = store.table("inbox");
     const ttls: (number | undefined)[] = [];
-    const original = seen.set.bind(seen);
-    seen.set = (key, value, ttl) => {
+    const original = table.set.bind(table);
+    table.set = (key, value, ttl) => {
       ttls.push(ttl);
       return original(key, value, ttl);
     };

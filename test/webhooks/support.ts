@@ -40,7 +40,7 @@ export function tmpStorePath(): string {
   return join(mkdtempSync(join(tmpdir(), "cb-webhooks-")), "calbridge.sqlite");
 }
 
-/** A store whose "inbox"/"dead"/"seen" writes and reads fail while `failing` is set. */
+/** A store whose reads and writes (every table) fail while `failing` is set. */
 export class FlakyStore implements Store {
   failing = false;
   readonly kind: Store["kind"];
@@ -62,6 +62,7 @@ export class FlakyStore implements Store {
       delete: guard((key: string) => inner.delete(key)),
       setMany: guard((entries: { key: string; value: T; ttlMs?: number }[]) => inner.setMany(entries)),
       deleteMany: guard((keys: string[]) => inner.deleteMany(keys)),
+      addMany: guard((entries: { key: string; value: T; ttlMs?: number }[]) => inner.addMany(entries)),
       entries: () => inner.entries(),
     };
   }

@@ -1,0 +1,134 @@
+// Tests group commit: writes made while a batch is being stored go together in the next one, each caller resolves
+// only once its own write is stored, a failure fails only its own batch, and insert-if-absent stays exact.
+import { describe, expect, it } from "vitest";
+import { openStore, type Table } from "../../src/store/store.ts";
+import { BatchedAdder, BatchedWriter } from "../../src/webhooks/batched-writer.ts";
+
+/** A real (memory) table whose batch writes can be held open, counted, and made to fail. */
+async function gatedTable() {
+  const store = await openStore("memory://");
+  const inner = store.table<string>("inbox");
+  const batches: string[][] = [];
+  let gate: { open: () => void; promise: Promise<void> } | undefined;
+  let failNext = false;
+  const hold = () => {
+    let open!: () => void;
+    const promise = new Promise<void>((r) => {
+      open = r;
+    });
+    gate = { open, promise };
+    return open;
+  };
+  const pass = async (keys: string[]) => {
+    batches.push(keys);
+    await gate?.promise;
+    if (failNext) {
+      failNext = false;
+      throw new Error("SQLITE_IOERR: disk I/O error");
+    }
+  };
+  const table: Table<string> = {
+    ...inner,
+    get: (k) => inner.get(k),
+    getMany: (k) => inner.getMany(k),
+    entries: () => inner.entries(),
+    delete: (k) => inner.delete(k),
+    deleteMany: (k) => inner.deleteMany(k),
+    set: async (key, value, ttl) => {
+      await pass([key]);
+      await inner.set(key, value, ttl);
+    },
+    setMany: async (entries) => {
+      await pass(entries.map((e) => e.key));
+      await inner.setMany(entries);
+    },
+    addMany: async (entries) => {
+      await pass(entries.map((e) => e.key));
+      return inner.addMany(entries);
+    },
+  };
+  return {
+    table,
+    inner,
+    batches,
+    hold,
+    failNextBatch: () => {
+      failNext = true;
+    },
+  };
+}
+
+const settled = <T>(p: Promise<T>) => {
+  const state: { done: boolean; value?: T; error?: unknown } = { done: false };
+  p.then(
+    (value) => Object.assign(state, { done: true, value }),
+    (error: unknown) => Object.assign(state, { done: true, error }),
+  );
+  return state;
+};
+const turn = () => new Promise((r) => setImmediate(r));
+
+describe("BatchedWriter", () => {
+  it("stores writes made during a batch in flight as one next batch, each caller resolving with its own", async () => {
+    const t = await gatedTable();
+    const release = t.hold();
+    const writer = new BatchedWriter(t.table);
+    const a = settled(writer.set("a", "1"));
+    await turn();
+    expect(t.batches).toEqual([["a"]]);
+    const later = ["b", "c", "d"].map((k) => settled(writer.set(k, k)));
+    await turn();
+    await turn();
+    // Still one batch in flight for this writer: the three wait together.
+    expect(t.batches).toEqual([["a"]]);
+    expect(later.some((s) => s.done) || a.done).toBe(false);
+    release();
+    await turn();
+    await turn();
+    expect(a.done).toBe(true);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(t.batches).toEqual([["a"], ["b", "c", "d"]]);
+    expect(later.every((s) => s.done && s.error === undefined)).toBe(true);
+    expect(await t.inner.getMany(["a", "b", "c", "d"])).toEqual(["1", "b", "c", "d"]);
+  });
+
+  it("fails the callers of a failed batch only; the next batch is stored", async () => {
+    const t = await gatedTable();
+    const writer = new BatchedWriter(t.table);
+    t.failNextBatch();
+    const failed = [writer.set("x", "1"), writer.set("y", "2")];
+    await expect(Promise.all(failed)).rejects.toThrow(/SQLITE_IOERR/);
+    await writer.set("z", "3");
+    expect(t.batches).toEqual([["x", "y"], ["z"]]);
+    expect(await t.inner.getMany(["x", "y", "z"])).toEqual([undefined, undefined, "3"]);
+  });
+});
+
+describe("BatchedAdder", () => {
+  it("answers true for the key it stored and false for one already there, in one batch", async () => {
+    const t = await gatedTable();
+    await t.inner.set("taken", "old");
+    const adder = new BatchedAdder(t.table);
+    expect(await Promise.all([adder.add("new", "v"), adder.add("taken", "v")])).toEqual([true, false]);
+    expect(t.batches).toEqual([["new", "taken"]]);
+    expect(await t.inner.getMany(["new", "taken"])).toEqual(["v", "old"]);
+  });
+
+  it("answers a second add of a waiting key false without writing it twice, and fails both when the store fails", async () => {
+    const t = await gatedTable();
+    const adder = new BatchedAdder(t.table);
+    expect(await Promise.all([adder.add("k", "first"), adder.add("k", "second")])).toEqual([true, false]);
+    expect(t.batches).toEqual([["k"]]);
+    expect(await t.inner.get("k")).toBe("first");
+
+    t.failNextBatch();
+    const both = [settled(adder.add("j", "1")), settled(adder.add("j", "2"))];
+    await new Promise((r) => setTimeout(r, 5));
+    // Neither may say "duplicate" for an event that was never stored: the sender must retry.
+    expect(both.map((s) => String(s.error))).toEqual([
+      "Error: SQLITE_IOERR: disk I/O error",
+      "Error: SQLITE_IOERR: disk I/O error",
+    ]);
+    expect(await t.inner.get("j")).toBeUndefined();
+  });
+});
