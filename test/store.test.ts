@@ -43,6 +43,27 @@ describe("store (sqlite)", () => {
     expect(await store.table("inbox").get("ev1")).toBeUndefined();
   });
 
+  it("removes expired entries nobody reads, from every table, and keeps the rest", async () => {
+    const { store, path } = await sqlite();
+    await store.table("inbox").set("done_old", { doneAt: "x" }, 1);
+    await store.table("dead").set("dead_old", { reason: "x" }, 1);
+    await store.table("inbox").set("done_new", { doneAt: "y" }, 60_000);
+    await store.table("links").set("a1", { n: 1 });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(await store.purgeExpired()).toBe(2);
+    // Straight from the file: the rows are gone, not merely hidden by keyv's read-time check.
+    const { default: sqlite3 } = await import("sqlite3");
+    const db = new sqlite3.Database(path);
+    const keys = await new Promise<string[]>((resolve, reject) =>
+      db.all("SELECT key FROM inbox UNION ALL SELECT key FROM dead UNION ALL SELECT key FROM links", (err, rows) =>
+        err ? reject(err) : resolve((rows as { key: string }[]).map((r) => r.key)),
+      ),
+    );
+    await new Promise((r) => db.close(r));
+    expect(keys.sort()).toEqual(["inbox:done_new", "links:a1"]);
+    expect(await store.purgeExpired()).toBe(0);
+  });
+
   it("rejects an unknown scheme", async () => {
     await expect(openStore("mongodb://x")).rejects.toThrow(/unknown scheme/);
   });

@@ -97,6 +97,8 @@ async function authFor(config: Config, t: TherapistConfig, store: Store): Promis
 export const INBOX_ACCEPTED_CHANNEL = "calbridge:inbox:accepted";
 /** The leader's look through the shared inbox for entries whose notice was lost (pub/sub delivers at most once). */
 const INBOX_SWEEP_MS = 30_000;
+/** How often expired entries (webhook done marks after their 7 days, ...) are removed from the store. */
+const PURGE_MS = 3_600_000;
 
 export async function createApp(config: Config, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger();
@@ -208,6 +210,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   let running: Promise<ReconcileReport> | undefined;
   let stopping = false;
   let gauges: NodeJS.Timeout | undefined;
+  let purge: NodeJS.Timeout | undefined;
   const startedAt = clock.now();
 
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
@@ -383,6 +386,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         metrics.queueDepth.set({ queue: "webhooks" }, inbox.pendingCount);
       }, 5000);
       gauges.unref();
+      purge = setInterval(() => {
+        store.purgeExpired().then(
+          (removed) => logger.debug({ removed }, "expired store entries removed"),
+          (err: unknown) =>
+            logger.warn({ err: describeError(err) }, "expired store entries not removed; retried in an hour"),
+        );
+      }, PURGE_MS);
+      purge.unref();
       logger.info({ url: app.http.url, therapists: config.therapists.length, store: store.kind }, "calbridge started");
       if (notices) {
         // Every replica listens; the notice is a no-op unless this one's processor runs (it leads).
@@ -398,6 +409,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     async stop(graceMs = 10_000) {
       stopping = true;
       if (gauges) clearInterval(gauges);
+      if (purge) clearInterval(purge);
       const deadline = clock.now() + graceMs;
       app.http?.beginShutdown();
       await app.http?.close(Math.min(graceMs, 5000));

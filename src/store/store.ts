@@ -33,6 +33,12 @@ export interface Store {
   table<T>(name: TableName): Table<T>;
   /** A cheap round trip that proves the store answers (for /readyz and doctor). */
   ping(): Promise<void>;
+  /**
+   * Removes expired entries nobody reads any more (done marks of old webhooks, ...); answers how many. keyv drops an
+   * expired entry only when it is read, so on SQLite they would otherwise stay in the file. Redis expires keys
+   * itself (0).
+   */
+  purgeExpired(): Promise<number>;
   /** The raw Redis client when kind is "redis" (leader lease); undefined otherwise. */
   readonly redis?: RedisClient;
   /** Hints between replicas sharing this store (Redis pub/sub); undefined when only one process uses the store. */
@@ -156,6 +162,17 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
     ping: async () => {
       await first.query("SELECT 1");
+    },
+    purgeExpired: async () => {
+      let removed = 0;
+      for (const [name, adapter] of adapters) {
+        const rows = (await adapter.query(
+          `DELETE FROM ${name} WHERE json_extract(value, '$.expires') <= ? RETURNING key`,
+          Date.now(),
+        )) as unknown[];
+        removed += rows.length;
+      }
+      return removed;
     },
     close: async () => {
       for (const adapter of adapters.values()) await adapter.disconnect();
@@ -307,6 +324,7 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
     ping: async () => {
       await client.ping();
     },
+    purgeExpired: async () => 0,
     close: async () => {
       for (const sub of subscribers) if (sub.isOpen) sub.destroy();
       subscribers.clear();
@@ -317,8 +335,10 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
 
 function openMemory(): Store {
   const tables = new Map<TableName, KeyvTable<unknown>>();
+  const maps: Map<string, string>[] = [];
   for (const name of TABLES) {
     const map = new Map<string, string>();
+    maps.push(map);
     const add: AddRows = async (rows) =>
       rows.map((r) => {
         const held = map.get(r.key);
@@ -333,6 +353,16 @@ function openMemory(): Store {
     kind: "memory",
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
     ping: async () => {},
+    purgeExpired: async () => {
+      let removed = 0;
+      for (const map of maps) {
+        for (const [key, held] of map) {
+          const { expires } = JSON.parse(held) as { expires?: number };
+          if (typeof expires === "number" && expires <= Date.now() && map.delete(key)) removed++;
+        }
+      }
+      return removed;
+    },
     close: async () => {},
   };
 }

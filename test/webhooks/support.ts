@@ -69,6 +69,9 @@ export class FlakyStore implements Store {
   ping(): Promise<void> {
     return this.#inner.ping();
   }
+  purgeExpired(): Promise<number> {
+    return this.failing ? Promise.reject(new Error("SQLITE_IOERR: disk I/O error")) : this.#inner.purgeExpired();
+  }
   close(): Promise<void> {
     return this.#inner.close();
   }
