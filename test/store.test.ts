@@ -50,17 +50,19 @@ describe("store (sqlite)", () => {
     await store.table("inbox").set("done_new", { doneAt: "y" }, 60_000);
     await store.table("links").set("a1", { n: 1 });
     await new Promise((r) => setTimeout(r, 5));
-    expect(await store.purgeExpired()).toBe(2);
-    // Straight from the file: the rows are gone, not merely hidden by keyv's read-time check.
     const { default: sqlite3 } = await import("sqlite3");
     const db = new sqlite3.Database(path);
-    const keys = await new Promise<string[]>((resolve, reject) =>
-      db.all("SELECT key FROM inbox UNION ALL SELECT key FROM dead UNION ALL SELECT key FROM links", (err, rows) =>
-        err ? reject(err) : resolve((rows as { key: string }[]).map((r) => r.key)),
-      ),
-    );
+    const sql = (text: string) =>
+      new Promise<{ key: string }[]>((resolve, reject) =>
+        db.all(text, (err, rows) => (err ? reject(err) : resolve(rows as { key: string }[]))),
+      );
+    // A row that is not JSON (written by hand, or damaged) is left alone instead of failing the purge.
+    await sql("INSERT INTO links (key, value) VALUES ('links:garbled', '{not json')");
+    expect(await store.purgeExpired()).toBe(2);
+    // Straight from the file: the rows are gone, not merely hidden by keyv's read-time check.
+    const rows = await sql("SELECT key FROM inbox UNION ALL SELECT key FROM dead UNION ALL SELECT key FROM links");
     await new Promise((r) => db.close(r));
-    expect(keys.sort()).toEqual(["inbox:done_new", "links:a1"]);
+    expect(rows.map((r) => r.key).sort()).toEqual(["inbox:done_new", "links:a1", "links:garbled"]);
     expect(await store.purgeExpired()).toBe(0);
   });
 

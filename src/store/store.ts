@@ -167,7 +167,7 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
       let removed = 0;
       for (const [name, adapter] of adapters) {
         const rows = (await adapter.query(
-          `DELETE FROM ${name} WHERE json_extract(value, '$.expires') <= ? RETURNING key`,
+          `DELETE FROM ${name} WHERE ${expiresOf("value")} <= ? RETURNING key`,
           Date.now(),
         )) as unknown[];
         removed += rows.length;
@@ -225,6 +225,12 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
 }
 
 /**
+ * The expiry keyv serialized into a row's value, as SQL; NULL (never expired) for a row without one and for a row
+ * that is not JSON, which would otherwise fail the whole statement it appears in.
+ */
+const expiresOf = (column: string) => `(CASE WHEN json_valid(${column}) THEN json_extract(${column}, '$.expires') END)`;
+
+/**
  * INSERT that leaves a live row alone and replaces an expired one (keyv keeps the expiry inside the serialized value
  * and drops expired rows only when it reads them); RETURNING names the rows written.
  */
@@ -239,7 +245,7 @@ async function sqliteAdd(
     const returned = (await adapter.query(
       `INSERT INTO ${table} (key, value) VALUES ${part.map(() => "(?, ?)").join(", ")}
        ON CONFLICT(key) DO UPDATE SET value = excluded.value
-       WHERE json_extract(${table}.value, '$.expires') <= ?
+       WHERE ${expiresOf(`${table}.value`)} <= ?
        RETURNING key`,
       ...part.flatMap((r) => [r.key, r.value]),
       Date.now(),
