@@ -243,6 +243,29 @@ describe("inbox processor", () => {
     expect(await h.inbox.get("evt_hang")).toMatchObject({ id: "evt_hang" });
   });
 
+  it("keeps an event pending when its done mark cannot be stored, so the next start replays it", async () => {
+    const path = tmpStorePath();
+    const h = await harness({ storePath: path, processorOptions: { concurrency: 1 } });
+    const gate = deferred();
+    h.sink.behaviour = () => gate.promise;
+    expect((await h.post(apt("evt_a", "appointment.updated", "apt_1"))).status).toBe(200);
+    expect((await h.post(apt("evt_b", "appointment.updated", "apt_2"))).status).toBe(200);
+    await until(() => h.sink.active.get("apt_1") === 1, "the first sink call");
+    h.flaky.failing = true; // the disk goes away while the sink works
+    gate.resolve();
+    await h.processor!.idle();
+    // Both were processed, neither was marked done, and idle() waited for both marks to settle.
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_a", "evt_b"]);
+    expect(
+      h.log.lines
+        .filter((l) => l["msg"] === "webhook event processed but not marked done: the store failed")
+        .map((l) => l["event_id"]),
+    ).toEqual(["evt_a", "evt_b"]);
+    h.flaky.failing = false;
+    const again = new WebhookInbox({ store: h.store });
+    expect((await collect(again.pending())).map((e) => e.id)).toEqual(["evt_a", "evt_b"]);
+  });
+
   it("a done event survives a restart as a done mark: not replayed, and its redelivery is a duplicate", async () => {
     const path = tmpStorePath();
     const store = await openTestStore(path);
