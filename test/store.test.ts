@@ -71,6 +71,66 @@ describe("store (sqlite)", () => {
   });
 });
 
+/**
+ * What every caller of a Table relies on, on every backend: the inbox's group commit (setMany), the engine's batch
+ * reads (getMany), replay (entries), expiry. A backend whose adapter answers differently (@keyv/redis' setMany
+ * answers nothing at all) must still keep this contract.
+ */
+function tableContract(open: () => Promise<Store>) {
+  it("sets, reads, batches, lists, expires and deletes", async () => {
+    const t = (await open()).table<{ n: number }>("inbox");
+    await t.set("a", { n: 1 });
+    // Keys with colons, as the engine writes them ("appt:…"), come back whole.
+    await t.set("appt:1", { n: 5 });
+    await t.setMany([
+      { key: "b", value: { n: 2 } },
+      { key: "c", value: { n: 3 }, ttlMs: 60_000 },
+      { key: "d", value: { n: 4 }, ttlMs: 1 },
+    ]);
+    await t.setMany([]);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await t.get("a")).toEqual({ n: 1 });
+    expect(await t.getMany(["c", "zz", "b", "d"])).toEqual([{ n: 3 }, undefined, { n: 2 }, undefined]);
+    expect(await t.getMany([])).toEqual([]);
+    const listed: [string, { n: number }][] = [];
+    for await (const e of t.entries()) listed.push(e);
+    expect(listed.filter(([key]) => key !== "d").sort()).toEqual([
+      ["a", { n: 1 }],
+      ["appt:1", { n: 5 }],
+      ["b", { n: 2 }],
+      ["c", { n: 3 }],
+    ]);
+    await t.setMany([{ key: "a", value: { n: 10 } }]);
+    expect(await t.get("a")).toEqual({ n: 10 });
+    expect(await t.delete("a")).toBe(true);
+    expect(await t.delete("a")).toBe(false);
+    await t.deleteMany(["b", "c", "zz"]);
+    expect(await t.getMany(["a", "b", "c"])).toEqual([undefined, undefined, undefined]);
+  });
+}
+
+describe("table contract (sqlite)", () => {
+  tableContract(async () => (await sqlite()).store);
+});
+
+describe("table contract (memory)", () => {
+  tableContract(async () => {
+    const store = await openStore("memory://");
+    opened.push(store);
+    return store;
+  });
+});
+
+describe.runIf(redisTestsEnabled("store table contract (redis)"))("table contract (redis)", () => {
+  const redis = useRedisServer();
+  tableContract(async () => {
+    const store = await openStore(redis().url);
+    opened.push(store);
+    await store.redis!.flushAll();
+    return store;
+  });
+});
+
 /** Insert-if-absent, on every backend: what the webhook inbox's duplicate detection stands on. */
 function addManyContract(open: () => Promise<{ a: Store; b?: Store }>, racers: "one" | "two") {
   it("writes absent keys, leaves present ones alone, and takes over expired ones", async () => {

@@ -61,12 +61,17 @@ export type RedisClient = ReturnType<typeof createClient>;
  */
 type AddRows = (rows: { key: string; value: string; ttlMs?: number }[]) => Promise<boolean[]>;
 
+/** A backend's own listing: each row's key as the table's callers wrote it, and its serialized value. */
+type ListRows = () => AsyncIterable<[string, string]>;
+
 class KeyvTable<T> implements Table<T> {
   readonly #keyv: Keyv<T>;
   readonly #add: AddRows;
-  constructor(keyv: Keyv<T>, add: AddRows) {
+  readonly #list: ListRows | undefined;
+  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows) {
     this.#keyv = keyv;
     this.#add = add;
+    this.#list = list;
   }
   get(key: string): Promise<T | undefined> {
     return this.#keyv.get(key);
@@ -87,7 +92,10 @@ class KeyvTable<T> implements Table<T> {
     const results = await this.#keyv.setMany(
       entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
     );
-    if (results.some((ok) => ok === false)) throw new Error(`store: writing ${entries.length} entries failed`);
+    // @keyv/redis answers nothing (undefined) for a batch it wrote; every backend throws when a write fails.
+    if (Array.isArray(results) && results.some((ok) => ok === false)) {
+      throw new Error(`store: writing ${entries.length} entries failed`);
+    }
   }
   async deleteMany(keys: string[]): Promise<void> {
     if (keys.length > 0) await this.#keyv.deleteMany(keys);
@@ -105,6 +113,14 @@ class KeyvTable<T> implements Table<T> {
     return this.#add(rows);
   }
   async *entries(): AsyncIterable<[string, T]> {
+    if (this.#list) {
+      for await (const [key, raw] of this.#list()) {
+        const data = await this.#keyv.deserializeData<T>(raw);
+        if (!data || (typeof data.expires === "number" && data.expires <= Date.now())) continue;
+        yield [key, data.value as T];
+      }
+      return;
+    }
     const it = this.#keyv.iterator as unknown as (() => AsyncIterable<[string, T]>) | undefined;
     if (!it) throw new Error("store: this backend cannot list entries");
     for await (const [key, value] of it.call(this.#keyv)) yield [key, value];
@@ -296,7 +312,20 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
       const replies = await multi.exec();
       return replies.map((reply) => String(reply) === "OK");
     };
-    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add));
+    // keyv's own listing scans 10 keys a round trip across the whole database and, the namespace holding a colon,
+    // hands back keys with half the prefix left on ("dead:appt:1"): this one asks Redis for this table's keys only.
+    const prefix = adapter.createKeyPrefix(`calbridge:${name}:`, adapter.namespace);
+    const list: ListRows = async function* () {
+      for await (const keys of client.scanIterator({ MATCH: `${prefix}*`, COUNT: 1000, TYPE: "string" })) {
+        if (keys.length === 0) continue;
+        const values = await client.mGet(keys);
+        for (const [i, raw] of values.entries()) {
+          // null: expired or deleted between the scan and the read.
+          if (raw !== null) yield [keys[i]!.slice(prefix.length), raw];
+        }
+      }
+    };
+    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add, list));
   }
   const subscribers = new Set<RedisClient>();
   const notices: Notices = {

@@ -38,11 +38,14 @@ async function deliver(app: App, event: Record<string, unknown>): Promise<{ stat
   return { status: res.status, body: await res.json() };
 }
 
-/** Events processed successfully by a replica's inbox processor (calbridge_webhook_processing_total{result="ok"}). */
-async function processedOk(app: App): Promise<number> {
+/** Events a replica's inbox processor finished with `result` (calbridge_webhook_processing_total). */
+async function processed(app: App, result: string): Promise<number> {
   const metric = await app.registry.getSingleMetric("calbridge_webhook_processing_total")?.get();
-  return (metric?.values ?? []).filter((v) => v.labels.result === "ok").reduce((n, v) => n + v.value, 0);
+  return (metric?.values ?? []).filter((v) => v.labels.result === result).reduce((n, v) => n + v.value, 0);
 }
+
+/** Events applied and marked done (result="ok"). */
+const processedOk = (app: App) => processed(app, "ok");
 
 describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store", () => {
   const redis = useRedisServer();
@@ -143,6 +146,14 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
     );
     await waitFor("the leader to mark both done", async () => (await processedOk(a.app)) === 2, 5000);
     expect(await processedOk(b.app)).toBe(0);
+
+    // A burst: done marks are then written several to a round trip (group commit), which must work on Redis too.
+    const burst = Array.from({ length: 24 }, (_, i) => book(world, i % 2 ? "th_a" : "th_b", 200 + i));
+    const answers = await Promise.all(burst.map((appt) => deliver(b.app, appt.event)));
+    expect(answers.every((r) => r.status === 200)).toBe(true);
+    await waitFor("the leader to apply and mark done the burst", async () => (await processedOk(a.app)) === 26, 10_000);
+    expect(await processed(a.app, "store_error")).toBe(0);
+    for (const [i, appt] of burst.entries()) expect(mirrors(world, i % 2 ? "th_a" : "th_b", appt.id)).toHaveLength(1);
     const before = await lastReconcile(a.app);
 
     // --- the leader is cut off without releasing the lease: the standby takes over within the lease time
@@ -184,7 +195,7 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
     const w = book(world, "th_b", 102);
     expect(await deliver(a.app, w.event)).toEqual({ status: 200, body: { received: true } });
     await waitFor("the re-elected leader to apply the webhook", () => mirrors(world, "th_b", w.id).length === 1, 5000);
-    await waitFor("the re-elected leader to mark it done", async () => (await processedOk(a.app)) === 3, 5000);
+    await waitFor("the re-elected leader to mark it done", async () => (await processedOk(a.app)) === 27, 5000);
 
     // --- once each: one event per appointment, at the booked time, and four events processed in all
     for (const [t, appt] of [
@@ -196,7 +207,7 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
       const events = mirrors(world, t, appt.id);
       expect(events.map((e) => [e.id, e.status])).toEqual([[eventIdFor(appt.id), "confirmed"]]);
     }
-    expect((await processedOk(a.app)) + (await processedOk(b.app))).toBe(4);
+    expect((await processedOk(a.app)) + (await processedOk(b.app))).toBe(28);
     const left: string[] = [];
     for await (const entry of a.app.inbox.pending()) left.push(entry.id);
     expect(left).toEqual([]);
