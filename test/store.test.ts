@@ -66,6 +66,48 @@ describe("store (sqlite)", () => {
     expect(await store.purgeExpired()).toBe(0);
   });
 
+  it("adopts an earlier build's table of processed webhook ids as the inbox's done marks", async () => {
+    const path = join(mkdtempSync(join(tmpdir(), "cb-store-")), "s.sqlite");
+    const { default: sqlite3 } = await import("sqlite3");
+    const db = new sqlite3.Database(path);
+    const run = (text: string) =>
+      new Promise<void>((resolve, reject) => db.exec(text, (e) => (e ? reject(e) : resolve())));
+    const future = Date.now() + 3_600_000;
+    const row = (value: unknown) => JSON.stringify({ value, expires: future }).replaceAll("'", "''");
+    // As the earlier build left the file: evt_done processed; evt_both processed but its entry not yet removed
+    // (a crash between the two writes); evt_open pending.
+    await run(`CREATE TABLE seen(key VARCHAR(255) PRIMARY KEY, value TEXT);
+      CREATE TABLE inbox(key VARCHAR(255) PRIMARY KEY, value TEXT);
+      INSERT INTO seen VALUES ('seen:evt_done', '${row({ doneAt: "2026-11-20T10:00:00.000Z" })}'),
+                              ('seen:evt_both', '${row({ doneAt: "2026-11-20T11:00:00.000Z" })}');
+      INSERT INTO inbox VALUES ('inbox:evt_both', '${row({ id: "evt_both", seq: 1, event: {} })}'),
+                               ('inbox:evt_open', '${row({ id: "evt_open", seq: 2, event: {} })}');`);
+    await new Promise((r) => db.close(r));
+
+    const { store } = await sqlite(path);
+    const inbox = store.table<Record<string, unknown>>("inbox");
+    expect(await inbox.getMany(["evt_done", "evt_both", "evt_open"])).toEqual([
+      { doneAt: "2026-11-20T10:00:00.000Z" },
+      { doneAt: "2026-11-20T11:00:00.000Z" },
+      { id: "evt_open", seq: 2, event: {} },
+    ]);
+    // A redelivery of an id the earlier build processed is still a duplicate.
+    expect(await inbox.addMany([{ key: "evt_done", value: { id: "evt_done" } }])).toEqual([false]);
+    await store.close();
+    opened.pop();
+    const check = new sqlite3.Database(path);
+    const tables = await new Promise<{ name: string }[]>((resolve, reject) =>
+      check.all("SELECT name FROM sqlite_master WHERE name = 'seen'", (e, rows) =>
+        e ? reject(e) : resolve(rows as { name: string }[]),
+      ),
+    );
+    await new Promise((r) => check.close(r));
+    expect(tables).toEqual([]);
+    // Opening again finds nothing to adopt and changes nothing.
+    const { store: again } = await sqlite(path);
+    expect(await again.table("inbox").get("evt_done")).toEqual({ doneAt: "2026-11-20T10:00:00.000Z" });
+  });
+
   it("rejects an unknown scheme", async () => {
     await expect(openStore("mongodb://x")).rejects.toThrow(/unknown scheme/);
   });

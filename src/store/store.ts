@@ -172,6 +172,7 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
     adapters.set(name, adapter);
     tables.set(name, new KeyvTable(keyvFor(adapter, name), (rows) => sqliteAdd(adapter, name, rows)));
   }
+  await adoptSeenTable(adapters.get("inbox")!);
   const first = adapters.get("links")!;
   return {
     kind: "sqlite",
@@ -194,6 +195,30 @@ async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
       for (const adapter of adapters.values()) await adapter.disconnect();
     },
   };
+}
+
+/**
+ * Earlier builds kept processed webhook ids in a table of their own, "seen" ({doneAt} for 7 days); they are
+ * the inbox's done marks now, the same value under the inbox's key. Moving them keeps duplicate detection across an
+ * upgrade (a mark wins over a pending entry of the same id, as the old replay decided) and drops a table nothing reads
+ * or purges any more. One transaction: a crash leaves the old table whole, and the next start moves it.
+ * On Redis the old keys expire by themselves.
+ */
+async function adoptSeenTable(inbox: KeyvSqlite): Promise<void> {
+  const found = (await inbox.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'seen'")) as unknown[];
+  if (found.length === 0) return;
+  await inbox.query("BEGIN IMMEDIATE");
+  try {
+    await inbox.query(
+      `INSERT INTO inbox (key, value) SELECT 'inbox:' || substr(key, 6), value FROM seen WHERE key LIKE 'seen:%'
+       ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+    );
+    await inbox.query("DROP TABLE seen");
+    await inbox.query("COMMIT");
+  } catch (err) {
+    await inbox.query("ROLLBACK").catch(() => {});
+    throw err;
+  }
 }
 
 /**
