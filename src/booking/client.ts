@@ -161,7 +161,9 @@ export class BookingClient {
 
   /**
    * Moves, reassigns or annotates an appointment. Setting start_time/therapist_id/notes twice gives the same state,
-   * so it is resent after an ambiguous failure; a status change is checked with a GET first.
+   * so it is resent after an ambiguous failure; a status change is checked with a GET first. A resend that is refused
+   * (the slot taken by this very appointment, because the first attempt was applied after all) is checked with a GET
+   * and answered with the appointment when the change is there.
    */
   async patchAppointment(id: string, body: PatchBody, opts: CallOptions = {}): Promise<Appointment> {
     const wanted = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined)) as PatchBody;
@@ -178,7 +180,10 @@ export class BookingClient {
     return result.data;
   }
 
-  /** Cancels; after an ambiguous failure it looks (GET) before sending again, so a cancel is never sent twice. */
+  /**
+   * Cancels. After an ambiguous failure it waits, then looks (GET) before sending again, so a cancel is not sent twice
+   * when the first one was applied; a resend refused because the first landed meanwhile is checked the same way.
+   */
   async cancelAppointment(id: string, body: CancelBody = {}, opts: CallOptions = {}): Promise<Appointment> {
     const result = await this.#call({
       input: {
@@ -256,6 +261,8 @@ export class BookingClient {
   async #call<T>(spec: CallSpec<T>): Promise<T> {
     let failures = 0;
     let limited = 0;
+    // A write whose fate is unknown (timeout, lost answer, 5xx) may still be applied, even after a resend went out.
+    let ambiguous = false;
     for (;;) {
       try {
         return await this.#once(spec);
@@ -268,16 +275,28 @@ export class BookingClient {
           continue;
         }
         if (e.kind === "transient") {
+          if (spec.mode === "once") throw e;
+          if (spec.mode !== "read") ambiguous = true;
+          const last = failures >= this.#maxRetries;
           if (spec.mode === "verify") {
+            // Wait before looking: a request that timed out may still be on its way to being applied.
+            await this.#backoff(e, failures++, spec.input.signal);
             const applied = await this.#confirm(spec, e);
             if (applied !== undefined) return applied;
+            if (last) throw e;
+            continue;
           }
-          if (failures >= this.#maxRetries || spec.mode === "once") throw e;
+          if (last) throw e;
           await this.#backoff(e, failures++, spec.input.signal);
           continue;
         }
-        if (e.code === "invalid_response" && e.status !== undefined && e.status < 300 && spec.confirm) {
-          // The server said yes but the body is unreadable: report the state it left behind.
+        if (
+          spec.confirm &&
+          (ambiguous || (e.code === "invalid_response" && e.status !== undefined && e.status < 300))
+        ) {
+          // A resend refused ("already cancelled", "slot taken" by this very appointment) after an earlier attempt
+          // whose fate was unknown, or a yes with an unreadable body: report the state the server is in if the change
+          // is there, rather than a refusal of something that happened.
           const applied = await this.#confirm(spec, e);
           if (applied !== undefined) return applied;
         }

@@ -14,6 +14,7 @@ export type BookingErrorKind =
 export type SynthesizedCode =
   | "unauthorized"
   | "not_found"
+  | "not_found_unverified"
   | "rate_limited"
   | "server_error"
   | "network_error"
@@ -38,7 +39,9 @@ export function classify(code: string, status: number | undefined): BookingError
   if (code === "invalid_request") return "invalid_request";
   if (code === "network_error" || code === "timeout") return "transient";
   if (status === 401 || status === 403) return "auth";
-  if (status === 404) return "not_found";
+  // "Gone" deletes the appointment's event, so only the service's own answer (its error envelope) may say it. A bare
+  // 404 (a proxy or load balancer between deploys, an HTML page) is retried like an outage.
+  if (status === 404) return code === "not_found_unverified" ? "transient" : "not_found";
   if (status === 429) return "rate_limited";
   if (status !== undefined && status >= 500) return "transient";
   if (status === undefined && code === "rate_limited") return "rate_limited";
@@ -48,7 +51,7 @@ export function classify(code: string, status: number | undefined): BookingError
 /** The code to use when the response carried no usable error envelope. */
 export function synthesizeCode(status: number): SynthesizedCode {
   if (status === 401 || status === 403) return "unauthorized";
-  if (status === 404) return "not_found";
+  if (status === 404) return "not_found_unverified";
   if (status === 429) return "rate_limited";
   if (status >= 500) return "server_error";
   return "invalid_response";

@@ -141,7 +141,10 @@ export class Transport {
     throw new BookingApiError({
       ...base,
       code: synthesizeCode(res.status),
-      message: `HTTP ${res.status} without an error envelope`,
+      message:
+        res.status === 404
+          ? "HTTP 404 without the booking service's error envelope (a proxy or load balancer answering, or a wrong base_url?); not taken to mean the appointment is gone"
+          : `HTTP ${res.status} without an error envelope`,
       details: { body: this.scrub(snippet(res.json)) },
     });
   }

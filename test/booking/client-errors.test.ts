@@ -35,6 +35,8 @@ describe("error mapping", () => {
     expect(classify("whatever", 401)).toBe("auth");
     expect(classify("whatever", 403)).toBe("auth");
     expect(classify("whatever", 404)).toBe("not_found");
+    // A 404 without the service's envelope (a proxy's page) is no word from the service that anything is gone.
+    expect(classify("not_found_unverified", 404)).toBe("transient");
     expect(classify("whatever", 429)).toBe("rate_limited");
     expect(classify("whatever", 503)).toBe("transient");
     expect(classify("network_error", undefined)).toBe("transient");
@@ -144,6 +146,37 @@ describe("error mapping", () => {
     expect(again).toMatchObject({ code: "invalid_state", kind: "unknown", status: 409 });
     expect(again.message).toContain("already cancelled");
     expect(again.details).toEqual({ status: "cancelled" });
+  });
+
+  it("does not take a 404 without the error envelope (a proxy's HTML page) for a missing appointment", async () => {
+    const requests: string[] = [];
+    const proxy = createServer((req, res) => {
+      requests.push(`${req.method} ${req.url}`);
+      res.writeHead(404, { "content-type": "text/html" });
+      res.end("<html><body>404 Not Found (default backend)</body></html>");
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    try {
+      const { SteppingClock } = await import("./support.ts");
+      const clock = new SteppingClock(T0);
+      const client = new BookingClient({
+        baseUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        apiKey: API_KEY,
+        requestsPerMinute: 100,
+        maxRetries: 1,
+        clock,
+        registry: new Registry(),
+      });
+      const e = await failure(drive(clock, client.getAppointment("apt_1")));
+      expect(e).toMatchObject({ code: "not_found_unverified", kind: "transient", status: 404, retryable: true });
+      expect(e.message).toContain("not taken to mean the appointment is gone");
+      expect(e.details.body).toContain("default backend");
+      // Retried like an outage.
+      expect(requests).toEqual(["GET /v1/appointments/apt_1", "GET /v1/appointments/apt_1"]);
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise<void>((r) => proxy.close(() => r()));
+    }
   });
 
   it("turns malformed bodies into invalid_response with the status, never a crash", async () => {

@@ -147,3 +147,124 @@ describe("retries", () => {
     expect(count(pair!, "GET /v1/appointments/:id")).toBe(sent);
   });
 });
+
+/**
+ * A booking service where the first write is held past the client's timeout and lands only later: the answer the
+ * resend gets (refused, because the first one is applied by then) must not be reported as the outcome.
+ */
+async function lateWriteServer(opts: { landOn: "get" | "resend" }) {
+  const { createServer } = await import("node:http");
+  const appt = { id: "apt_late", therapist_id: "th_anna", start_time: at(50), end_time: at(51), status: "confirmed" };
+  const held: (() => void)[] = [];
+  let pending: (() => void) | undefined;
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => {
+      body += c.toString();
+    });
+    req.on("end", () => {
+      const send = (status: number, json: unknown) => {
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end(JSON.stringify(json));
+      };
+      const writes = seen.filter((s) => s !== "GET").length;
+      seen.push(req.method ?? "");
+      if (req.method === "GET") {
+        send(200, { data: { ...appt } });
+        if (opts.landOn === "get") pending?.();
+        return;
+      }
+      const change =
+        req.method === "PATCH" ? () => Object.assign(appt, JSON.parse(body)) : () => (appt.status = "cancelled");
+      if (writes === 0) {
+        // Held: the client times out; the change lands later.
+        pending = () => {
+          pending = undefined;
+          change();
+        };
+        held.push(() => res.destroy());
+        return;
+      }
+      if (opts.landOn === "resend") pending?.();
+      if (req.method === "POST" && appt.status === "cancelled") {
+        return send(409, { error: { code: "invalid_state", message: "appointment is already cancelled" } });
+      }
+      if (req.method === "PATCH") {
+        // The slot is taken: by this very appointment, moved there by the first PATCH.
+        return send(409, { error: { code: "slot_unavailable", message: "the slot is not available" } });
+      }
+      change();
+      send(200, { data: { ...appt } });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    appt,
+    seen,
+    close: async () => {
+      for (const h of held) h();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+describe("a write that lands after its timeout", () => {
+  async function client(url: string) {
+    const { BookingClient } = await import("../../src/booking/client.ts");
+    const { SteppingClock } = await import("./support.ts");
+    const { Registry } = await import("prom-client");
+    const clock = new SteppingClock(T0);
+    const c = new BookingClient({
+      baseUrl: url,
+      apiKey: "sk_test_late_0000",
+      requestsPerMinute: 600,
+      timeoutMs: 150,
+      clock,
+      registry: new Registry(),
+    });
+    return { c, clock };
+  }
+
+  it("reports a cancel as done when it landed just after the check, and the resend is refused", async () => {
+    const srv = await lateWriteServer({ landOn: "get" });
+    try {
+      const { c, clock } = await client(srv.url);
+      const a = await drive(clock, c.cancelAppointment("apt_late", { reason: "ill" }));
+      expect(a.status).toBe("cancelled");
+      // timeout, look (still confirmed), resend (refused: already cancelled), look again (cancelled)
+      expect(srv.seen).toEqual(["POST", "GET", "POST", "GET"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it("reports a move as done when the first PATCH landed and the resend is refused as slot taken", async () => {
+    const srv = await lateWriteServer({ landOn: "resend" });
+    try {
+      const { c, clock } = await client(srv.url);
+      const a = await drive(clock, c.patchAppointment("apt_late", { start_time: at(53) }));
+      expect(Date.parse(a.start_time!)).toBe(Date.parse(at(53)));
+      expect(srv.seen).toEqual(["PATCH", "PATCH", "GET"]);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it("still reports a refusal when the change is not there", async () => {
+    const srv = await lateWriteServer({ landOn: "get" });
+    try {
+      const { c, clock } = await client(srv.url);
+      // The held PATCH never lands (nothing triggers it for a PATCH resend refused before it): the refusal stands.
+      const e = await drive(clock, c.patchAppointment("apt_late", { start_time: at(55) })).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(BookingApiError);
+      expect(e).toMatchObject({ code: "slot_unavailable", kind: "rejected" });
+      expect(srv.seen).toEqual(["PATCH", "PATCH", "GET"]);
+    } finally {
+      await srv.close();
+    }
+  });
+});
