@@ -19,7 +19,55 @@ const url = (what: string) =>
 const httpsUrl = (what: string) =>
   url(what).refine((v) => v.startsWith("https://"), { message: "must be an https:// URL (the sender requires HTTPS)" });
 
-const secret = (what: string) => z.string().min(1, `${what} is empty`);
+/** Hosts the booking API may be reached on over plain http: the demo, simulators and tests run there. */
+const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+/** An http(s) URL that must be https unless it points at this machine (the value carries a Bearer API key). */
+const httpsUnlessLoopback = (what: string) =>
+  url(what).refine(
+    (v) => {
+      try {
+        const u = new URL(v);
+        return u.protocol !== "http:" || LOOPBACK_HOSTS.has(u.hostname);
+      } catch {
+        return true; // `url` already reports it
+      }
+    },
+    {
+      message:
+        "must be an https:// URL: over http:// the API key would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1])",
+    },
+  );
+
+/**
+ * What is wrong with the whitespace at the ends of a secret, if anything, without showing the secret. A stray newline
+ * (a Kubernetes secret, `echo` into a file) would otherwise fail every request or signature, far from its cause.
+ */
+function secretWhitespaceProblem(value: string): string | undefined {
+  if (value.length === 0) return undefined;
+  if (value.trim() === "") return "is only whitespace (from the file or environment variable?); set the secret";
+  const describe = (end: "leading" | "trailing", ws: string) => {
+    const newline = /[\r\n]/.test(ws);
+    const other = /[^\r\n]/.test(ws);
+    const spaces = /^[ ]+$/.test(ws.replace(/[\r\n]/g, "")) ? "spaces" : "whitespace";
+    return newline && other ? `a ${end} newline and ${spaces}` : newline ? `a ${end} newline` : `${end} ${spaces}`;
+  };
+  const lead = /^\s+/.exec(value)?.[0];
+  const trail = /\s+$/.exec(value)?.[0];
+  if (!lead && !trail) return undefined;
+  const found = [lead && describe("leading", lead), trail && describe("trailing", trail)].filter(Boolean);
+  return `has ${found.join(" and ")} (from the file or environment variable?); remove it`;
+}
+
+const secret = (what: string) =>
+  z
+    .string()
+    .min(1, `${what} is empty`)
+    .check((ctx) => {
+      const problem = secretWhitespaceProblem(ctx.value);
+      // The value is never part of the message (nor of the input kept on the issue): it is a secret.
+      if (problem) ctx.issues.push({ code: "custom", message: problem, input: "[secret]" });
+    });
 
 const timezone = z.string().refine(
   (tz) => {
@@ -85,7 +133,9 @@ export type TherapistConfig = z.infer<typeof TherapistSchema>;
 export const ConfigSchema = z
   .strictObject({
     booking: z.strictObject({
-      base_url: url("api.booking").describe("Booking service address (without /v1)."),
+      base_url: httpsUnlessLoopback("api.booking").describe(
+        "Booking service address (without /v1); https:// (http:// only for a loopback host).",
+      ),
       api_key: secret("booking.api_key").describe("API key; use ${BOOKING_API_KEY} or ${file:/run/secrets/...}."),
       requests_per_minute: z
         .number()
@@ -107,8 +157,12 @@ export const ConfigSchema = z
           .number()
           .int()
           .positive()
+          .max(
+            300,
+            "at most 300: the booking service's receivers reject deliveries more than 300 seconds (5 minutes) old, and a larger value widens the replay window",
+          )
           .default(300)
-          .describe("Maximum age (and future skew) of a signature timestamp."),
+          .describe("Maximum age (and future skew) of a signature timestamp, in seconds (at most 300)."),
         max_body_bytes: z.number().int().positive().default(1_048_576).describe("Larger bodies are answered 413."),
         public_url: httpsUrl("sync.clinic")
           .optional()

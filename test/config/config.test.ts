@@ -1,9 +1,12 @@
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseDocument } from "yaml";
 import { configJsonSchema, schemaKeyPaths } from "../../src/config/json-schema.ts";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load.ts";
 import { SecretRegistry } from "../../src/log.ts";
+import { runCli } from "../cli/support.ts";
 
 const env = {
   BOOKING_API_KEY: "sk_test_0123456789",
@@ -126,6 +129,131 @@ therapists:
       "base_url: http://127.0.0.1:9999\n  requests_per_minute: lots",
     );
     expect(problems(text)).toEqual(['booking.requests_per_minute: expected number, found "lots" (line 4)']);
+  });
+
+  it("rejects a secret with whitespace at either end, naming its YAML path and never its value", () => {
+    // Every secret of the schema, each from a reference the way admins write them.
+    const text = `
+booking:
+  base_url: https://api.booking.example
+  api_key: \${BOOKING_API_KEY}
+webhooks:
+  signing_secrets: ["\${BOOKING_WEBHOOK_SECRET}", "\${file:/run/secrets/old-webhook}"]
+google:
+  auth: { type: service_account, key_file: /tmp/sa.json }
+  oauth: { client_id: 123-abc.apps.googleusercontent.com, client_secret: "\${file:/run/secrets/client}" }
+  push: { public_url: https://sync.clinic.example/webhooks/google, token: "\${GOOGLE_CHANNEL_TOKEN}" }
+therapists:
+  - therapist_id: th_ben
+    calendar_id: primary
+    auth: { type: oauth, refresh_token: "\${BEN_REFRESH_TOKEN}" }
+`;
+    const files: Record<string, string> = {
+      "/run/secrets/old-webhook": "whsec_old_0123456789 \n", // a trailing space the loader's newline strip leaves
+      "/run/secrets/client": "gsecret_123456\n\n", // `echo` into a file that already ended with a newline
+    };
+    const dirty = {
+      BOOKING_API_KEY: "sk_live_abc123456\n", // a Kubernetes secret made from a file with a newline
+      BOOKING_WEBHOOK_SECRET: "whsec_abcdefghij\r\n",
+      GOOGLE_CHANNEL_TOKEN: "\tchan_token_123456",
+      BEN_REFRESH_TOKEN: "  1//refresh-ben-123456  ",
+    };
+    let found: string[] = [];
+    try {
+      parseConfig(text, { env: dirty, readFile: (p) => files[p] ?? "", secrets: new SecretRegistry() });
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      found = err.problems;
+      for (const value of [...Object.values(dirty), ...Object.values(files)]) {
+        expect(err.message).not.toContain(value.trim());
+      }
+    }
+    const hint = "(from the file or environment variable?); remove it";
+    expect(found).toEqual([
+      `booking.api_key: has a trailing newline ${hint} (line 4)`,
+      `webhooks.signing_secrets[0]: has a trailing newline ${hint} (line 6)`,
+      `webhooks.signing_secrets[1]: has trailing spaces ${hint} (line 6)`,
+      `google.oauth.client_secret: has a trailing newline ${hint} (line 9)`,
+      `google.push.token: has leading whitespace ${hint} (line 10)`,
+      `therapists[0].auth.refresh_token: has leading spaces and trailing spaces ${hint} (line 14)`,
+    ]);
+    // A value typed into the YAML is held to the same rule; one final newline of a secret file is no problem.
+    expect(problems(minimal.replace('["${BOOKING_WEBHOOK_SECRET}"]', '["whsec_typed_123456 "]'))).toEqual([
+      `webhooks.signing_secrets[0]: has trailing spaces ${hint} (line 6)`,
+    ]);
+    expect(problems(minimal, { ...env, BOOKING_API_KEY: " \n" })).toEqual([
+      "booking.api_key: is only whitespace (from the file or environment variable?); set the secret (line 4)",
+    ]);
+    const clean = parseConfig(text, {
+      env,
+      readFile: (p) => (p === "/run/secrets/client" ? "gsecret_123456\n" : "whsec_old_0123456789\n"),
+      secrets: new SecretRegistry(),
+    });
+    expect(clean.google.oauth?.client_secret).toBe("gsecret_123456");
+  });
+
+  it("stops the command line with exit code 2 when a secret file has a trailing newline", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "calbridge-config-"));
+    try {
+      const keyFile = join(dir, "api-key");
+      writeFileSync(keyFile, "sk_live_from_file_987654\n\n");
+      const file = join(dir, "calbridge.yaml");
+      writeFileSync(file, minimal.replace("${BOOKING_API_KEY}", `\${file:${keyFile}}`));
+      expect(() => loadConfig(file, { env, secrets: new SecretRegistry() })).toThrow(ConfigError);
+      const saved = process.env.BOOKING_WEBHOOK_SECRET;
+      process.env.BOOKING_WEBHOOK_SECRET = env.BOOKING_WEBHOOK_SECRET;
+      try {
+        const r = await runCli("doctor", "--config", file);
+        expect(r).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            `calbridge: invalid configuration ${file}: 1 problem\n` +
+            "  booking.api_key: has a trailing newline (from the file or environment variable?); remove it (line 4)\n",
+        });
+      } finally {
+        if (saved === undefined) delete process.env.BOOKING_WEBHOOK_SECRET;
+        else process.env.BOOKING_WEBHOOK_SECRET = saved;
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("caps webhooks.tolerance_seconds at the spec's 300 seconds", () => {
+    const withTolerance = (n: number) =>
+      minimal.replace('signing_secrets: ["${BOOKING_WEBHOOK_SECRET}"]', `$&\n  tolerance_seconds: ${n}`);
+    const message =
+      "webhooks.tolerance_seconds: at most 300: the booking service's receivers reject deliveries more than 300 seconds (5 minutes) old, and a larger value widens the replay window (line 7)";
+    expect(problems(withTolerance(86400))).toEqual([message]);
+    expect(problems(withTolerance(301))).toEqual([message]);
+    expect(parseConfig(withTolerance(300), { env, secrets: new SecretRegistry() }).webhooks.tolerance_seconds).toBe(
+      300,
+    );
+    expect(parseConfig(withTolerance(30), { env, secrets: new SecretRegistry() }).webhooks.tolerance_seconds).toBe(30);
+  });
+
+  it("requires an https booking.base_url, except on a loopback host", () => {
+    const withBase = (url: string) => minimal.replace("base_url: http://127.0.0.1:9999", `base_url: ${url}`);
+    const message =
+      "booking.base_url: must be an https:// URL: over http:// the API key would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1]) (line 3)";
+    for (const url of [
+      "http://api.booking.example",
+      "http://10.0.0.5:8080",
+      "http://127.0.0.1.nip.io",
+      "http://0.0.0.0:9",
+    ]) {
+      expect(problems(withBase(url)), url).toEqual([message]);
+    }
+    for (const url of [
+      "https://api.booking.example",
+      "https://10.0.0.5:8443/",
+      "http://127.0.0.1:9999",
+      "http://localhost:8080",
+      "http://[::1]:8080",
+    ]) {
+      expect(problems(withBase(url)), url).toEqual([]);
+    }
   });
 
   it("requires the OAuth client when a therapist uses OAuth", () => {
