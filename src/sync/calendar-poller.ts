@@ -97,7 +97,8 @@ export class CalendarPoller {
         this.#engine.syncAppointment(id, {
           reason: "calendar change",
           priority: "writeback",
-          seen: { therapistId, event: event.status === "cancelled" ? null : event },
+          // A deletion stays an event with status "cancelled": only that, never a missing event, means deleted.
+          seen: { therapistId, event },
           seenAt: readAt,
           log,
         }),

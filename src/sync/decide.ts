@@ -14,7 +14,9 @@ export interface DecideInput {
   link: Link | undefined;
   /**
    * The event in the link's calendar (or, without a link, in the target calendar): undefined when not looked at,
-   * null when absent. A deleted event (status "cancelled") counts as absent.
+   * null when absent. A deleted event (status "cancelled") counts as absent, but only it says the therapist deleted
+   * the event: Google keeps deleted events and reports them so, while null (a 404) also means a calendar that is no
+   * longer accessible, so a missing linked event is put back, never taken for a deletion to push to the booking.
    */
   event: CalEvent | null | undefined;
   /** Therapist the appointment belongs to now, when mapped. */
@@ -55,8 +57,9 @@ function instant(iso: string | undefined | null): number | undefined {
 export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day";
 
 export function calendarChange(link: Link, event: CalEvent | null | undefined): CalendarChange {
-  if (event === undefined || !link.present) return "none";
-  if (event === null || event.status === "cancelled") return "deleted";
+  // null: the calendar did not find the id (404), which is not a deletion (see DecideInput.event).
+  if (event === undefined || event === null || !link.present) return "none";
+  if (event.status === "cancelled") return "deleted";
   if (event.start?.date || event.end?.date) return "all_day";
   const start = instantOf(event.start);
   const end = instantOf(event.end);

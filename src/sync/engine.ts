@@ -363,7 +363,10 @@ export class SyncEngine implements EngineContext {
         // 412: the therapist changed the event since we last saw it. Read it and decide again, once.
         if (round === 0 && isCalendarKind(err, "precondition") && "therapistId" in action) {
           log.info({ action: action.kind }, "event changed meanwhile; re-reading it before deciding again");
-          event = await this.#calendar(action.therapistId).get((action as { eventId: string }).eventId);
+          // Write-backs name no event of their own: theirs is the linked one.
+          const eventId = "eventId" in action ? action.eventId : link?.eventId;
+          if (eventId === undefined) throw err;
+          event = await this.#calendar(action.therapistId).get(eventId);
           continue;
         }
         throw err;

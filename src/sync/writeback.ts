@@ -1,13 +1,14 @@
 // Owns the write-back of a therapist's calendar change to the booking service: a moved event becomes a PATCH, a
 // deleted one a cancel, an event moved to another mapped calendar a reassignment. A refusal, or a failure that
 // outlives its retries, restores the event from the booking and says why in the event itself.
+import { BookingApiError } from "../booking/errors.ts";
 import { fingerprint } from "../calendar/fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
 import { writebackFor } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
 import type { EngineContext } from "./engine.ts";
 import { merge } from "./engine.ts";
-import { describeError, isNotFound, isRefusal } from "./errors.ts";
+import { describeError, isRefusal } from "./errors.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
 
 type WritebackAction = Extract<Action, { kind: "writeback_reschedule" | "writeback_cancel" }>;
@@ -30,13 +31,15 @@ export async function applyWriteback(ctx: EngineContext, action: WritebackAction
     if (action.kind === "writeback_reschedule") await reschedule(ctx, action.startTime, w);
     else await cancel(ctx, w);
   } catch (err) {
-    if (isNotFound(err)) {
+    if (err instanceof BookingApiError && err.kind === "not_found" && (await appointmentGone(ctx, w.id))) {
       // The booking service no longer knows the appointment: nothing to restore it from.
       await removeEvent(ctx, w, "appointment no longer exists");
       ctx.metrics.writebacks.inc({ kind, result: "gone" });
       return;
     }
-    const refused = isRefusal(err);
+    // A 404 from the write while the appointment is still there (a reassignment to a therapist the service does not
+    // know, say) is a refusal: the event is restored with the reason.
+    const refused = isRefusal(err) || (err instanceof BookingApiError && err.kind === "not_found");
     if (!refused && w.attempt < ctx.maxAttempts) {
       ctx.metrics.writebacks.inc({ kind, result: "retry" });
       throw err;
@@ -54,6 +57,17 @@ export async function applyWriteback(ctx: EngineContext, action: WritebackAction
       { writeback: kind, err: describeError(err), refused },
       "write-back not applied; event restored from the booking",
     );
+  }
+}
+
+/** Whether a GET confirms that the booking service does not know the appointment (any other failure is thrown). */
+async function appointmentGone(ctx: EngineContext, id: string): Promise<boolean> {
+  try {
+    await ctx.booking.getAppointment(id, { priority: "writeback" });
+    return false;
+  } catch (err) {
+    if (err instanceof BookingApiError && err.kind === "not_found") return true;
+    throw err;
   }
 }
 
@@ -101,7 +115,9 @@ async function findElsewhere(
 ): Promise<{ therapistId: string; event: CalEvent } | undefined> {
   for (const [therapistId, cal] of ctx.calendars) {
     if (therapistId === link.therapistId) continue;
-    const event = await cal.get(link.eventId).catch(() => null);
+    // Only an answer counts: an error (quota, credentials, 5xx) is thrown and the write-back retried, never read as
+    // "not there", which would cancel an appointment the therapist only moved.
+    const event = await cal.get(link.eventId);
     if (
       event &&
       event.status !== "cancelled" &&
@@ -141,12 +157,15 @@ async function movedToOtherCalendar(
     ctx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
     w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
   } catch (err) {
-    if (!isRefusal(err)) throw err;
+    // A 404 for an appointment that is still there: the service does not take this therapist.
+    const refusedAs404 =
+      err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
+    if (!isRefusal(err) && !refusedAs404) throw err;
     await ctx.calendars.get(moved.therapistId)?.delete(w.link.eventId);
     await restore(
       ctx,
       w,
-      `calbridge: the reassignment was refused by the booking service (${err.code}). The event was put back.`,
+      `calbridge: the reassignment was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
     );
     ctx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
   }

@@ -290,6 +290,93 @@ describe("write-back", () => {
   });
 });
 
+describe("errors are never taken for a therapist's deletion", () => {
+  it("a moved-to calendar that answers quotaExceeded does not turn the move into a cancellation", async () => {
+    h = await twoWay((c) => {
+      c.sync = { ...c.sync, writeback: { reassign: true } };
+    });
+    const m = await mirrored(h, "th_1");
+    const ev = h.world.google.event(m.cal, m.eventId)!;
+    // The therapist moves the event to th_2's calendar (Google's "change calendar": gone here, there with its id).
+    h.world.google.userDelete(m.cal, m.eventId);
+    h.world.google.userInsert(h.world.calendarOf("th_2"), {
+      id: m.eventId,
+      summary: ev.summary,
+      description: ev.description,
+      start: ev.start,
+      end: ev.end,
+      extendedProperties: ev.extendedProperties,
+    });
+    // Looking for it there fails: not an answer, so not "it is not there".
+    h.world.google.faults.next(1, {
+      status: 403,
+      reason: "quotaExceeded",
+      match: new RegExp(`GET .*th_2.*/events/${m.eventId}`),
+    });
+    await h.app.poller.poll("th_1");
+    await h.app.engine.idle();
+    expect(h.world.booking.get(m.id)!.status).toBe("confirmed");
+    expect(h.world.booking.requests.filter((r) => r.route.includes("cancel"))).toHaveLength(0);
+    // th_2's calendar is paused for the quota now; the write-back waits for it instead of guessing.
+    expect(h.world.booking.get(m.id)!.therapist_id).toBe("th_1");
+  });
+
+  it("a 404 when re-reading a linked event (a calendar no longer accessible) does not cancel the appointment", async () => {
+    h = await twoWay(undefined, { maxAttempts: 2, retryBaseMs: 10 });
+    const m = await mirrored(h, "th_1");
+    // Out of the reconciliation's window listing, so it reads the event by id; Google would answer a deleted event
+    // with status "cancelled", and answers 404 for a calendar it no longer lets calbridge see.
+    h.world.google.userEdit(m.cal, m.eventId, {
+      start: shifted(m.start + 400 * DAY),
+      end: shifted(m.start + 400 * DAY + HOUR),
+    });
+    h.world.google.faults.next(20, {
+      status: 404,
+      reason: "notFound",
+      match: new RegExp(`GET .*th_1.*/events/${m.eventId}`),
+    });
+    await h.app.reconcile();
+    await h.app.engine.idle();
+    expect(h.world.booking.get(m.id)!.status).toBe("confirmed");
+    expect(h.world.booking.requests.filter((r) => r.route.includes("cancel"))).toHaveLength(0);
+  });
+
+  it("a second move while the first one's write-back is in flight is written back too, not silently undone", async () => {
+    h = await twoWay(undefined, { maxAttempts: 5, retryBaseMs: 10 });
+    const m = await mirrored(h, "th_1");
+    // The therapist drags the event again right after the booking service took the first move: calbridge's write of
+    // the event then meets a newer etag (412) and must re-read the linked event.
+    const engine = h.app.engine as unknown as { booking: object };
+    const client = engine.booking as { patchAppointment: (...a: unknown[]) => Promise<unknown> };
+    let first = true;
+    engine.booking = new Proxy(client, {
+      get(target, p) {
+        if (p === "patchAppointment") {
+          return async (...a: unknown[]) => {
+            const res = await client.patchAppointment(...a);
+            if (first) {
+              first = false;
+              h!.world.google.userEdit(m.cal, m.eventId, {
+                start: shifted(m.start + 5 * HOUR),
+                end: shifted(m.start + 6 * HOUR),
+              });
+            }
+            return res;
+          };
+        }
+        const v = Reflect.get(target, p);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    await settle(h);
+    const ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start + 5 * HOUR);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 5 * HOUR);
+  });
+});
+
 describe("kept cancellations", () => {
   it("a kept 'Cancelled' event the therapist deletes stays deleted, and nothing is sent", async () => {
     h = await twoWay((c) => {
