@@ -22,8 +22,12 @@ export interface CalendarHealthOptions {
   credentialProbeMs: number;
 }
 
-/** Admission decision for one call. */
-export type Admission = "go" | "probe";
+/** Admission decision for one request: whether to test broken credentials, and the pause generation it was sent in. */
+export interface Admission {
+  probe: boolean;
+  /** Pauses begun before the request was sent; hand back to `succeeded()`. */
+  generation: number;
+}
 
 export class CalendarHealth {
   readonly #o: CalendarHealthOptions;
@@ -31,6 +35,8 @@ export class CalendarHealth {
   #brokenError: CalendarError | undefined;
   #nextProbe = 0;
   #pausedUntil: number | undefined;
+  /** Counts pauses (begun or extended): a success ends a pause only if its request was sent after the latest one. */
+  #pauseGeneration = 0;
   #pauseReason = "";
   #calendarMissing = false;
   #lastError: string | undefined;
@@ -44,8 +50,9 @@ export class CalendarHealth {
     return { calendar_id: this.#o.calendarId };
   }
 
-  /** Throws a fail-fast CalendarError while paused or broken; "probe" when a broken credential may be tried again. */
+  /** Throws a fail-fast CalendarError while paused or broken; `probe` when a broken credential may be tried again. */
   admit(operation: string, forceProbe = false): Admission {
+    const generation = this.#pauseGeneration;
     const now = this.#o.clock.now();
     if (this.#pausedUntil !== undefined && now < this.#pausedUntil) {
       throw new CalendarError(
@@ -54,10 +61,10 @@ export class CalendarHealth {
         { kind: "quota", status: 403, reason: this.#pauseReason },
       );
     }
-    if (this.#credentials !== "broken") return "go";
+    if (this.#credentials !== "broken") return { probe: false, generation };
     if (forceProbe || now >= this.#nextProbe) {
       this.#nextProbe = now + this.#o.credentialProbeMs;
-      return "probe";
+      return { probe: true, generation };
     }
     throw new CalendarError(
       `${operation}: Google credentials of therapist ${this.#o.therapistId} are broken ` +
@@ -74,10 +81,14 @@ export class CalendarHealth {
     return `Run \`calbridge authorize --therapist ${this.#o.therapistId}\` (OAuth) or check the service-account key and delegation.`;
   }
 
-  /** A request succeeded: credentials work, any pause and missing-calendar state is over. */
-  succeeded(): void {
+  /**
+   * A request admitted with `admission` succeeded (or got Google's answer about an event): credentials work and the
+   * calendar exists. It ends a quota pause only if it was sent after the pause began: a request already in flight
+   * when another one met quotaExceeded says nothing about the quota now.
+   */
+  succeeded(admission: Admission): void {
     this.credentialsWork();
-    if (this.#pausedUntil !== undefined) {
+    if (this.#pausedUntil !== undefined && admission.generation === this.#pauseGeneration) {
       this.#pausedUntil = undefined;
       this.#o.metrics.paused.set({ therapist: this.#o.therapistId }, 0);
       this.#o.logger.info(this.#ids, "Google Calendar quota pause over: calendar resumed");
@@ -122,6 +133,7 @@ export class CalendarHealth {
   pause(err: CalendarError): void {
     this.#lastError = err.message;
     const already = this.#pausedUntil !== undefined;
+    this.#pauseGeneration += 1;
     this.#pausedUntil = this.#o.clock.now() + this.#o.quotaPauseMs;
     this.#pauseReason = err.reason ?? "quotaExceeded";
     this.#o.metrics.paused.set({ therapist: this.#o.therapistId }, 1);

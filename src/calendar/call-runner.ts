@@ -19,8 +19,18 @@ const ANSWERS: ReadonlySet<CalendarErrorKind> = new Set([
 ]);
 
 export interface CallState {
-  /** Some attempt may have been applied without our seeing the answer (lost response, timeout). */
+  /** Some attempt may have been applied without our seeing the answer (lost response, timeout, 5xx). */
   ambiguous: boolean;
+}
+
+/**
+ * The failed attempt may have been applied: no answer (lost response, timeout), an answer that is no JSON object, or
+ * a 5xx from the API (Google does not promise that a backendError left the event alone). A failed token request never
+ * sent the API request.
+ */
+function maybeApplied(err: CalendarError): boolean {
+  if (err.tokenEndpoint) return false;
+  return err.ambiguous || (err.status !== undefined && err.status >= 500);
 }
 
 export interface CallOptions {
@@ -60,7 +70,8 @@ export class CallRunner {
     const { auth, health, metrics } = this.#o;
     let reauthorized = false;
     for (let attempt = 1; ; attempt++) {
-      if (health.admit(operation, options.probe) === "probe") dropAccessToken(auth);
+      const admission = health.admit(operation, options.probe);
+      if (admission.probe) dropAccessToken(auth);
       try {
         const res = await send();
         if (res.status !== 204 && (res.data === null || typeof res.data !== "object" || Array.isArray(res.data))) {
@@ -72,13 +83,13 @@ export class CallRunner {
           );
         }
         metrics.requests.inc({ method: operation, status: String(res.status) });
-        health.succeeded();
+        health.succeeded(admission);
         return res.data;
       } catch (raw) {
         const err = classifyError(raw, scope, `${operation} ${this.#o.calendarId}`);
         const status = err.tokenEndpoint ? "token_error" : err.status ? String(err.status) : "network";
         metrics.requests.inc({ method: operation, status });
-        if (err.ambiguous && options.state) options.state.ambiguous = true;
+        if (options.state && maybeApplied(err)) options.state.ambiguous = true;
         if (err.kind === "quota") {
           health.pause(err);
           throw err;
@@ -94,7 +105,7 @@ export class CallRunner {
           throw err;
         }
         if (err.kind === "calendar_not_found") health.calendarMissing(err);
-        else if (ANSWERS.has(err.kind)) health.succeeded();
+        else if (ANSWERS.has(err.kind)) health.succeeded(admission);
         else health.recordError(err);
         if (!err.retryable || attempt >= this.#o.maxAttempts) throw err;
         const reason = err.reason ?? (err.status ? String(err.status) : "network");

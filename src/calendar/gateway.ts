@@ -9,7 +9,7 @@ import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { CallRunner, type CallState } from "./call-runner.ts";
 import { CalendarError } from "./errors.ts";
-import { fingerprint } from "./fingerprint.ts";
+import { canonicalJson, fingerprint } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
 
@@ -66,6 +66,48 @@ function withBindings(logger: Logger, bindings: Record<string, string>): Logger 
 function hasProperties(actual: CalendarEvent, wanted: CalendarEvent): boolean {
   const have = actual.extendedProperties?.private ?? {};
   return Object.entries(wanted.extendedProperties?.private ?? {}).every(([k, v]) => have[k] === v);
+}
+
+type Properties = Record<string, string | null> | null | undefined;
+
+/** The extended properties `actual` holds are exactly `wanted` (what a PUT of `wanted` leaves). */
+function sameProperties(actual: Properties, wanted: Properties): boolean {
+  const present = (p: Properties) => Object.fromEntries(Object.entries(p ?? {}).filter(([, v]) => v != null));
+  return canonicalJson(present(actual)) === canonicalJson(present(wanted));
+}
+
+/** Every extended property in `wanted` is in `actual` with that value; one set to null is absent (a PATCH's merge). */
+function mergedProperties(actual: Properties, wanted: Properties): boolean {
+  const have = actual ?? {};
+  return Object.entries(wanted ?? {}).every(([k, v]) => (v == null ? have[k] == null : have[k] === v));
+}
+
+/**
+ * The stored event is what a PUT of `body` makes: the fields calbridge owns (see fingerprint; a body without status
+ * keeps the stored one) and exactly the body's extended properties.
+ */
+function carriesUpdate(stored: CalendarEvent, body: CalendarEvent): boolean {
+  return (
+    fingerprint(stored) === fingerprint({ ...body, status: body.status ?? stored.status }) &&
+    sameProperties(stored.extendedProperties?.private, body.extendedProperties?.private) &&
+    sameProperties(stored.extendedProperties?.shared, body.extendedProperties?.shared)
+  );
+}
+
+/** The stored event is what a PATCH of `partial` makes: the owned fields it sets have its values, its properties too. */
+function carriesPatch(stored: CalendarEvent, partial: CalendarEvent): boolean {
+  const time = (have: CalendarEvent["start"], set: CalendarEvent["start"]) => (set ? { ...have, ...set } : have);
+  const merged = {
+    ...stored,
+    ...partial,
+    start: time(stored.start, partial.start),
+    end: time(stored.end, partial.end),
+  };
+  return (
+    fingerprint(stored) === fingerprint(merged) &&
+    mergedProperties(stored.extendedProperties?.private, partial.extendedProperties?.private) &&
+    mergedProperties(stored.extendedProperties?.shared, partial.extendedProperties?.shared)
+  );
 }
 
 /** The events of a listing page; a page whose items are not a list of objects is not a listing to act on. */
@@ -215,34 +257,74 @@ export class CalendarGateway {
 
   /** Replaces the event (PUT): fields not in `body` are cleared. */
   update(eventId: string, body: CalendarEvent, opts: WriteOptions = {}): Promise<CalendarEvent> {
-    return this.#runner.run("events.update", "event", () =>
-      this.#api.events.update(
-        {
-          calendarId: this.calendarId,
-          eventId,
-          quotaUser: this.#quotaUser,
-          sendUpdates: "none",
-          requestBody: body,
-        },
-        this.#ifMatch(opts),
-      ),
+    return this.#conditionalWrite(
+      "events.update",
+      eventId,
+      opts,
+      () =>
+        this.#api.events.update(
+          {
+            calendarId: this.calendarId,
+            eventId,
+            quotaUser: this.#quotaUser,
+            sendUpdates: "none",
+            requestBody: body,
+          },
+          this.#ifMatch(opts),
+        ),
+      (stored) => carriesUpdate(stored, body),
     );
   }
 
   /** Changes only the fields in `partial`; private extended properties merge per key. */
   patch(eventId: string, partial: CalendarEvent, opts: WriteOptions = {}): Promise<CalendarEvent> {
-    return this.#runner.run("events.patch", "event", () =>
-      this.#api.events.patch(
-        {
-          calendarId: this.calendarId,
-          eventId,
-          quotaUser: this.#quotaUser,
-          sendUpdates: "none",
-          requestBody: partial,
-        },
-        this.#ifMatch(opts),
-      ),
+    return this.#conditionalWrite(
+      "events.patch",
+      eventId,
+      opts,
+      () =>
+        this.#api.events.patch(
+          {
+            calendarId: this.calendarId,
+            eventId,
+            quotaUser: this.#quotaUser,
+            sendUpdates: "none",
+            requestBody: partial,
+          },
+          this.#ifMatch(opts),
+        ),
+      (stored) => carriesPatch(stored, partial),
     );
+  }
+
+  /**
+   * Sends an update or patch. With ifMatch, an attempt that may have been applied (lost answer, timeout, 5xx) changed
+   * the etag if it was: the resend then gets 412 for our own write. So after such an attempt a 412 reads the event, and
+   * if it carries what was sent that is the write's result; otherwise (and for a 412 on a clear path) it stays
+   * "precondition": someone else changed the event.
+   */
+  async #conditionalWrite(
+    operation: string,
+    eventId: string,
+    opts: WriteOptions,
+    send: () => Promise<{ data: CalendarEvent; status: number }>,
+    carries: (stored: CalendarEvent) => boolean,
+  ): Promise<CalendarEvent> {
+    const state: CallState = { ambiguous: false };
+    try {
+      return await this.#runner.run(operation, "event", send, { state });
+    } catch (err) {
+      if (!(err instanceof CalendarError) || err.kind !== "precondition" || !state.ambiguous || !opts.ifMatch) {
+        throw err;
+      }
+      const stored = await this.get(eventId);
+      if (!stored || !carries(stored)) throw err;
+      this.#logger.info(
+        { calendar_id: this.calendarId, event_id: eventId, operation },
+        "412 after an attempt whose answer was lost: the event carries this write, so that attempt was applied",
+      );
+      return stored;
+    }
   }
 
   /** Deletes the event; an event that is already gone (404/410) counts as success. */

@@ -1,0 +1,168 @@
+// Tests the gateway where an earlier attempt's fate is unknown: conditional writes resent after a lost answer, and a
+// quota pause met while other calls were already in flight.
+import { afterEach, describe, expect, it } from "vitest";
+import { CalendarError } from "../../src/calendar/errors.ts";
+import type { CalendarEvent } from "../../src/calendar/gateway.ts";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { type Clock, ManualClock } from "../../src/clock.ts";
+import { body, CALENDAR_ID, type Fixture, metricValue, setup } from "./helpers.ts";
+
+let f: Fixture | undefined;
+afterEach(async () => {
+  await f?.close();
+  f = undefined;
+});
+
+async function rejection(promise: Promise<unknown>): Promise<CalendarError> {
+  const err = await promise.then(
+    () => expect.fail("expected a CalendarError"),
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(CalendarError);
+  return err as CalendarError;
+}
+
+/** A clock whose backoff sleeps return at once, after running the hook set for the next one (what happens meanwhile). */
+class HookClock implements Clock {
+  onSleep: (() => unknown) | undefined;
+  now(): number {
+    return Date.now();
+  }
+  async sleep(): Promise<void> {
+    const hook = this.onSleep;
+    this.onSleep = undefined;
+    await hook?.();
+  }
+}
+
+/** "METHOD status" of the API requests since `from`, "dropped" marking a withheld answer. */
+function requests(fx: Fixture, from = 0): string[] {
+  return fx.emulator.requestLog
+    .filter((r) => r.path.startsWith("/calendar/v3/"))
+    .slice(from)
+    .map((r) => `${r.method} ${r.status}${r.dropped ? " dropped" : ""}`);
+}
+
+const apiCount = (fx: Fixture) => requests(fx).length;
+
+describe("conditional writes resent after an attempt that may have been applied", () => {
+  it("update: a 412 on its own applied write returns the stored event; a therapist's change stays a 412", async () => {
+    const clock = new HookClock();
+    f = await setup({ clock });
+    const id = eventIdFor("apt_lost_put");
+    const { event } = await f.gateway.upsert(id, body("v1"));
+
+    f.emulator.faults.dropResponseNext(1);
+    let from = apiCount(f);
+    const updated = await f.gateway.update(id, body("v2"), { ifMatch: event.etag! });
+    expect(requests(f, from)).toEqual(["PUT 200 dropped", "PUT 412", "GET 200"]);
+    expect(updated.summary).toBe("v2");
+    expect(updated.etag).toBe(f.emulator.event(CALENDAR_ID, id)?.etag);
+    expect(updated.etag).not.toBe(event.etag);
+    expect(f.emulator.counters.updates).toBe(1);
+
+    // Applied, but the therapist moved the event before the resend: that 412 is theirs.
+    f.emulator.faults.dropResponseNext(1);
+    clock.onSleep = () => f!.emulator.userEdit(CALENDAR_ID, id, { summary: "renamed by therapist" });
+    const err = await rejection(f.gateway.update(id, body("v3"), { ifMatch: updated.etag! }));
+    expect(err).toMatchObject({ kind: "precondition", status: 412, reason: "conditionNotMet" });
+    expect(f.emulator.event(CALENDAR_ID, id)?.summary).toBe("renamed by therapist");
+
+    // A 412 on a first attempt is a precondition failure even when the event already looks like the body: nothing
+    // of ours can have changed the etag, and no read is spent on it.
+    f.emulator.userEdit(CALENDAR_ID, id, { summary: "v4" });
+    from = apiCount(f);
+    const first = await rejection(f.gateway.update(id, body("v4"), { ifMatch: updated.etag! }));
+    expect(first.kind).toBe("precondition");
+    expect(requests(f, from)).toEqual(["PUT 412"]);
+  });
+
+  it("patch: a 412 on its own applied write returns the stored event; a different stored value stays a 412", async () => {
+    const clock = new HookClock();
+    f = await setup({ clock });
+    const id = eventIdFor("apt_lost_patch");
+    const { event } = await f.gateway.upsert(id, body("v1"));
+    const partial: CalendarEvent = {
+      summary: "patched",
+      start: { dateTime: "2026-11-23T11:00:00Z" },
+      end: { dateTime: "2026-11-23T12:00:00Z" },
+      extendedProperties: { private: { note: "n1" } },
+    };
+
+    f.emulator.faults.dropResponseNext(1);
+    const from = apiCount(f);
+    const patched = await f.gateway.patch(id, partial, { ifMatch: event.etag! });
+    expect(requests(f, from)).toEqual(["PATCH 200 dropped", "PATCH 412", "GET 200"]);
+    expect(patched).toMatchObject({
+      summary: "patched",
+      extendedProperties: { private: { calbridge_managed: "1", note: "n1" } },
+    });
+    expect(Date.parse(patched.start?.dateTime ?? "")).toBe(Date.parse("2026-11-23T11:00:00Z"));
+    expect(patched.etag).toBe(f.emulator.event(CALENDAR_ID, id)?.etag);
+    expect(f.emulator.counters.patches).toBe(1);
+
+    // The therapist changed a field the patch sets (the extended property) before the resend.
+    f.emulator.faults.dropResponseNext(1);
+    clock.onSleep = () =>
+      f!.emulator.userEdit(CALENDAR_ID, id, { extendedProperties: { private: { note: "theirs" } } });
+    const err = await rejection(
+      f.gateway.patch(id, { extendedProperties: { private: { note: "n2" } } }, { ifMatch: patched.etag! }),
+    );
+    expect(err).toMatchObject({ kind: "precondition", status: 412 });
+  });
+
+  it("upsert's restore: a 5xx may have been applied, so the 412 of the resend is checked against the event", async () => {
+    const clock = new HookClock();
+    f = await setup({ clock });
+    const id = eventIdFor("apt_restore_5xx");
+    await f.gateway.upsert(id, body("v1"));
+    f.emulator.userDelete(CALENDAR_ID, id);
+    // Google answers 503 to the restoring PUT, yet carried it out (here: the same PUT applied during the backoff).
+    f.emulator.faults.next(1, { status: 503, reason: "backendError", match: /^PUT / });
+    clock.onSleep = () =>
+      f!.api.events.update({
+        calendarId: CALENDAR_ID,
+        eventId: id,
+        sendUpdates: "none",
+        requestBody: { ...body("v2"), status: "confirmed" },
+      });
+    const from = apiCount(f);
+    const result = await f.gateway.upsert(id, body("v2"));
+    expect(requests(f, from)).toEqual(["POST 409", "GET 200", "PUT 503", "PUT 200", "PUT 412", "GET 200"]);
+    expect(result.action).toBe("restored");
+    expect(result.event).toMatchObject({ status: "confirmed", summary: "v2" });
+    expect(result.event.etag).toBe(f.emulator.event(CALENDAR_ID, id)?.etag);
+  });
+});
+
+describe("quota pause with calls in flight", () => {
+  it("is not lifted by a call sent before the pause began, only by one sent after it", async () => {
+    const clock = new ManualClock(Date.now());
+    f = await setup({ clock, quotaPauseMs: 3_600_000 });
+    await f.gateway.get(eventIdFor("warmup")); // token
+    f.emulator.faults.latencyMs = 200;
+    f.emulator.faults.next(1, { status: 403, reason: "quotaExceeded", match: /aaaaa/ });
+    const outcomes = await Promise.allSettled([
+      // quotaExceeded comes at once; the other call, sent alongside, is answered 200 ms later: it was sent before the
+      // pause began and says nothing about the quota now.
+      f.gateway.get("aaaaa00000"),
+      f.gateway.get("bbbbb00000"),
+    ]);
+    expect(outcomes.map((o) => (o.status === "rejected" ? (o.reason as CalendarError).kind : "ok"))).toEqual([
+      "quota",
+      "ok",
+    ]);
+    f.emulator.faults.latencyMs = 0;
+    expect(f.gateway.health().pausedUntil).toBe(clock.now() + 3_600_000);
+    expect(await metricValue(f.registry, "calbridge_google_paused", { therapist: "th_anna" })).toBe(1);
+    const sent = apiCount(f);
+    const err = await rejection(f.gateway.get("ccccc00000"));
+    expect(err.message).toMatch(/paused until .*nothing was sent/);
+    expect(apiCount(f)).toBe(sent);
+
+    await clock.advance(3_600_001);
+    expect(await f.gateway.get("ccccc00000")).toBeNull();
+    expect(f.gateway.health().pausedUntil).toBeUndefined();
+    expect(await metricValue(f.registry, "calbridge_google_paused", { therapist: "th_anna" })).toBe(0);
+  });
+});
