@@ -85,13 +85,31 @@ export class InboxProcessor {
     });
     const replayed = new Set<string>();
     try {
-      for await (const entry of this.#inbox.pending()) {
-        replayed.add(entry.id);
-        this.#enqueue(entry);
+      // The inbox cannot be read (a store blip at a leader change, say): nothing is lost, it stays in the store, so
+      // the replay is tried again rather than failing the start (which would end the process).
+      for (let failures = 0; this.#state === "running"; failures++) {
+        try {
+          for await (const entry of this.#inbox.pending()) {
+            replayed.add(entry.id);
+            this.#enqueue(entry);
+          }
+          break;
+        } catch (error) {
+          const delayMs = this.#retryDelayMs(failures + 1);
+          this.#logger.error(
+            { err: error, retry_in_ms: delayMs },
+            "webhook events left in the inbox could not be read; trying again",
+          );
+          const stopped = await this.#clock.sleep(delayMs, this.#abort.signal).then(
+            () => false,
+            () => true,
+          );
+          if (stopped) return;
+        }
       }
     } finally {
       replaying = false;
-      for (const entry of arrivals) if (!replayed.has(entry.id)) this.#enqueue(entry);
+      if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#enqueue(e);
     }
     if (replayed.size > 0) this.#logger.info({ count: replayed.size }, "replaying webhook events left in the inbox");
   }

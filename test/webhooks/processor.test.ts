@@ -243,6 +243,27 @@ describe("inbox processor", () => {
     expect(await h.inbox.get("evt_hang")).toMatchObject({ id: "evt_hang" });
   });
 
+  it("retries a replay the store cannot read instead of failing the start, then processes what it holds", async () => {
+    const h = await harness({ processor: false });
+    expect(await h.inbox.accept(apt("evt_left", "appointment.updated", "apt_1") as never)).toBe("accepted");
+    h.flaky.failing = true; // the store blips as the processor starts (a Redis failover, say)
+    const processor = new InboxProcessor({ inbox: h.inbox, sink: h.sink, logger: h.log.logger, clock: h.clock });
+    let settled: "resolved" | "rejected" | undefined;
+    const started = processor.start().then(
+      () => (settled = "resolved"),
+      () => (settled = "rejected"),
+    );
+    await until(() => h.log.lines.some((l) => String(l["msg"]).includes("could not be read; trying again")), "log");
+    expect(settled).toBeUndefined();
+    h.flaky.failing = false;
+    await h.clock.advance(5_000);
+    await started;
+    expect(settled).toBe("resolved");
+    await processor.idle();
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_left"]);
+    await processor.stop();
+  });
+
   it("keeps an event pending when its done mark cannot be stored, so the next start replays it", async () => {
     const path = tmpStorePath();
     const h = await harness({ storePath: path, processorOptions: { concurrency: 1 } });

@@ -40,6 +40,11 @@ export function tmpStorePath(): string {
   return join(mkdtempSync(join(tmpdir(), "cb-webhooks-")), "calbridge.sqlite");
 }
 
+// biome-ignore lint/correctness/useYield: it fails before its first entry, as a store that cannot be read does
+async function* failingEntries<T>(): AsyncIterable<[string, T]> {
+  throw new Error("SQLITE_IOERR: disk I/O error");
+}
+
 /** A store whose reads and writes (every table) fail while `failing` is set. */
 export class FlakyStore implements Store {
   failing = false;
@@ -63,7 +68,7 @@ export class FlakyStore implements Store {
       setMany: guard((entries: { key: string; value: T; ttlMs?: number }[]) => inner.setMany(entries)),
       deleteMany: guard((keys: string[]) => inner.deleteMany(keys)),
       addMany: guard((entries: { key: string; value: T; ttlMs?: number }[]) => inner.addMany(entries)),
-      entries: () => inner.entries(),
+      entries: () => (this.failing ? failingEntries<T>() : inner.entries()),
     };
   }
   ping(): Promise<void> {
