@@ -7,6 +7,7 @@ export { type ConsentFlowOptions, type ConsentResult, runConsentFlow } from "./c
 export { OAuthCredentials, type OAuthCredentialsOptions } from "./oauth-client.ts";
 export {
   CALENDAR_SCOPE,
+  GOOGLE_TOKEN_URL,
   JWT_BEARER_GRANT,
   readServiceAccountKey,
   ServiceAccountCredentials,
@@ -18,7 +19,6 @@ export {
 /** What a CalendarGateway needs as `auth`: an OAuth2Client (both credential kinds below are one). */
 export type CalendarAuth = OAuth2Client;
 
-export const GOOGLE_TOKEN_URL = "https://oauth2.googleapis.com/token";
 export const GOOGLE_AUTH_URL = "https://accounts.google.com/o/oauth2/v2/auth";
 
 export type AuthSpec =

@@ -1,13 +1,15 @@
-// Owns service-account credentials with domain-wide delegation: our own RS256 assertion, posted to a configurable token URL.
+// Owns service-account credentials with domain-wide delegation: our own RS256 assertion (aud: the key's token_uri), posted to a configurable token URL.
 import { createPrivateKey, createSign, type KeyObject } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { OAuth2Client } from "google-auth-library";
 import { secrets } from "../log.ts";
-import { CalendarError, tokenErrorKind } from "./errors.ts";
+import { expiresInSeconds, requestToken } from "./oauth-client.ts";
 
 export const CALENDAR_SCOPE = "https://www.googleapis.com/auth/calendar";
 export const JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ASSERTION_LIFETIME_S = 3600;
+/** Google's token endpoint: the `aud` of every assertion unless the key file names another `token_uri`. */
+export const GOOGLE_TOKEN_URL = "https://oauth2.googleapis.com/token";
 
 /** The fields of a Google service-account JSON key that we use. */
 export interface ServiceAccountKey {
@@ -24,7 +26,10 @@ export interface ServiceAccountOptions {
   key: ServiceAccountKey;
   /** The user to impersonate (domain-wide delegation); omitted: the service account acts as itself. */
   subject?: string;
-  /** Every token request goes here (the key file's token_uri is ignored, so emulators and proxies work). */
+  /**
+   * Every token request goes here (an emulator, an egress proxy). The assertion's audience stays the key file's
+   * `token_uri` (default Google's), as Google refuses any other `aud`: a proxy forwards the assertion unchanged.
+   */
   tokenUrl: string;
   scopes?: string[];
   timeoutMs?: number;
@@ -66,6 +71,8 @@ export class ServiceAccountCredentials extends OAuth2Client {
   readonly clientEmail: string;
   readonly subject: string | undefined;
   readonly tokenUrl: string;
+  /** The assertion's `aud`: the key file's token_uri, or Google's token endpoint. */
+  readonly audience: string;
   readonly #key: KeyObject;
   readonly #keyId: string | undefined;
   readonly #scopes: string[];
@@ -84,6 +91,7 @@ export class ServiceAccountCredentials extends OAuth2Client {
     this.clientEmail = options.key.client_email;
     this.subject = options.subject;
     this.tokenUrl = options.tokenUrl;
+    this.audience = options.key.token_uri || GOOGLE_TOKEN_URL;
     this.#keyId = options.key.private_key_id;
     this.#scopes = options.scopes ?? [CALENDAR_SCOPE];
     this.#timeoutMs = options.timeoutMs ?? 30_000;
@@ -116,7 +124,7 @@ export class ServiceAccountCredentials extends OAuth2Client {
     const payload: Record<string, unknown> = {
       iss: this.clientEmail,
       scope: this.#scopes.join(" "),
-      aud: this.tokenUrl,
+      aud: this.audience,
       iat,
       exp: iat + ASSERTION_LIFETIME_S,
     };
@@ -127,43 +135,19 @@ export class ServiceAccountCredentials extends OAuth2Client {
   }
 
   async #exchange(): Promise<{ access_token: string; expiry_date: number }> {
-    const what = `service account token for ${this.principal}`;
-    let res: Response;
-    try {
-      res = await fetch(this.tokenUrl, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({ grant_type: JWT_BEARER_GRANT, assertion: this.#assertion() }),
-        signal: AbortSignal.timeout(this.#timeoutMs),
-      });
-    } catch (err) {
-      throw new CalendarError(`${what}: ${this.tokenUrl} unreachable (${(err as Error).message})`, {
-        kind: "transient",
-        tokenEndpoint: true,
-      });
-    }
-    const text = await res.text();
-    let body: Record<string, unknown> = {};
-    try {
-      body = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      // non-JSON bodies are reported by status below
-    }
-    if (!res.ok || typeof body.access_token !== "string") {
-      const error = typeof body.error === "string" ? body.error : undefined;
-      const detail = typeof body.error_description === "string" ? `: ${body.error_description}` : "";
-      const hint = error === "unauthorized_client" ? " (is domain-wide delegation granted for this scope?)" : "";
-      throw new CalendarError(`${what}: token endpoint answered ${res.status} ${error ?? ""}${detail}${hint}`, {
-        kind: res.ok ? "unknown" : tokenErrorKind(res.status, error),
-        status: res.status,
-        reason: error,
-        tokenEndpoint: true,
-      });
-    }
-    const accessToken = body.access_token;
-    secrets.addEphemeral(accessToken);
-    const expiresIn = typeof body.expires_in === "number" ? body.expires_in : 3600;
-    const tokens = { access_token: accessToken, expiry_date: Date.now() + expiresIn * 1000, token_type: "Bearer" };
+    const answer = await requestToken({
+      url: this.tokenUrl,
+      form: { grant_type: JWT_BEARER_GRANT, assertion: this.#assertion() },
+      what: `service account token for ${this.principal}`,
+      timeoutMs: this.#timeoutMs,
+      hints: { unauthorized_client: " (is domain-wide delegation granted for this scope?)" },
+    });
+    const expiresIn = expiresInSeconds(answer) ?? 3600;
+    const tokens = {
+      access_token: answer.access_token,
+      expiry_date: Date.now() + expiresIn * 1000,
+      token_type: "Bearer",
+    };
     this.emit("tokens", tokens);
     return tokens;
   }

@@ -1,17 +1,20 @@
 // Tests Google credentials against the emulator: service account with delegation, OAuth refresh, consent flow, no leaks.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Registry } from "prom-client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   createCalendarAuth,
+  GOOGLE_TOKEN_URL,
   OAuthCredentials,
   runConsentFlow,
   ServiceAccountCredentials,
 } from "../../src/calendar/auth.ts";
 import { CalendarError } from "../../src/calendar/errors.ts";
-import { CalendarGateway } from "../../src/calendar/gateway.ts";
+import { CalendarGateway, type CalendarGatewayOptions } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { SecretRegistry } from "../../src/log.ts";
 import { type CalendarEmulator, startCalendarEmulator } from "../../src/simulator/calendar/index.ts";
@@ -22,6 +25,7 @@ const ANNA = "anna@clinic.example";
 let emulator: CalendarEmulator;
 let dir: string;
 const gateways: CalendarGateway[] = [];
+const servers: Server[] = [];
 
 beforeEach(async () => {
   emulator = await startCalendarEmulator();
@@ -30,14 +34,12 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   for (const g of gateways.splice(0)) g.close();
+  for (const s of servers.splice(0)) await new Promise((resolve) => s.close(resolve));
   await emulator.close();
   await rm(dir, { recursive: true, force: true });
 });
 
-function gatewayFor(
-  auth: ServiceAccountCredentials | OAuthCredentials,
-  extra: { logger?: ReturnType<typeof captureLog>["logger"] } = {},
-) {
+function gatewayFor(auth: ServiceAccountCredentials | OAuthCredentials, extra: Partial<CalendarGatewayOptions> = {}) {
   const g = new CalendarGateway({
     therapistId: "th_anna",
     calendarId: ANNA,
@@ -51,6 +53,43 @@ function gatewayFor(
   return g;
 }
 const tokenRequests = () => emulator.requestLog.filter((r) => r.path === "/token");
+
+/** A clock whose sleeps return at once and are recorded: the call runner's retry delays. */
+function recordingClock() {
+  const sleeps: number[] = [];
+  return { sleeps, now: () => Date.now(), sleep: async (ms: number) => void sleeps.push(ms) };
+}
+
+/** A real HTTP server on 127.0.0.1; returns its origin. */
+async function serve(handler: Parameters<typeof createServer>[1]): Promise<string> {
+  const server = createServer(handler);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** An egress proxy in front of the emulator's token endpoint: forwards the body, answers what the emulator answered. */
+async function tokenProxy(): Promise<{ url: string; forwarded: () => number }> {
+  let forwarded = 0;
+  const origin = await serve(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    forwarded++;
+    const upstream = await fetch(emulator.tokenUrl, {
+      method: "POST",
+      headers: { "content-type": String(req.headers["content-type"]) },
+      body: Buffer.concat(chunks),
+    });
+    res.writeHead(upstream.status, { "content-type": "application/json" });
+    res.end(await upstream.text());
+  });
+  return { url: `${origin}/oauth2/token`, forwarded: () => forwarded };
+}
+
+const assertionAudience = (form: string) => {
+  const assertion = new URLSearchParams(form).get("assertion") ?? "";
+  return JSON.parse(Buffer.from(assertion.split(".")[1] ?? "", "base64url").toString()).aud as unknown;
+};
 
 describe("service account with domain-wide delegation", () => {
   it("signs its own assertion, posts it to the configured token URL with the impersonated subject, caches the token", async () => {
@@ -104,6 +143,54 @@ describe("service account with domain-wide delegation", () => {
     expect(err).toMatchObject({ kind: "auth", reason: "unauthorized_client" });
     expect(String((err as Error).message)).toMatch(/domain-wide delegation/);
     expect(gateway.health().credentials).toBe("broken");
+  });
+
+  it("signs for the key's token_uri (Google's) while posting to a token_url proxy in front of Google", async () => {
+    const key = { ...emulator.registerServiceAccount(), token_uri: GOOGLE_TOKEN_URL };
+    const proxy = await tokenProxy();
+    const auth = new ServiceAccountCredentials({ key, subject: ANNA, tokenUrl: proxy.url });
+    const gateway = gatewayFor(auth);
+    expect(await gateway.get(eventIdFor("x"))).toBeNull();
+    expect(proxy.forwarded()).toBe(1);
+    expect(tokenRequests()).toEqual([
+      expect.objectContaining({
+        status: 200,
+        audience: GOOGLE_TOKEN_URL,
+        clientEmail: key.client_email,
+        subject: ANNA,
+      }),
+    ]);
+    expect(gateway.health().credentials).toBe("ok");
+  });
+
+  it("signs for Google's token URL when token_url is the emulator and the key names Google's or no token_uri", async () => {
+    const registered = emulator.registerServiceAccount();
+    const { token_uri: _omitted, ...withoutTokenUri } = registered;
+    for (const key of [{ ...registered, token_uri: GOOGLE_TOKEN_URL }, withoutTokenUri]) {
+      const auth = new ServiceAccountCredentials({ key, subject: ANNA, tokenUrl: emulator.tokenUrl });
+      expect(auth.audience).toBe(GOOGLE_TOKEN_URL);
+      expect((await auth.fetchAccessToken()).access_token).toBeTruthy();
+    }
+    expect(tokenRequests().map((r) => [r.status, r.audience])).toEqual([
+      [200, GOOGLE_TOKEN_URL],
+      [200, GOOGLE_TOKEN_URL],
+    ]);
+  });
+
+  it("posts the assertion for the key's token_uri to another token_url once, passing on a 503's Retry-After", async () => {
+    const key = emulator.registerServiceAccount();
+    const seen: unknown[] = [];
+    const origin = await serve(async (req, res) => {
+      let form = "";
+      for await (const chunk of req) form += String(chunk);
+      seen.push(assertionAudience(form));
+      res.writeHead(503, { "content-type": "application/json", "retry-after": "2" });
+      res.end(JSON.stringify({ error: "temporarily_unavailable", error_description: "try later" }));
+    });
+    const auth = new ServiceAccountCredentials({ key, subject: ANNA, tokenUrl: `${origin}/token` });
+    const err = await auth.fetchAccessToken().catch((e: unknown) => e);
+    expect(err).toMatchObject({ kind: "transient", status: 503, retryAfterMs: 2000, tokenEndpoint: true });
+    expect(seen).toEqual([emulator.tokenUrl]);
   });
 });
 
@@ -159,6 +246,82 @@ describe("OAuth per therapist", () => {
     const err = await gateway.get(eventIdFor("x")).catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: "auth", reason: "invalid_grant", tokenEndpoint: true });
     expect(gateway.health().credentials).toBe("broken");
+  });
+
+  function oauthCredentials(tokenUrl = emulator.tokenUrl) {
+    const client = emulator.registerOAuthClient();
+    const refreshToken = emulator.issueRefreshToken(ANNA, client.client_id);
+    return new OAuthCredentials({
+      clientId: client.client_id,
+      clientSecret: client.client_secret,
+      refreshToken,
+      tokenUrl,
+    });
+  }
+
+  it("sends one token request per call attempt when the token endpoint fails: only the call runner retries", async () => {
+    const clock = recordingClock();
+    const gateway = gatewayFor(oauthCredentials(), { clock, maxAttempts: 3 });
+    emulator.faults.next(1000, { status: 503, reason: "temporarily_unavailable", target: "token" });
+    const started = Date.now();
+    const err = await gateway.get(eventIdFor("x")).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CalendarError);
+    expect(err).toMatchObject({
+      kind: "transient",
+      status: 503,
+      reason: "temporarily_unavailable",
+      tokenEndpoint: true,
+    });
+    expect(tokenRequests()).toHaveLength(3);
+    expect(clock.sleeps).toHaveLength(2);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(emulator.requestLog.filter((r) => r.path.startsWith("/calendar/"))).toHaveLength(0);
+    expect(gateway.health().credentials).not.toBe("broken");
+  });
+
+  it("leaves a token-endpoint 429 to the call runner, which waits its Retry-After", async () => {
+    const clock = recordingClock();
+    const gateway = gatewayFor(oauthCredentials(), { clock });
+    emulator.faults.next(1, { status: 429, reason: "rate_limit_exceeded", target: "token", retryAfter: 7 });
+    expect(await gateway.get(eventIdFor("x"))).toBeNull();
+    expect(tokenRequests().map((r) => r.status)).toEqual([429, 200]);
+    expect(clock.sleeps).toEqual([7000]);
+  });
+
+  it("refreshes with one request on every OAuth2Client path, failing with the same error kinds", async () => {
+    const auth = oauthCredentials();
+    emulator.faults.next(1, { status: 503, reason: "backendError", target: "token" });
+    await expect(auth.getAccessToken()).rejects.toMatchObject({ kind: "transient", status: 503, tokenEndpoint: true });
+    expect(tokenRequests()).toHaveLength(1);
+    emulator.faults.next(1, { status: 500, reason: "internal_failure", target: "token" });
+    await expect(auth.refreshAccessToken()).rejects.toMatchObject({ kind: "transient", status: 500 });
+    expect(tokenRequests()).toHaveLength(2);
+    const { token } = await auth.getAccessToken();
+    expect(token).toMatch(/^ya29\./);
+    expect(auth.credentials).toMatchObject({ access_token: token, token_type: "Bearer" });
+    expect(auth.credentials.refresh_token).toBeTruthy();
+    expect(auth.credentials.expiry_date).toBeGreaterThan(Date.now());
+    emulator.revokeTokens(ANNA);
+    await expect(auth.refreshAccessToken()).rejects.toMatchObject({
+      kind: "auth",
+      status: 400,
+      reason: "invalid_grant",
+      tokenEndpoint: true,
+    });
+    expect(tokenRequests()).toHaveLength(4);
+  });
+
+  it("reports a connection reset at the token endpoint after one attempt, as a transient token error", async () => {
+    let connections = 0;
+    const origin = await serve((req) => {
+      connections++;
+      req.socket.destroy();
+    });
+    const auth = oauthCredentials(`${origin}/token`);
+    const err = await auth.getAccessToken().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CalendarError);
+    expect(err).toMatchObject({ kind: "transient", tokenEndpoint: true, ambiguous: false });
+    expect(connections).toBe(1);
   });
 });
 
@@ -235,6 +398,7 @@ describe("secrets", () => {
     for (const auth of [sa, oauth]) {
       auth.on("tokens", (t) => t.access_token && secretsSeen.add(t.access_token));
       const gateway = gatewayFor(auth, { logger: log.logger });
+      emulator.faults.next(1, { status: 503, reason: "temporarily_unavailable", target: "token" });
       emulator.faults.next(2, { status: 503, reason: "backendError" });
       await gateway.upsert(eventIdFor("apt_s"), body("x"));
       emulator.faults.next(1, { status: 403, reason: "quotaExceeded" });

@@ -41,6 +41,8 @@ export interface RequestLogEntry {
   grantType?: string;
   clientEmail?: string;
   clientId?: string;
+  /** Token endpoint, JWT bearer: the assertion's `aud`. */
+  audience?: string;
   /** The answer was withheld by dropResponseNext (the write happened). */
   dropped?: boolean;
 }
@@ -260,13 +262,16 @@ export class CalendarEmulator {
     } catch (err) {
       if (!(err instanceof TokenError)) throw err;
       entry.status = err.status;
-      sendJson(res, err.status, { error: err.error, error_description: err.message });
+      const headers: Record<string, string> = {};
+      if (fault?.retryAfter !== undefined) headers["retry-after"] = String(fault.retryAfter);
+      sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
     } finally {
       Object.assign(entry, {
         grantType: info.grantType,
         ...(info.subject ? { subject: info.subject } : {}),
         ...(info.clientEmail ? { clientEmail: info.clientEmail } : {}),
         ...(info.clientId ? { clientId: info.clientId } : {}),
+        ...(info.audience ? { audience: info.audience } : {}),
       });
     }
   }

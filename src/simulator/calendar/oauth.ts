@@ -5,6 +5,8 @@ import { ApiError } from "./http.ts";
 
 export const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const CALENDAR_SCOPE_PREFIX = "https://www.googleapis.com/auth/calendar";
+/** The audience Google requires of an assertion (a key file's token_uri), wherever the assertion is posted. */
+export const GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token";
 
 export interface ServiceAccountKeyJson {
   type: "service_account";
@@ -55,6 +57,8 @@ export interface TokenRequestInfo {
   subject?: string;
   clientEmail?: string;
   clientId?: string;
+  /** JWT bearer: the assertion's `aud`. */
+  audience?: string;
 }
 
 const b64json = (part: string): Record<string, unknown> => {
@@ -183,16 +187,19 @@ export class OAuthServer {
     const claims = b64json(p);
     info.clientEmail = String(claims.iss ?? "");
     if (typeof claims.sub === "string") info.subject = claims.sub;
+    if (typeof claims.aud === "string") info.audience = claims.aud;
     if (header.alg !== "RS256") throw new TokenError(400, "invalid_grant", "Invalid JWT: alg must be RS256.");
     const account = this.#serviceAccounts.get(String(claims.iss));
     if (!account) throw new TokenError(400, "invalid_grant", "Invalid grant: account not found");
     const valid = createVerify("RSA-SHA256").update(`${h}.${p}`).verify(account.key, Buffer.from(s, "base64url"));
     if (!valid) throw new TokenError(400, "invalid_grant", "Invalid JWT Signature.");
-    if (claims.aud !== this.#tokenUrl()) {
+    // Google wants its own token URL as aud, also when a proxy forwards the assertion; this emulator stands in for
+    // Google, so either name of it will do. Any other address (the proxy's own) fails as it would at Google.
+    if (claims.aud !== GOOGLE_TOKEN_AUDIENCE && claims.aud !== this.#tokenUrl()) {
       throw new TokenError(
         400,
         "invalid_grant",
-        `Invalid JWT: Failed audience check. The right audience is ${this.#tokenUrl()}`,
+        `Invalid JWT: Failed audience check. The right audience is ${GOOGLE_TOKEN_AUDIENCE}`,
       );
     }
     const iat = Number(claims.iat);
