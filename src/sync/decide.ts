@@ -193,69 +193,83 @@ export function decide(input: DecideInput): Action {
     };
   }
 
+  // The therapist changed the event, but the booking changed too and wins: their change is undone, and says so.
+  const overridden = change !== "none";
+  const withNotice = (action: Action): Action =>
+    overridden && (action.kind === "update" || action.kind === "restore")
+      ? {
+          ...action,
+          reason: `${action.reason}; the calendar change (${change}) overridden: the booking changed too`,
+          notice:
+            "calbridge: your change to this event was undone: the booking was changed at the same time, and the booking's version wins (sync.conflict: booking_wins).",
+        }
+      : action;
   // Push the booking's state to the calendar.
-  if (!target) {
-    return remove(link.therapistId, link.eventId, "therapist not mapped any more");
-  }
-  if (target !== link.therapistId) {
-    if (desired === null) {
-      return remove(link.therapistId, link.eventId, "reassigned and cancelled");
+  const pushBooking = (): Action => {
+    if (!target) {
+      return remove(link.therapistId, link.eventId, "therapist not mapped any more");
     }
-    return {
-      kind: "move",
-      appointmentId: id,
-      from: { therapistId: link.therapistId, eventId: link.eventId },
-      to: { therapistId: target, eventId: input.eventId },
-      body: desired,
-      reason: `reassigned from ${link.therapistId} to ${target}`,
-    };
-  }
-  if (desired === null) {
-    return remove(link.therapistId, link.eventId, appt.status === "cancelled" ? "cancelled" : "no event wanted");
-  }
-  const wanted = fingerprint(desired);
-  if (event === undefined) {
-    if (wanted === link.fingerprint) return none("unchanged");
+    if (target !== link.therapistId) {
+      if (desired === null) {
+        return remove(link.therapistId, link.eventId, "reassigned and cancelled");
+      }
+      return {
+        kind: "move",
+        appointmentId: id,
+        from: { therapistId: link.therapistId, eventId: link.eventId },
+        to: { therapistId: target, eventId: input.eventId },
+        body: desired,
+        reason: `reassigned from ${link.therapistId} to ${target}`,
+      };
+    }
+    if (desired === null) {
+      return remove(link.therapistId, link.eventId, appt.status === "cancelled" ? "cancelled" : "no event wanted");
+    }
+    const wanted = fingerprint(desired);
+    if (event === undefined) {
+      if (wanted === link.fingerprint) return none("unchanged");
+      return {
+        kind: "update",
+        appointmentId: id,
+        therapistId: link.therapistId,
+        eventId: link.eventId,
+        body: desired,
+        ifMatch: link.etag,
+        reason: "booking changed",
+      };
+    }
+    const current = live(event);
+    if (!current) {
+      return {
+        kind: "restore",
+        appointmentId: id,
+        therapistId: link.therapistId,
+        eventId: link.eventId,
+        body: desired,
+        reason: "event missing from the calendar",
+      };
+    }
+    if (current.etag && current.etag === link.etag && wanted === link.fingerprint) return none("unchanged");
+    if (fingerprint(current) === wanted) {
+      return wanted === link.fingerprint && current.etag === link.etag
+        ? none("unchanged")
+        : {
+            kind: "adopt",
+            appointmentId: id,
+            therapistId: link.therapistId,
+            event: current,
+            reason: "calendar already matches",
+          };
+    }
     return {
       kind: "update",
       appointmentId: id,
       therapistId: link.therapistId,
       eventId: link.eventId,
       body: desired,
-      ifMatch: link.etag,
-      reason: "booking changed",
+      ifMatch: current.etag ?? undefined,
+      reason: fromBooking ? "booking changed" : "event edited in the calendar; restored",
     };
-  }
-  const current = live(event);
-  if (!current) {
-    return {
-      kind: "restore",
-      appointmentId: id,
-      therapistId: link.therapistId,
-      eventId: link.eventId,
-      body: desired,
-      reason: "event missing from the calendar",
-    };
-  }
-  if (current.etag && current.etag === link.etag && wanted === link.fingerprint) return none("unchanged");
-  if (fingerprint(current) === wanted) {
-    return wanted === link.fingerprint && current.etag === link.etag
-      ? none("unchanged")
-      : {
-          kind: "adopt",
-          appointmentId: id,
-          therapistId: link.therapistId,
-          event: current,
-          reason: "calendar already matches",
-        };
-  }
-  return {
-    kind: "update",
-    appointmentId: id,
-    therapistId: link.therapistId,
-    eventId: link.eventId,
-    body: desired,
-    ifMatch: current.etag ?? undefined,
-    reason: fromBooking ? "booking changed" : "event edited in the calendar; restored",
   };
+  return withNotice(pushBooking());
 }

@@ -205,15 +205,24 @@ describe("write-back", () => {
     await expectQuiet(h);
   });
 
-  it("a change on both sides between two syncs: booking_wins keeps the booking's time and logs the conflict", async () => {
+  it("a change on both sides between two syncs: booking_wins keeps the booking's time and says so in the event", async () => {
     h = await twoWay();
     const m = await mirrored(h);
     h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    // The booking moves too; its webhook is handled before the calendar poll sees the therapist's move.
     h.world.booking.move(m.id, iso(m.start + 5 * HOUR), { force: true });
+    await h.world.booking.webhooksIdle();
+    await h.app.processor.idle();
+    await h.app.engine.syncAppointment(m.id, {
+      reason: "test",
+      priority: "writeback",
+      seen: { therapistId: "th_1", event: h.world.google.event(m.cal, m.eventId) as never },
+    });
     await settle(h);
     expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 5 * HOUR);
     const ev = h.world.google.event(m.cal, m.eventId)!;
     expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start + 5 * HOUR);
+    expect(String(ev.description)).toContain("your change to this event was undone: the booking was changed");
     expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
     await expectQuiet(h);
   });
