@@ -23,7 +23,7 @@ import { createWebhookHandler } from "../webhooks/route.ts";
 import { reconcileMaxAgeMs } from "./health.ts";
 import { createHttpServer, type HttpServer } from "./http.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
-import { PushChannels } from "./push.ts";
+import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
 import type { StatusSnapshot } from "./status-page.ts";
 
 export interface AppOptions {
@@ -192,11 +192,19 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     });
   }
   let stopNotices: (() => void) | undefined;
+  let stopPushNotices: (() => void) | undefined;
   let sweep: NodeJS.Timeout | undefined;
   const sweepInbox = async () => {
     for await (const entry of inbox.pending()) await processor.notify(entry.id);
   };
-  const push = new PushChannels({ config, engine, poller, store, logger: logger.child({ component: "push" }) });
+  const push = new PushChannels({
+    config,
+    engine,
+    poller,
+    store,
+    logger: logger.child({ component: "push" }),
+    isLeader: () => lease.isLeader,
+  });
 
   // Any replica's last successful reconciliation (the leader writes it to the shared store), so a standby stays ready.
   const meta = store.table<number>("meta");
@@ -402,6 +410,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             logger.warn({ err: describeError(err), event_id: id }, "inbox notice not followed; the sweep retries");
           });
         });
+        if (push.enabled) {
+          // A standby's push notification: the leader polls that calendar now (a no-op on the others).
+          stopPushNotices = await notices.subscribe(PUSH_CHANGED_CHANNEL, (therapistId) => push.changed(therapistId));
+        }
       }
       await lease.start();
       await leaderWork;
@@ -414,6 +426,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       app.http?.beginShutdown();
       await app.http?.close(Math.min(graceMs, 5000));
       stopNotices?.();
+      stopPushNotices?.();
       await lease.stop();
       await leaderWork;
       await stopLeaderWork();

@@ -1,12 +1,14 @@
 // Owns Google push channels: one events.watch channel per calendar when google.push is configured, renewed before
 // it expires (the new one first, then the old one stopped), and the POST /webhooks/google route that checks the
 // channel token and triggers an immediate incremental sync. Polling stays on: push delivery is not guaranteed.
+// With replicas, any one may receive a notification: each checks the channel against the shared store, but only the
+// leader polls; a standby acknowledges and hands the calendar to the leader as a notice (a hint, never the only copy).
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import type { Config } from "../config/schema.ts";
 import { type Logger, secrets } from "../log.ts";
-import type { Store, Table } from "../store/store.ts";
+import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
 import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
@@ -14,6 +16,8 @@ import { describeError } from "../sync/errors.ts";
 export const PUSH_PATH = "/webhooks/google";
 const RENEW_BEFORE_MS = 24 * 3_600_000;
 const CHECK_EVERY_MS = 3_600_000;
+/** Therapist ids whose calendar a standby got a push notification for, published so the leader polls it at once. */
+export const PUSH_CHANGED_CHANNEL = "calbridge:push:changed";
 
 export interface Channel {
   therapistId: string;
@@ -30,17 +34,32 @@ export class PushChannels {
   readonly #channels: Table<Channel>;
   readonly #meta: Table<string>;
   readonly #logger: Logger;
-  /** channelId → channel, for the route. Old channels stay known until they expire, so overlap is harmless. */
+  readonly #isLeader: () => boolean;
+  readonly #notices: Notices | undefined;
+  /**
+   * channelId → channel, for the route: a cache of the shared "channels" table (a standby fills it on demand). A
+   * channel's token never changes, so an entry stays right; stopped channels get no notifications.
+   */
   readonly #known = new Map<string, Channel>();
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(options: { config: Config; engine: SyncEngine; poller: CalendarPoller; store: Store; logger: Logger }) {
+  constructor(options: {
+    config: Config;
+    engine: SyncEngine;
+    poller: CalendarPoller;
+    store: Store;
+    logger: Logger;
+    /** Whether this replica leads now: only the leader polls (engine writes, booking write-backs). */
+    isLeader: () => boolean;
+  }) {
     this.#config = options.config;
     this.#engine = options.engine;
     this.#poller = options.poller;
     this.#channels = options.store.table<Channel>("channels");
     this.#meta = options.store.table<string>("meta");
+    this.#notices = options.store.notices;
     this.#logger = options.logger;
+    this.#isLeader = options.isLeader;
   }
 
   get enabled(): boolean {
@@ -55,9 +74,31 @@ export class PushChannels {
     this.#timer.unref();
   }
 
+  /** Stops renewing; the route keeps checking channels, and polls only while this replica leads. */
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
+  }
+
+  /**
+   * A calendar changed (a standby's notice, or a notification here): the leader polls it now; a standby does nothing,
+   * as the leader's own periodic poll covers it. Never throws.
+   */
+  changed(therapistId: string): void {
+    if (!this.#isLeader() || !this.#engine.calendars.has(therapistId)) return;
+    void this.#poller.poll(therapistId).catch(() => {});
+  }
+
+  /** The channel by id: from memory, else from the shared store (another replica opened it). */
+  async #channel(channelId: string): Promise<Channel | undefined> {
+    const known = this.#known.get(channelId);
+    if (known) return known;
+    for await (const [, ch] of this.#channels.entries()) {
+      if (ch.channelId !== channelId) continue;
+      this.#known.set(ch.channelId, ch);
+      return ch;
+    }
+    return undefined;
   }
 
   async #token(): Promise<string> {
@@ -122,7 +163,18 @@ export class PushChannels {
     }
     const channelId = header(req, "x-goog-channel-id");
     const token = header(req, "x-goog-channel-token") ?? "";
-    const channel = channelId ? this.#known.get(channelId) : undefined;
+    let channel: Channel | undefined;
+    try {
+      channel = channelId ? await this.#channel(channelId) : undefined;
+    } catch (err) {
+      // Not a verdict on the channel: a 404 would drop the notification for good (Google does not retry it).
+      this.#logger.warn(
+        { channel_id: channelId, err: describeError(err) },
+        "push notification not checked: the store did not answer",
+      );
+      res.writeHead(503).end();
+      return true;
+    }
     if (!channel || !sameSecret(token, channel.token)) {
       this.#logger.warn(
         { channel_id: channelId },
@@ -134,7 +186,18 @@ export class PushChannels {
     res.writeHead(200).end();
     const state = header(req, "x-goog-resource-state");
     if (state === "sync") return true;
-    void this.#poller.poll(channel.therapistId).catch(() => {});
+    if (this.#isLeader()) {
+      this.changed(channel.therapistId);
+      return true;
+    }
+    // A standby never polls: the leader does, told by a notice; its periodic poll covers a lost one.
+    const therapistId = channel.therapistId;
+    this.#notices?.publish(PUSH_CHANGED_CHANNEL, therapistId).catch((err: unknown) => {
+      this.#logger.debug(
+        { err: describeError(err), therapist_id: therapistId },
+        "push notice not published; the leader's periodic poll finds the change",
+      );
+    });
     return true;
   };
 }

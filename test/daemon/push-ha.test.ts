@@ -1,0 +1,170 @@
+// Tests Google push notifications with two replicas over a real redis-server: a notification may reach either
+// replica (its channel may have been opened by another one, or by this one while it led). Any replica checks the
+// channel against the shared store and acknowledges it, but only the leader polls the calendar (engine writes, the
+// booking write-back): a standby hands the calendar to the leader as a notice.
+import { performance } from "node:perf_hooks";
+import { createClient } from "redis";
+import { request } from "undici";
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { Config } from "../../src/config/schema.ts";
+import { type App, createApp } from "../../src/daemon/app.ts";
+import { silentLogger } from "../../src/log.ts";
+import { startWorld, type World } from "../../src/simulator/world.ts";
+import { type FreezableProxy, redisTestsEnabled, startProxy, useRedisServer } from "../support/redis.ts";
+
+const LEASE_SECONDS = 2;
+const DAY = 86_400_000;
+const TOKEN = "channel-token-0123456789";
+
+async function waitFor(what: string, predicate: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
+  const start = performance.now();
+  while (!(await predicate())) {
+    if (performance.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe.skipIf(!redisTestsEnabled("push-ha"))("push notifications with two replicas sharing one Redis store", () => {
+  const redis = useRedisServer();
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
+  });
+
+  async function replica(world: World): Promise<{ app: App; proxy: FreezableProxy }> {
+    const proxy = await startProxy(redis().port);
+    // The google section stays shared with world.config: the tests point push.public_url at one replica later.
+    const config: Config = { ...world.config, store: { ...world.config.store, url: proxy.url } };
+    const app = await createApp(config, { logger: silentLogger, listen: "127.0.0.1:0" });
+    let stopped: Promise<void> | undefined;
+    cleanups.push(async () => {
+      proxy.thaw();
+      stopped ??= app.stop(3000);
+      await stopped;
+      await proxy.close();
+    });
+    await app.start();
+    return { app, proxy };
+  }
+
+  /**
+   * A world with one therapist and push configured, a booking mirrored by the leader (a), and a standby (b). The
+   * periodic poll is a minute away, so within the test only a notification makes a calendar change come back.
+   */
+  async function setUp() {
+    const world = await startWorld({
+      therapists: ["th_a"],
+      storeUrl: redis().url,
+      configure: (c) => {
+        c.store = { url: redis().url, lease_seconds: LEASE_SECONDS };
+        c.sync = { ...c.sync, reconcile_cron: "0 0 1 1 *", calendar_poll_seconds: 60 };
+        // Nothing listens there: the channel the leader opens at start is re-pointed at a replica by `pointAt`.
+        c.google.push = { public_url: "https://127.0.0.1:1/webhooks/google", token: TOKEN };
+      },
+    });
+    cleanups.push(() => world.close());
+    world.google.requireHttpsChannels = false;
+    // The describe block shares one redis-server: links, tokens and channels of an earlier test must not count.
+    const client = createClient({ url: redis().url });
+    await client.connect();
+    await client.flushAll();
+    await client.quit();
+    const start = new Date(Date.now() + 3 * DAY);
+    start.setUTCHours(10, 0, 0, 0);
+    const appt = world.booking.create({ therapist_id: "th_a", start_time: start.toISOString() }, { force: true });
+    const id = String(appt.id);
+    const cal = world.calendarOf("th_a");
+
+    const a = await replica(world);
+    const b = await replica(world);
+    expect([a.app.lease.isLeader, b.app.lease.isLeader]).toEqual([true, false]);
+    await waitFor(
+      "the leader to mirror the booking, poll once and open a channel",
+      () =>
+        world.google.events(cal).some((e) => e.id === eventIdFor(id)) &&
+        a.app.poller.lastPollAt("th_a") !== undefined &&
+        world.google.channels.size === 1,
+      10_000,
+    );
+
+    /** Replaces the calendar's channel by one whose notifications go to `app` (the leader opens it, as always). */
+    const pointAt = async (leader: App, app: App) => {
+      world.config.google.push!.public_url = `${app.http!.url}/webhooks/google`;
+      await leader.push.renew(Date.now() + 8 * DAY);
+      const channels = [...world.google.channels.values()];
+      expect(channels.map((c) => c.address)).toEqual([world.config.google.push!.public_url]);
+      return channels[0]!;
+    };
+    /** The therapist moves the event an hour later in Google Calendar; the write-back moves the booking. */
+    const moveInCalendar = () => {
+      world.google.userEdit(cal, eventIdFor(id), {
+        start: { dateTime: new Date(start.getTime() + 3_600_000).toISOString() },
+        end: { dateTime: new Date(start.getTime() + 7_200_000).toISOString() },
+      });
+    };
+    const movedBack = () => Date.parse(String(world.booking.get(id)!.start_time)) === start.getTime() + 3_600_000;
+    return { world, cal, a, b, pointAt, moveInCalendar, movedBack };
+  }
+
+  it("a standby that never led acknowledges a notification for the leader's channel, and the leader polls", async () => {
+    const { world, cal, a, b, pointAt, moveInCalendar, movedBack } = await setUp();
+    const channel = await pointAt(a.app, b.app);
+
+    // Forged notifications keep their answer on the standby too.
+    for (const headers of [
+      {
+        "x-goog-channel-id": channel.id,
+        "x-goog-channel-token": "wrong-token-0000000",
+        "x-goog-resource-state": "exists",
+      },
+      { "x-goog-channel-id": "unknown", "x-goog-channel-token": TOKEN, "x-goog-resource-state": "exists" },
+    ]) {
+      const res = await request(`${b.app.http!.url}/webhooks/google`, { method: "POST", headers });
+      await res.body.dump();
+      expect(res.statusCode).toBe(404);
+    }
+
+    const leaderPolledAt = a.app.poller.lastPollAt("th_a")!;
+    moveInCalendar();
+    const deliveries = await world.google.notify(cal);
+    expect(deliveries.map((d) => [d.channelId, d.status])).toEqual([[channel.id, 200]]);
+    // The write-back happens within the poll; the poll counts as done once its sync token is saved.
+    await waitFor(
+      "the leader to poll and write the move back",
+      () => movedBack() && a.app.poller.lastPollAt("th_a")! > leaderPolledAt,
+      5000,
+    );
+    expect(b.app.poller.lastPollAt("th_a")).toBeUndefined();
+    expect(world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(1);
+  }, 30_000);
+
+  it("a replica that lost the lease acknowledges notifications for its old channel but leaves the poll to the new leader", async () => {
+    const { world, cal, a, b, pointAt, moveInCalendar, movedBack } = await setUp();
+    const channel = await pointAt(a.app, a.app);
+
+    // a is cut off without releasing the lease; b takes over (and keeps a's channel, fresh for days); a comes back.
+    a.proxy.freeze();
+    await waitFor("the standby to take over", () => b.app.lease.isLeader, LEASE_SECONDS * 1000 + 3000);
+    a.proxy.thaw();
+    await waitFor("the new leader's first poll", () => b.app.poller.lastPollAt("th_a") !== undefined, 10_000);
+    await new Promise((r) => setTimeout(r, 200));
+    expect([a.app.lease.isLeader, b.app.lease.isLeader]).toEqual([false, true]);
+    expect([...world.google.channels.keys()]).toEqual([channel.id]);
+
+    const oldLeaderPolledAt = a.app.poller.lastPollAt("th_a");
+    const leaderPolledAt = b.app.poller.lastPollAt("th_a")!;
+    moveInCalendar();
+    const deliveries = await world.google.notify(cal);
+    expect(deliveries.map((d) => [d.channelId, d.status])).toEqual([[channel.id, 200]]);
+    // The write-back happens within the poll; a poll counts as done once its sync token is saved.
+    const polledByA = () => a.app.poller.lastPollAt("th_a") !== oldLeaderPolledAt;
+    const polledByB = () => b.app.poller.lastPollAt("th_a")! > leaderPolledAt;
+    await waitFor("a poll that writes the move back", () => movedBack() && (polledByA() || polledByB()), 5000);
+    await new Promise((r) => setTimeout(r, 200)); // room for a second poll, by the other replica
+    // The old leader ran no poll of its own (no engine writes, no write-back); the new leader did.
+    expect(a.app.poller.lastPollAt("th_a")).toBe(oldLeaderPolledAt);
+    expect(polledByB()).toBe(true);
+    expect(world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(1);
+  }, 30_000);
+});
