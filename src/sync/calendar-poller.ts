@@ -3,7 +3,7 @@
 // engine, which pushes them back to the booking service.
 
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
-import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
+import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import type { Table } from "../store/store.ts";
@@ -87,6 +87,15 @@ export class CalendarPoller {
         (event.id ? await this.#engine.appointmentOfEvent(event.id) : undefined);
       if (!id) continue; // not ours
       const link = await this.#engine.getLink(id);
+      if (event.id !== (link?.eventId ?? eventIdFor(id))) {
+        // Carries the appointment's mark but is not its event: an occurrence of a series the therapist made of it, or
+        // a copy. Its changes say nothing about the booking (a moved occurrence is no reschedule): left alone.
+        log.debug(
+          { appointment_id: id, event_id: event.id },
+          "event marked with an appointment but not its own; ignored",
+        );
+        continue;
+      }
       if (isEcho(link, therapistId, event)) {
         echoes++;
         continue;

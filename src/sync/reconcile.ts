@@ -168,6 +168,8 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
     await Promise.all(
       strays.map(async (s) => {
         const link = await engine.getLink(s.id);
+        // Marked with the appointment but not its event (an occurrence of a series made of it, a copy): not ours.
+        if (s.event.id !== (link?.eventId ?? eventIdFor(s.id))) return;
         if (link?.present && link.therapistId !== s.therapistId && appointments.has(s.id)) {
           // A copy left in another calendar after a reassignment: remove it, unless its own calendar lost the event
           // (then the therapist moved it across calendars, and the appointment's own decision handles it).

@@ -386,6 +386,35 @@ describe("errors are never taken for a therapist's deletion", () => {
   });
 });
 
+describe("events that carry an appointment's mark but are not its event", () => {
+  it("a moved occurrence or a copy of the event neither reschedules the booking nor is deleted", async () => {
+    h = await twoWay();
+    const m = await mirrored(h, "th_1");
+    const ev = h.world.google.event(m.cal, m.eventId)!;
+    // The therapist makes the event weekly and moves next week's occurrence: an event of its own id that inherits
+    // the private properties (the emulator does not expand series, so it is inserted as such).
+    h.world.google.userEdit(m.cal, m.eventId, { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=4"] });
+    const copy = h.world.google.userInsert(m.cal, {
+      summary: ev.summary,
+      description: ev.description,
+      start: shifted(m.start + 7 * DAY + 2 * HOUR),
+      end: shifted(m.start + 7 * DAY + 3 * HOUR),
+      extendedProperties: ev.extendedProperties,
+    });
+    expect(copy.id).not.toBe(m.eventId);
+    await h.app.poller.poll("th_1");
+    await h.app.engine.idle();
+    await h.app.reconcile();
+    await h.app.engine.idle();
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
+    expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
+    expect(h.world.google.event(m.cal, String(copy.id))?.status).toBe("confirmed");
+    const link = (await h.app.engine.getLink(m.id)) as Link;
+    expect(link.eventId).toBe(m.eventId);
+    expect(link.eventStart).toBe(m.start);
+  });
+});
+
 describe("kept cancellations", () => {
   it("a kept 'Cancelled' event the therapist deletes stays deleted, and nothing is sent", async () => {
     h = await twoWay((c) => {
