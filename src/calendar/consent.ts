@@ -2,9 +2,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Credentials, OAuth2Client } from "google-auth-library";
 import { secrets } from "../log.ts";
-import { classifyError } from "./errors.ts";
+import { expiresInSeconds, requestToken } from "./oauth-client.ts";
 import { CALENDAR_SCOPE } from "./service-account.ts";
 
 export interface ConsentFlowOptions {
@@ -99,12 +98,6 @@ export async function runConsentFlow(options: ConsentFlowOptions): Promise<Conse
   const waiter = awaitCode(state, options);
   try {
     const redirectUri = await waiter.listening;
-    const client = new OAuth2Client({
-      clientId: options.clientId,
-      clientSecret: options.clientSecret,
-      redirectUri,
-      endpoints: { oauth2TokenUrl: options.tokenUrl, oauth2AuthBaseUrl: options.authUrl },
-    });
     const url = new URL(options.authUrl);
     const query: Record<string, string> = {
       client_id: options.clientId,
@@ -124,24 +117,33 @@ export async function runConsentFlow(options: ConsentFlowOptions): Promise<Conse
       ((u: string) => void process.stderr.write(`Open this address to authorize calbridge:\n${u}\n`));
     await open(url.toString());
     const code = await waiter.code;
-    let tokens: Credentials;
-    try {
-      ({ tokens } = await client.getToken({ code, codeVerifier: verifier, redirect_uri: redirectUri }));
-    } catch (err) {
-      throw classifyError(err, "token", "authorization code exchange");
-    }
-    secrets.add(tokens.refresh_token);
+    // One request: an authorization code is single-use, so a resent exchange (gaxios retries POSTs by default) could
+    // only come back invalid_grant and hide the first answer's error. A failure is reported; authorize again.
+    const tokens = await requestToken({
+      url: options.tokenUrl,
+      form: {
+        grant_type: "authorization_code",
+        code,
+        code_verifier: verifier,
+        redirect_uri: redirectUri,
+        client_id: options.clientId,
+        client_secret: options.clientSecret,
+      },
+      what: "authorization code exchange",
+      timeoutMs: 30_000,
+    });
+    const refreshToken = typeof tokens.refresh_token === "string" ? tokens.refresh_token : undefined;
+    secrets.add(refreshToken);
     secrets.add(tokens.access_token);
-    if (!tokens.refresh_token) {
+    if (!refreshToken) {
       throw new Error(
         "Google returned no refresh token: remove calbridge's access at https://myaccount.google.com/permissions and run calbridge authorize again",
       );
     }
-    if (!tokens.access_token) throw new Error("the token endpoint returned no access token");
     return {
-      refresh_token: tokens.refresh_token,
+      refresh_token: refreshToken,
       access_token: tokens.access_token,
-      expiry_date: tokens.expiry_date ?? Date.now() + 3600_000,
+      expiry_date: Date.now() + (expiresInSeconds(tokens) ?? 3600) * 1000,
     };
   } finally {
     waiter.close();

@@ -363,6 +363,31 @@ describe("consent flow", () => {
     expect(await gatewayFor(creds).checkAccess()).toMatchObject({ ok: true });
   });
 
+  it("exchanges the single-use code once: a failing token endpoint is reported, not retried", async () => {
+    const client = emulator.registerOAuthClient();
+    emulator.consent.subject = ANNA;
+    emulator.faults.next(1, { status: 503, reason: "backendError", target: "token" });
+    const before = tokenRequests().length;
+    const err = await runConsentFlow({
+      clientId: client.client_id,
+      clientSecret: client.client_secret,
+      authUrl: emulator.authUrl,
+      tokenUrl: emulator.tokenUrl,
+      openUrl: async (url) => {
+        await fetch(url);
+      },
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CalendarError);
+    expect(err).toMatchObject({ kind: "transient", tokenEndpoint: true, status: 503 });
+    expect(String((err as Error).message)).toContain("authorization code exchange");
+    expect(String((err as Error).message)).not.toContain(client.client_secret);
+    expect(
+      tokenRequests()
+        .slice(before)
+        .map((r) => r.status),
+    ).toEqual([503]);
+  });
+
   it("rejects when the user denies consent", async () => {
     const client = emulator.registerOAuthClient();
     emulator.consent.approve = false;
