@@ -13,7 +13,6 @@ export type BookingErrorKind =
 /** Codes the client synthesizes when the server gave none (or gave nothing parseable). */
 export type SynthesizedCode =
   | "unauthorized"
-  | "not_found"
   | "not_found_unverified"
   | "rate_limited"
   | "server_error"

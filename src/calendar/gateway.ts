@@ -62,12 +62,6 @@ function withBindings(logger: Logger, bindings: Record<string, string>): Logger 
   return Object.keys(missing).length > 0 ? logger.child(missing) : logger;
 }
 
-/** The private extended properties of `wanted` are all present, with the same values, on `actual`. */
-function hasProperties(actual: CalendarEvent, wanted: CalendarEvent): boolean {
-  const have = actual.extendedProperties?.private ?? {};
-  return Object.entries(wanted.extendedProperties?.private ?? {}).every(([k, v]) => have[k] === v);
-}
-
 type Properties = Record<string, string | null> | null | undefined;
 
 /** The extended properties `actual` holds are exactly `wanted` (what a PUT of `wanted` leaves). */
@@ -234,7 +228,10 @@ export class CalendarGateway {
     const ifMatch = existing.etag ?? undefined;
     if (existing.status === "cancelled")
       return { event: await this.#restore(eventId, body, ifMatch), action: "restored" };
-    if (fingerprint(existing) === fingerprint(body) && hasProperties(existing, body)) {
+    if (
+      fingerprint(existing) === fingerprint(body) &&
+      mergedProperties(existing.extendedProperties?.private, body.extendedProperties?.private)
+    ) {
       return { event: existing, action: state.ambiguous ? "inserted" : "unchanged" };
     }
     return { event: await this.update(eventId, body, { ifMatch }), action: "updated" };

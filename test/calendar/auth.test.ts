@@ -325,25 +325,30 @@ describe("OAuth per therapist", () => {
   });
 });
 
+/** `calbridge authorize` against the emulator with `client`; `open` plays the browser. */
+function consent(client: { client_id: string; client_secret: string }, open: (url: string) => Promise<void>) {
+  return runConsentFlow({
+    clientId: client.client_id,
+    clientSecret: client.client_secret,
+    authUrl: emulator.authUrl,
+    tokenUrl: emulator.tokenUrl,
+    openUrl: open,
+  });
+}
+
 describe("consent flow", () => {
   it("runs end to end against the emulator: PKCE, state, loopback redirect, refresh token", async () => {
     const client = emulator.registerOAuthClient();
     emulator.consent.subject = ANNA;
     let shown = "";
-    const result = await runConsentFlow({
-      clientId: client.client_id,
-      clientSecret: client.client_secret,
-      authUrl: emulator.authUrl,
-      tokenUrl: emulator.tokenUrl,
-      openUrl: async (url) => {
-        shown = url;
-        // A stray answer with another state is ignored; then the "browser" follows the real redirect.
-        const callback = new URL(url).searchParams.get("redirect_uri")!;
-        expect((await fetch(`${callback}?code=forged&state=wrong`)).status).toBe(400);
-        const res = await fetch(url);
-        expect(res.status).toBe(200);
-        expect(await res.text()).toMatch(/authorized/);
-      },
+    const result = await consent(client, async (url) => {
+      shown = url;
+      // A stray answer with another state is ignored; then the "browser" follows the real redirect.
+      const callback = new URL(url).searchParams.get("redirect_uri")!;
+      expect((await fetch(`${callback}?code=forged&state=wrong`)).status).toBe(400);
+      const res = await fetch(url);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toMatch(/authorized/);
     });
     const auth = new URL(shown).searchParams;
     expect(auth.get("code_challenge_method")).toBe("S256");
@@ -368,14 +373,8 @@ describe("consent flow", () => {
     emulator.consent.subject = ANNA;
     emulator.faults.next(1, { status: 503, reason: "backendError", target: "token" });
     const before = tokenRequests().length;
-    const err = await runConsentFlow({
-      clientId: client.client_id,
-      clientSecret: client.client_secret,
-      authUrl: emulator.authUrl,
-      tokenUrl: emulator.tokenUrl,
-      openUrl: async (url) => {
-        await fetch(url);
-      },
+    const err = await consent(client, async (url) => {
+      await fetch(url);
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CalendarError);
     expect(err).toMatchObject({ kind: "transient", tokenEndpoint: true, status: 503 });
@@ -392,14 +391,8 @@ describe("consent flow", () => {
     const client = emulator.registerOAuthClient();
     emulator.consent.approve = false;
     await expect(
-      runConsentFlow({
-        clientId: client.client_id,
-        clientSecret: client.client_secret,
-        authUrl: emulator.authUrl,
-        tokenUrl: emulator.tokenUrl,
-        openUrl: async (url) => {
-          await fetch(url);
-        },
+      consent(client, async (url) => {
+        await fetch(url);
       }),
     ).rejects.toThrow(/access_denied/);
   });

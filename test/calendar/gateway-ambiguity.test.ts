@@ -1,26 +1,17 @@
 // Tests the gateway where an earlier attempt's fate is unknown: conditional writes resent after a lost answer, and a
 // quota pause met while other calls were already in flight.
 import { afterEach, describe, expect, it } from "vitest";
-import { CalendarError } from "../../src/calendar/errors.ts";
+import type { CalendarError } from "../../src/calendar/errors.ts";
 import type { CalendarEvent } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { type Clock, ManualClock } from "../../src/clock.ts";
-import { body, CALENDAR_ID, type Fixture, metricValue, setup } from "./helpers.ts";
+import { body, CALENDAR_ID, type Fixture, metricValue, rejection, setup } from "./helpers.ts";
 
 let f: Fixture | undefined;
 afterEach(async () => {
   await f?.close();
   f = undefined;
 });
-
-async function rejection(promise: Promise<unknown>): Promise<CalendarError> {
-  const err = await promise.then(
-    () => expect.fail("expected a CalendarError"),
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(CalendarError);
-  return err as CalendarError;
-}
 
 /** A clock whose backoff sleeps return at once, after running the hook set for the next one (what happens meanwhile). */
 class HookClock implements Clock {

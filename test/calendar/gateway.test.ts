@@ -1,12 +1,11 @@
 // Tests the CalendarGateway against the emulator: idempotent upserts, retries, quota pause, broken credentials, sync.
 import { afterEach, describe, expect, it } from "vitest";
-import { CalendarError } from "../../src/calendar/errors.ts";
 import type { CalendarEvent } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { renderEvent } from "../../src/calendar/render.ts";
 import { type Clock, ManualClock } from "../../src/clock.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { body, CALENDAR_ID, type Fixture, metricValue, SUBJECT, setup } from "./helpers.ts";
+import { body, CALENDAR_ID, type Fixture, metricValue, rejection, SUBJECT, setup } from "./helpers.ts";
 
 let f: Fixture | undefined;
 afterEach(async () => {
@@ -31,15 +30,6 @@ function rendered(id: string, status = "confirmed", start = "2026-11-23T09:00:00
   )!;
 }
 const apiRequests = (fx: Fixture) => fx.emulator.requestLog.filter((r) => r.path.startsWith("/calendar/v3/"));
-
-async function rejection(promise: Promise<unknown>): Promise<CalendarError> {
-  const err = await promise.then(
-    () => expect.fail("expected a CalendarError"),
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(CalendarError);
-  return err as CalendarError;
-}
 
 /** A clock whose sleeps return at once but are recorded. */
 class RecordingClock implements Clock {

@@ -3,6 +3,7 @@ import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
 import { Registry } from "prom-client";
 import { expect } from "vitest";
 import { OAuthCredentials } from "../../src/calendar/auth.ts";
+import { CalendarError } from "../../src/calendar/errors.ts";
 import { CalendarGateway, type CalendarGatewayOptions } from "../../src/calendar/gateway.ts";
 import { type CalendarEmulator, startCalendarEmulator } from "../../src/simulator/calendar/index.ts";
 
@@ -88,4 +89,14 @@ export async function metricValue(registry: Registry, name: string, labels: Reco
   const { values } = await metric.get();
   const match = values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
   return match?.value ?? 0;
+}
+
+/** The CalendarError `promise` rejects with (failing the test when it resolves or throws anything else). */
+export async function rejection(promise: Promise<unknown>): Promise<CalendarError> {
+  const err = await promise.then(
+    () => expect.fail("expected a CalendarError"),
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(CalendarError);
+  return err as CalendarError;
 }

@@ -74,6 +74,20 @@ async function mirrored(x: Harness, therapist = "th_1", startInDays = 3) {
 
 const shifted = (ms: number) => ({ dateTime: iso(ms) });
 
+/** The therapist's "change calendar" in Google: the event is gone from its calendar and in `to`'s with the same id. */
+function moveToCalendar(x: Harness, m: Awaited<ReturnType<typeof mirrored>>, to: string): void {
+  const ev = x.world.google.event(m.cal, m.eventId)!;
+  x.world.google.userDelete(m.cal, m.eventId);
+  x.world.google.userInsert(x.world.calendarOf(to), {
+    id: m.eventId,
+    summary: ev.summary,
+    description: ev.description,
+    start: ev.start,
+    end: ev.end,
+    extendedProperties: ev.extendedProperties,
+  });
+}
+
 describe("write-back", () => {
   it("a moved event reschedules the appointment, and both sides stay quiet", async () => {
     h = await twoWay();
@@ -162,17 +176,7 @@ describe("write-back", () => {
         c.sync = { ...c.sync, writeback: { reassign } };
       });
       const m = await mirrored(h, "th_1");
-      const ev = h.world.google.event(m.cal, m.eventId)!;
-      // Google's "move to another calendar": gone from the first, same id in the second.
-      h.world.google.userDelete(m.cal, m.eventId);
-      h.world.google.userInsert(h.world.calendarOf("th_2"), {
-        id: m.eventId,
-        summary: ev.summary,
-        description: ev.description,
-        start: ev.start,
-        end: ev.end,
-        extendedProperties: ev.extendedProperties,
-      });
+      moveToCalendar(h, m, "th_2");
       await settle(h);
       const appt = h.world.booking.get(m.id)!;
       expect(appt.status).toBe("confirmed");
@@ -305,17 +309,7 @@ describe("errors are never taken for a therapist's deletion", () => {
       c.sync = { ...c.sync, writeback: { reassign: true } };
     });
     const m = await mirrored(h, "th_1");
-    const ev = h.world.google.event(m.cal, m.eventId)!;
-    // The therapist moves the event to th_2's calendar (Google's "change calendar": gone here, there with its id).
-    h.world.google.userDelete(m.cal, m.eventId);
-    h.world.google.userInsert(h.world.calendarOf("th_2"), {
-      id: m.eventId,
-      summary: ev.summary,
-      description: ev.description,
-      start: ev.start,
-      end: ev.end,
-      extendedProperties: ev.extendedProperties,
-    });
+    moveToCalendar(h, m, "th_2");
     // Looking for it there fails: not an answer, so not "it is not there".
     h.world.google.faults.next(1, {
       status: 403,
