@@ -64,7 +64,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const interval = options.intervalMs ?? 2000;
   const deadline = options.durationSec > 0 ? Date.now() + options.durationSec * 1000 : Number.POSITIVE_INFINITY;
   try {
-    await waitFor(() => app.engine.statusOf(THERAPISTS[0]!)?.lastSyncAt !== undefined, 15_000);
+    await waitFor(() => app.sync.activity.of(THERAPISTS[0]!)?.lastSyncAt !== undefined, 15_000);
     while (Date.now() < deadline && !options.signal?.aborted) {
       const what = step(world, app, steps++);
       await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), options.signal);

@@ -218,6 +218,25 @@ export const ConfigSchema = z
         max_delete_ratio: z.number().min(0).max(1).default(0.2),
         conflict: z.enum(["booking_wins", "calendar_wins"]).default("booking_wins"),
         concurrency: z.number().int().positive().default(4).describe("Appointments synced at once."),
+        retry: z
+          .strictObject({
+            attempts: z
+              .number()
+              .int()
+              .positive()
+              .default(5)
+              .describe("Tries of one appointment's sync (backing off from 5 s to 5 min) before it is a dead letter."),
+            unavailable_grace_minutes: z
+              .number()
+              .int()
+              .positive()
+              .default(1440)
+              .describe(
+                "How long a therapist's calendar may be unusable (credentials broken, quota pause, calendar not found) before the syncs waiting on it become dead letters; they do not spend their tries meanwhile.",
+              ),
+          })
+          .prefault({})
+          .describe("How failed syncs are retried; every sync (webhook, reconciliation, calendar change) follows it."),
         writeback: WritebackSchema.prefault({}),
       })
       .prefault({}),

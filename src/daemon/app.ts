@@ -13,9 +13,12 @@ import { createLogger, type Logger } from "../log.ts";
 import { defaultHolderId, LeaderLease } from "../store/lease.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
-import { SyncEngine } from "../sync/engine.ts";
+import { createSyncCore, type SyncCore } from "../sync/core.ts";
+import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
 import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
+import type { RetryPolicy } from "../sync/retry.ts";
+import type { CalendarPort } from "../sync/types.ts";
 import { EngineSink } from "../sync/webhook-sink.ts";
 import { WebhookInbox } from "../webhooks/inbox.ts";
 import { InboxProcessor } from "../webhooks/processor.ts";
@@ -35,8 +38,8 @@ export interface AppOptions {
   listen?: string;
   /** Start no timers of its own (cron, polling): for one-shot commands. */
   oneShot?: boolean;
-  /** Retry policy of the engine (tests shorten it). */
-  engine?: { maxAttempts?: number; retryBaseMs?: number };
+  /** Retry policy of the engine (tests shorten it); sync.retry otherwise. */
+  engine?: Partial<RetryPolicy>;
   /** Retries of one booking request (tests shorten it). */
   bookingMaxRetries?: number;
 }
@@ -49,6 +52,8 @@ export interface App {
   readonly metrics: DaemonMetrics;
   readonly booking: BookingClient;
   readonly calendars: Map<string, CalendarGateway>;
+  /** The sync side's pieces (mapping, links, dead letters, engine, ...). */
+  readonly sync: SyncCore;
   readonly engine: SyncEngine;
   readonly poller: CalendarPoller;
   readonly inbox: WebhookInbox;
@@ -147,14 +152,16 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     }
   }
 
-  const engine = new SyncEngine({
+  const syncLogger = logger.child({ component: "sync" });
+  const sync = createSyncCore({
     config,
     booking,
-    calendars: calendars as Map<string, import("../sync/types.ts").CalendarPort>,
+    calendars: calendars as Map<string, CalendarPort>,
+    unavailable: credentialErrors,
     store,
-    logger: logger.child({ component: "sync" }),
     clock,
-    ...options.engine,
+    logger: syncLogger,
+    ...(options.engine ? { retry: options.engine } : {}),
     metrics: {
       operations: metrics.syncOperations,
       writebacks: metrics.writebacks,
@@ -164,7 +171,16 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       deadLetters: metrics.deadLetters,
     },
   });
-  const poller = new CalendarPoller({ engine, clock, logger: logger.child({ component: "poller" }) });
+  const { engine } = sync;
+  const poller = new CalendarPoller({
+    mapping: sync.mapping,
+    links: sync.links,
+    sync: engine,
+    tokens: store.table<string>("tokens"),
+    clock,
+    logger: logger.child({ component: "poller" }),
+    intervalMs: config.sync.calendar_poll_seconds * 1000,
+  });
   const inbox = new WebhookInbox({ store, clock });
   // A processor cannot start again once stopped: each leadership term gets a fresh one.
   const newProcessor = () =>
@@ -174,7 +190,6 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       logger, // binds component=webhooks itself
       clock,
       registry,
-      concurrency: config.sync.concurrency,
     });
   let processor = newProcessor();
   let processorUsed = false;
@@ -199,7 +214,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
   const push = new PushChannels({
     config,
-    engine,
+    calendars,
     poller,
     store,
     logger: logger.child({ component: "push" }),
@@ -221,12 +236,27 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   let purge: NodeJS.Timeout | undefined;
   const startedAt = clock.now();
 
+  const reconcileContext = {
+    mapping: sync.mapping,
+    booking,
+    links: sync.links,
+    sync: engine,
+    metrics: {
+      guardTripped: metrics.massDeleteGuardTripped,
+      reconcileDuration: metrics.reconcileDuration,
+      lastReconcileSuccess: metrics.lastReconcileSuccess,
+    },
+    meta,
+    clock,
+    logger: syncLogger,
+  };
+
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
     // One run at a time: a cron tick during a long run joins the run in progress.
     if (running && !opts.dryRun) return running;
     const run = (async () => {
       try {
-        const report = await reconcile(engine, opts);
+        const report = await reconcile(reconcileContext, opts);
         bookingState = { ok: true };
         if (!opts.dryRun && report.ok) lastReconcileAt = clock.now();
         return report;
@@ -257,7 +287,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       leader: lease.isLeader,
       lastReconcileAt: iso(lastReconcileAt),
       queues: { sync: engine.queueDepth, webhooks: inbox.pendingCount },
-      deadLetters: engine.deadLetterCount,
+      deadLetters: sync.dead.count,
       rateLimit: {
         limit: snap.limit ?? null,
         remaining: snap.remaining ?? null,
@@ -265,7 +295,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         pausedUntil: iso(snap.pausedUntil),
       },
       therapists: config.therapists.map((t) => {
-        const st = engine.statusOf(t.therapist_id);
+        const st = sync.activity.of(t.therapist_id);
         const health = calendars.get(t.therapist_id)?.health();
         const credError = credentialErrors.get(t.therapist_id);
         const ok = !credError && health?.credentials !== "broken";
@@ -314,7 +344,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     cron = undefined;
     poller.stop();
     push.stop();
+    // Webhook events in flight get a moment to finish; whatever the engine still holds is given up (their events stay
+    // in the inbox, and the next leader replays and reconciles them).
     await processor.stop();
+    await engine.abandon();
   };
 
   let leaderWork: Promise<void> = Promise.resolve();
@@ -346,6 +379,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     metrics,
     booking,
     calendars,
+    sync,
     engine,
     poller,
     inbox,
@@ -358,7 +392,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     reconcile: runReconcile,
     status,
     async start() {
-      await engine.loadDeadLetterCount();
+      await sync.dead.load();
       app.http = await createHttpServer({
         listen: options.listen ?? config.webhooks.listen,
         handlers: [

@@ -10,7 +10,6 @@ import type { Config } from "../config/schema.ts";
 import { type Logger, secrets } from "../log.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
-import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
 
 export const PUSH_PATH = "/webhooks/google";
@@ -29,7 +28,7 @@ export interface Channel {
 
 export class PushChannels {
   readonly #config: Config;
-  readonly #engine: SyncEngine;
+  readonly #calendars: ReadonlyMap<string, CalendarGateway>;
   readonly #poller: CalendarPoller;
   readonly #channels: Table<Channel>;
   readonly #meta: Table<string>;
@@ -45,7 +44,8 @@ export class PushChannels {
 
   constructor(options: {
     config: Config;
-    engine: SyncEngine;
+    /** The usable calendars by therapist id (the daemon's live map). */
+    calendars: ReadonlyMap<string, CalendarGateway>;
     poller: CalendarPoller;
     store: Store;
     logger: Logger;
@@ -53,7 +53,7 @@ export class PushChannels {
     isLeader: () => boolean;
   }) {
     this.#config = options.config;
-    this.#engine = options.engine;
+    this.#calendars = options.calendars;
     this.#poller = options.poller;
     this.#channels = options.store.table<Channel>("channels");
     this.#meta = options.store.table<string>("meta");
@@ -85,7 +85,7 @@ export class PushChannels {
    * as the leader's own periodic poll covers it. Never throws.
    */
   changed(therapistId: string): void {
-    if (!this.#isLeader() || !this.#engine.calendars.has(therapistId)) return;
+    if (!this.#isLeader() || !this.#calendars.has(therapistId)) return;
     void this.#poller.poll(therapistId).catch(() => {});
   }
 
@@ -118,14 +118,13 @@ export class PushChannels {
     const push = this.#config.google.push;
     if (!push) return;
     const token = await this.#token();
-    for (const [therapistId, cal] of this.#engine.calendars) {
+    for (const [therapistId, gw] of this.#calendars) {
       const current = await this.#channels.get(therapistId);
       // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
       const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
       if (current && current.expiration - now > renewBefore) continue;
       try {
         const channelId = randomUUID();
-        const gw = cal as unknown as CalendarGateway;
         const { resourceId, expiration } = await gw.watch({
           channelId,
           address: push.public_url,

@@ -10,7 +10,20 @@ import type { Table } from "../store/store.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
 import { KeyedSerial } from "./keyed.ts";
+import type { LinkReader } from "./links.ts";
+import type { Mapping } from "./mapping.ts";
 import type { CalEvent, Link } from "./types.ts";
+
+export interface PollerOptions {
+  mapping: Mapping;
+  links: LinkReader;
+  sync: Pick<SyncEngine, "syncAppointment">;
+  /** Sync tokens by therapist id. */
+  tokens: Table<string>;
+  clock?: Clock;
+  logger?: Logger;
+  intervalMs: number;
+}
 
 export interface PollResult {
   changes: number;
@@ -19,7 +32,9 @@ export interface PollResult {
 }
 
 export class CalendarPoller {
-  readonly #engine: SyncEngine;
+  readonly #mapping: Mapping;
+  readonly #links: LinkReader;
+  readonly #sync: Pick<SyncEngine, "syncAppointment">;
   readonly #tokens: Table<string>;
   readonly #clock: Clock;
   readonly #logger: Logger;
@@ -28,19 +43,21 @@ export class CalendarPoller {
   #abort = new AbortController();
   readonly #lastPoll = new Map<string, number>();
 
-  constructor(options: { engine: SyncEngine; clock?: Clock; logger?: Logger; intervalMs?: number }) {
-    this.#engine = options.engine;
-    this.#tokens = options.engine.store.table<string>("tokens");
+  constructor(options: PollerOptions) {
+    this.#mapping = options.mapping;
+    this.#links = options.links;
+    this.#sync = options.sync;
+    this.#tokens = options.tokens;
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
-    this.#intervalMs = options.intervalMs ?? options.engine.config.sync.calendar_poll_seconds * 1000;
+    this.#intervalMs = options.intervalMs;
   }
 
   /** Polls every calendar now and then every interval, until stop(). */
   start(): void {
     this.#abort = new AbortController();
     const signal = this.#abort.signal;
-    for (const therapistId of this.#engine.calendars.keys()) {
+    for (const therapistId of this.#mapping.calendars.keys()) {
       void (async () => {
         while (!signal.aborted) {
           await this.poll(therapistId).catch(() => {});
@@ -64,8 +81,7 @@ export class CalendarPoller {
   }
 
   async #poll(therapistId: string): Promise<PollResult> {
-    const cal = this.#engine.calendars.get(therapistId);
-    if (!cal) throw new Error(`no calendar for therapist ${therapistId}`);
+    const cal = this.#mapping.calendar(therapistId);
     const log = this.#logger.child({ therapist_id: therapistId });
     const key = `${therapistId}`;
     const token = await this.#tokens.get(key);
@@ -84,9 +100,9 @@ export class CalendarPoller {
     for (const event of result.events) {
       const id =
         event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ??
-        (event.id ? await this.#engine.appointmentOfEvent(event.id) : undefined);
+        (event.id ? await this.#links.appointmentOfEvent(event.id) : undefined);
       if (!id) continue; // not ours
-      const link = await this.#engine.getLink(id);
+      const link = await this.#links.get(id);
       if (event.id !== (link?.eventId ?? eventIdFor(id))) {
         // Carries the appointment's mark but is not its event: an occurrence of a series the therapist made of it, or
         // a copy. Its changes say nothing about the booking (a moved occurrence is no reschedule): left alone.
@@ -103,12 +119,11 @@ export class CalendarPoller {
       changes++;
       log.info({ appointment_id: id, event_status: event.status }, "calendar change seen");
       work.push(
-        this.#engine.syncAppointment(id, {
+        this.#sync.syncAppointment(id, {
           reason: "calendar change",
           priority: "writeback",
           // A deletion stays an event with status "cancelled": only that, never a missing event, means deleted.
-          seen: { therapistId, event },
-          seenAt: readAt,
+          calendar: { therapistId, event, seenAt: readAt },
           log,
         }),
       );

@@ -1,363 +1,283 @@
-// Owns syncAppointment: the one idempotent, level-triggered operation that makes the calendars match an
-// appointment's current state (and pushes a therapist's calendar change back). Webhooks, the reconciliation and the
-// calendar poller only decide which appointments to sync and supply hints; every write goes through here.
-import PQueue from "p-queue";
+// Owns syncAppointment: the one idempotent, level-triggered operation that makes the calendars match an appointment's
+// current state (and pushes a therapist's calendar change back), and the one owner of its retries. Webhooks, the
+// reconciliation and the calendar poller only say which appointments to sync and supply hints.
 import type { Priority } from "../booking/gate.ts";
-import type { Appointment } from "../booking/schemas.ts";
-import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
-import { eventIdFor } from "../calendar/ids.ts";
-import { RenderError, type RenderedEvent, renderEvent } from "../calendar/render.ts";
 import { type Clock, systemClock } from "../clock.ts";
-import type { Config, TherapistConfig } from "../config/schema.ts";
-import { writebackFor } from "../config/schema.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import type { Store, Table } from "../store/store.ts";
-import { bookingChanged, decide } from "./decide.ts";
-import { describeError, isCalendarKind, isNotFound, isPermanent } from "./errors.ts";
-import { KeyedSerial } from "./keyed.ts";
-import { noopSyncMetrics, type SyncMetrics } from "./metrics.ts";
-import type { Action, BookingPort, CalEvent, CalendarPort, Link, Snapshot } from "./types.ts";
-import { applyWriteback } from "./writeback.ts";
+import type { Activity } from "./activity.ts";
+import { applyAction } from "./apply.ts";
+import { customerResyncs } from "./customers.ts";
+import type { DeadLetters } from "./dead-letters.ts";
+import type { Effects } from "./effects.ts";
+import { describeError, isCalendarKind, isPermanent, isUnavailable } from "./errors.ts";
+import type { LinkStore } from "./links.ts";
+import type { Planner } from "./planner.ts";
+import { StateReader } from "./reader.ts";
+import { type RetryPolicy, retryDelay, withDefaults } from "./retry.ts";
+import { type BookingState, hintState } from "./snapshot.ts";
+import type { Action, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
+import { mergeRequests, type Pending, retryRequest, type Settle, seenIn, therapistOf, toPending } from "./work.ts";
+import { type RunVerdict, WorkQueue } from "./work-queue.ts";
 
 export interface EngineOptions {
-  config: Config;
   booking: BookingPort;
-  /** One calendar per mapped therapist, by therapist id. */
-  calendars: Map<string, CalendarPort>;
-  store: Store;
+  fx: Effects;
+  dead: DeadLetters;
   logger?: Logger;
   clock?: Clock;
-  metrics?: SyncMetrics;
-  /** Tries of one appointment before it stays in the dead letters (default 5). */
-  maxAttempts?: number;
-  /** First retry delay; doubles each time (default 5 s). */
-  retryBaseMs?: number;
+  /** Syncs at once (sync.concurrency). */
+  concurrency: number;
+  retry?: Partial<RetryPolicy>;
 }
 
-/** Where a sync request comes from, and what it already knows. */
-export interface SyncSource {
-  reason: string;
-  priority: Priority;
-  /** The booking's state when already known (list item, webhook payload); fetched when absent. */
-  appt?: Appointment;
-  /** Epoch ms of the fact in `appt` (webhook created_at); a hint not newer than what was applied is re-fetched. */
-  at?: number;
-  /** Our clock when `appt` was read (a listing); a link synced after that has newer facts, so the hint is re-fetched. */
-  readAt?: number;
-  /** The event as just seen in a therapist's calendar (null: not there / deleted). */
-  seen?: { therapistId: string; event: CalEvent | null };
-  /**
-   * Our clock when `seen` was read (a listing or a change feed). A link written since then means calbridge wrote the
-   * event after that read, so `seen` may be older than calbridge's own write: the event is read again before deciding.
-   */
-  seenAt?: number;
-  /** Read the event from the link's calendar before deciding (a retry of a calendar change). */
-  readEvent?: boolean;
-  log?: Logger;
-  /** With `dryRun`, nothing is written anywhere: the action is only returned. */
-  dryRun?: boolean;
-  attempt?: number;
+/** Thrown to callers waiting for a request the engine will not finish (it stopped): the work stays where it came from. */
+export class EngineStoppedError extends Error {
+  constructor() {
+    super("the sync engine stopped before this request was finished");
+    this.name = "EngineStoppedError";
+  }
 }
 
-export interface DeadLetter {
-  appointmentId: string;
-  error: string;
-  attempts: number;
-  firstAt: number;
-  lastAt: number;
-  reason: string;
-  final: boolean;
-}
+const LANES: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2 };
 
-export interface TherapistStatus {
-  lastSyncAt?: number;
-  lastError?: string;
-  lastErrorAt?: number;
-  writes: number;
-  writebacks: number;
-}
-
-/** Internal view handed to the write-back module. */
-export interface EngineContext {
-  readonly config: Config;
-  readonly booking: BookingPort;
-  readonly calendars: Map<string, CalendarPort>;
-  readonly clock: Clock;
-  readonly metrics: SyncMetrics;
-  readonly maxAttempts: number;
-  therapist(id: string | undefined): TherapistConfig | undefined;
-  render(appt: Snapshot, therapist: TherapistConfig, notice?: Link["notice"]): RenderedEvent | null;
-  saveLink(link: Link): Promise<void>;
-  linkFrom(args: LinkArgs): Link;
-  write(therapistId: string, action: Action, body: RenderedEvent, eventId: string, ifMatch?: string): Promise<CalEvent>;
-}
-
-export interface LinkArgs {
-  appointmentId: string;
-  therapistId: string;
-  eventId: string;
-  booking: Snapshot;
-  sourceAt: number;
-  event?: CalEvent | null;
-  body?: RenderedEvent | null;
-  present: boolean;
-  removedBy?: "booking" | "calendar";
-  notice?: Link["notice"];
-}
-
-export class SyncEngine implements EngineContext {
-  readonly config: Config;
-  readonly booking: BookingPort;
-  readonly calendars: Map<string, CalendarPort>;
-  readonly clock: Clock;
-  readonly metrics: SyncMetrics;
-  readonly maxAttempts: number;
-  readonly #store: Store;
-  readonly #links: Table<Link>;
-  readonly #eventIndex: Table<string>;
-  readonly #dead: Table<DeadLetter>;
+export class SyncEngine {
+  readonly #booking: BookingPort;
+  readonly #fx: Effects;
+  readonly #links: LinkStore;
+  readonly #planner: Planner;
+  readonly #read: StateReader;
+  readonly #dead: DeadLetters;
+  readonly #activity: Activity;
   readonly #logger: Logger;
-  readonly #serial = new KeyedSerial();
-  readonly #queue: PQueue;
-  readonly #therapists: Map<string, TherapistConfig>;
-  readonly #retryBaseMs: number;
-  readonly #retries = new Map<string, AbortController>();
-  readonly #status = new Map<string, TherapistStatus>();
-  #deadCount = 0;
+  readonly #clock: Clock;
+  readonly #retry: RetryPolicy;
+  readonly #concurrency: number;
+  #queue: WorkQueue<Pending>;
   #stopped = false;
 
-  constructor(options: EngineOptions) {
-    this.config = options.config;
-    this.booking = options.booking;
-    this.calendars = options.calendars;
-    this.clock = options.clock ?? systemClock;
-    this.metrics = options.metrics ?? noopSyncMetrics;
-    this.maxAttempts = options.maxAttempts ?? 5;
-    this.#retryBaseMs = options.retryBaseMs ?? 5000;
-    this.#store = options.store;
-    this.#links = options.store.table<Link>("links");
-    this.#eventIndex = options.store.table<string>("eventindex");
-    this.#dead = options.store.table<DeadLetter>("dead");
-    this.#logger = options.logger ?? silentLogger;
-    this.#queue = new PQueue({ concurrency: options.config.sync.concurrency });
-    this.#therapists = new Map(options.config.therapists.map((t) => [t.therapist_id, t]));
-    for (const t of options.config.therapists) this.#status.set(t.therapist_id, { writes: 0, writebacks: 0 });
+  constructor(o: EngineOptions) {
+    this.#booking = o.booking;
+    this.#fx = o.fx;
+    this.#links = o.fx.links;
+    this.#planner = o.fx.planner;
+    this.#read = new StateReader(o.booking, o.fx);
+    this.#activity = o.fx.activity;
+    this.#dead = o.dead;
+    this.#logger = o.logger ?? silentLogger;
+    this.#clock = o.clock ?? systemClock;
+    this.#retry = withDefaults(o.retry);
+    this.#concurrency = o.concurrency;
+    this.#queue = this.#newQueue();
   }
 
-  get store(): Store {
-    return this.#store;
-  }
-
-  get logger(): Logger {
-    return this.#logger;
-  }
-
-  therapist(id: string | undefined): TherapistConfig | undefined {
-    return id === undefined ? undefined : this.#therapists.get(id);
-  }
-
-  /** Appointments waiting for, or in, a sync. */
-  get queueDepth(): number {
-    return this.#queue.size + this.#queue.pending;
-  }
-
-  statusOf(therapistId: string): TherapistStatus | undefined {
-    return this.#status.get(therapistId);
-  }
-
-  get deadLetterCount(): number {
-    return this.#deadCount;
-  }
-
-  getLink(id: string): Promise<Link | undefined> {
-    return this.#links.get(id);
-  }
-
-  getLinks(ids: string[]): Promise<(Link | undefined)[]> {
-    return this.#links.getMany(ids);
-  }
-
-  /** The appointment behind a managed event id, from the index written with every link. */
-  appointmentOfEvent(eventId: string): Promise<string | undefined> {
-    return this.#eventIndex.get(eventId);
-  }
-
-  /**
-   * Makes the calendars match appointment `id`. Serial per appointment, bounded globally; failures are kept in the
-   * dead letters and retried with backoff, never stopping other work. Resolves with the action taken.
-   */
-  syncAppointment(id: string, source: SyncSource): Promise<Action> {
-    return this.#queue.add(() => this.#serial.run(id, () => this.#attempt(id, source)), {
-      priority: source.priority === "webhook" ? 2 : source.priority === "writeback" ? 1 : 0,
-    }) as Promise<Action>;
-  }
-
-  /** Stops scheduling retries and waits for queued work to finish. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    for (const c of this.#retries.values()) c.abort();
-    this.#retries.clear();
-    await this.#queue.onIdle();
-  }
-
-  idle(): Promise<void> {
-    return this.#queue.onIdle();
-  }
-
-  async #attempt(id: string, source: SyncSource): Promise<Action> {
-    const parent = source.log ?? this.#logger;
-    const log = parent.bindings().appointment_id === id ? parent : parent.child({ appointment_id: id });
-    const attempt = source.attempt ?? 1;
-    try {
-      const action = await this.#syncOnce(id, source, log);
-      if (!source.dryRun) await this.#clearDead(id);
-      return action;
-    } catch (err) {
-      const message = describeError(err);
-      const permanent = isPermanent(err);
-      const final = permanent || attempt >= this.maxAttempts;
-      this.metrics.operations.inc({ kind: "error", result: permanent ? "permanent" : "transient" });
-      if (source.dryRun) throw err;
-      log.error({ err: message, attempt, final, reason: source.reason }, "sync failed");
-      await this.#recordDead(id, message, attempt, source.reason, final).catch((e) =>
-        log.error({ err: describeError(e) }, "could not record the dead letter"),
-      );
-      if (!final) this.#scheduleRetry(id, source, attempt);
-      const therapistId = source.seen?.therapistId ?? source.appt?.therapist_id;
-      const st = therapistId ? this.#status.get(therapistId) : undefined;
-      if (st) {
-        st.lastError = message;
-        st.lastErrorAt = this.clock.now();
-      }
-      return { kind: "none", appointmentId: id, reason: `failed: ${message}` };
-    }
-  }
-
-  #scheduleRetry(id: string, source: SyncSource, attempt: number): void {
-    if (this.#stopped) return;
-    this.#retries.get(id)?.abort();
-    const ctl = new AbortController();
-    this.#retries.set(id, ctl);
-    const delay = this.#retryBaseMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
-    this.clock.sleep(delay, ctl.signal).then(
-      () => {
-        if (this.#retries.get(id) === ctl) this.#retries.delete(id);
-        // A retry re-reads the booking: the state that failed may be stale by now.
-        void this.syncAppointment(id, {
-          ...source,
-          appt: undefined,
-          at: undefined,
-          seen: undefined,
-          readEvent: source.readEvent === true || source.seen !== undefined,
-          reason: `retry of ${source.reason}`,
-          attempt: attempt + 1,
-        });
-      },
-      () => {},
-    );
-  }
-
-  async #recordDead(id: string, error: string, attempts: number, reason: string, final: boolean): Promise<void> {
-    const prev = await this.#dead.get(`appt:${id}`);
-    if (!prev) this.#deadCount++;
-    const now = this.clock.now();
-    await this.#dead.set(`appt:${id}`, {
-      appointmentId: id,
-      error,
-      attempts,
-      firstAt: prev?.firstAt ?? now,
-      lastAt: now,
-      reason,
-      final,
+  #newQueue(): WorkQueue<Pending> {
+    return new WorkQueue<Pending>({
+      concurrency: this.#concurrency,
+      lanes: 3,
+      merge: mergeRequests,
+      run: (key, pending) =>
+        pending.customerId === undefined ? this.#run(key.slice(2), pending) : this.#runCustomer(pending),
+      clock: this.#clock,
     });
-    this.metrics.deadLetters.set(this.#deadCount);
   }
 
-  async #clearDead(id: string): Promise<void> {
-    if (this.#deadCount === 0) return;
-    if (await this.#dead.delete(`appt:${id}`)) {
-      this.#deadCount = Math.max(0, this.#deadCount - 1);
-      this.metrics.deadLetters.set(this.#deadCount);
-    }
-  }
-
-  /** Reads the dead-letter count from the store (at start). */
-  async loadDeadLetterCount(): Promise<number> {
-    let n = 0;
-    for await (const [key] of this.#dead.entries()) if (key.startsWith("appt:")) n++;
-    this.#deadCount = n;
-    this.metrics.deadLetters.set(n);
-    return n;
-  }
-
-  /** The booking state to act on: the hint when it is newer than what was applied, otherwise a fresh read. */
-  /** The booking state the hint gives, when it is complete and newer than what was applied; undefined otherwise. */
-  #hintState(link: Link | undefined, source: SyncSource): { appt: Snapshot; sourceAt: number } | undefined {
-    const hint = source.appt;
-    if (!hint) return undefined;
-    const applied = link?.sourceAt ?? 0;
-    const merged = merge(link?.booking, hint);
-    // A payload whose times cannot be rendered is no hint at all: read the booking instead of failing on it (the
-    // webhook would be retried with the same payload, holding up every later event of the appointment).
-    const start = merged.start_time ? Date.parse(merged.start_time) : Number.NaN;
-    const end = merged.end_time ? Date.parse(merged.end_time) : Number.NaN;
-    const usable = end > start && merged.therapist_id && merged.status;
-    const fresh =
-      (source.at === undefined || !link || source.at > applied) &&
-      (source.readAt === undefined || !link || link.syncedAt <= source.readAt);
-    return usable && fresh ? { appt: merged, sourceAt: Math.max(applied, source.at ?? 0, updatedAt(hint)) } : undefined;
+  /** Appointments waiting for, in, or retrying a sync. */
+  get queueDepth(): number {
+    return this.#queue.size;
   }
 
   /**
-   * The action for `source` decided from what the caller already read (the link, a listing item, a listed event),
-   * without any I/O or queueing; undefined when that is not enough and syncAppointment must read for itself. The
-   * reconciliation plans thousands of unchanged appointments this way.
+   * Asks for appointment `id` to be synced; resolves with the outcome of the attempt that covered this request (a
+   * failure that is not final is retried by the engine afterwards). Requests for one appointment run one at a time;
+   * requests that wait together are merged, keeping the freshest hints.
    */
-  planFromHints(id: string, link: Link | undefined, source: SyncSource): Action | undefined {
-    if (source.readEvent) return undefined;
-    if (source.seen && link && source.seenAt !== undefined && link.syncedAt >= source.seenAt) return undefined;
-    const state = this.#hintState(link, source);
+  syncAppointment(id: string, request: SyncRequest): Promise<SyncOutcome> {
+    return this.#enqueue(id, request, "attempt");
+  }
+
+  /**
+   * Like syncAppointment, but resolves only when the engine is done with the request: synced, or given up on and
+   * recorded in the dead letters. Rejects with EngineStoppedError when the engine stops first. The queueing happens
+   * before this returns, so callers that ask in order are served in order.
+   */
+  settle(id: string, request: SyncRequest): Promise<SyncOutcome> {
+    return this.#enqueue(id, request, "settled");
+  }
+
+  /**
+   * Re-renders a customer's upcoming appointments (their name or contact details changed): lists them, then syncs each.
+   * Resolves like settle(), once every one of them is done.
+   */
+  resyncCustomer(customerId: string, request: Pick<SyncRequest, "reason" | "priority" | "log">): Promise<SyncOutcome> {
+    return new Promise<SyncOutcome>((resolve, reject) => {
+      const pending = toPending(request, { until: "settled", resolve, fail: reject }, customerId);
+      if (!this.#queue.add(`c:${customerId}`, pending, LANES[request.priority])) reject(new EngineStoppedError());
+    });
+  }
+
+  /** The action a sync would take now, reading what it must but writing nothing anywhere (the dry run). */
+  async plan(id: string, request: SyncRequest): Promise<Action> {
+    const link = await this.#links.get(id);
+    const state = await this.#read.booking(id, link, request);
+    const event = await this.#read.event(link, state.appt, request);
+    return this.#planner.plan(id, state.appt, link, event, seenIn(request));
+  }
+
+  /**
+   * The action decided from what the caller already read (the link, a listing item, a listed event), without any I/O
+   * or queueing; undefined when that is not enough and a sync must read for itself. The reconciliation plans thousands
+   * of unchanged appointments this way.
+   */
+  planFromHints(id: string, link: Link | undefined, request: SyncRequest): Action | undefined {
+    const cal = request.calendar;
+    if (cal && "reread" in cal) return undefined;
+    if (cal && link && cal.seenAt !== undefined && link.syncedAt >= cal.seenAt) return undefined;
+    const state = hintState(link, request.booking);
     if (!state) return undefined;
     try {
-      return this.plan(id, state.appt, link, this.#eventFor(link, state.appt, source), source.seen?.therapistId);
+      return this.#planner.plan(id, state.appt, link, this.#planner.eventOf(link, state.appt, cal), seenIn(request));
     } catch {
       return undefined; // e.g. a rendering problem: the full path records it properly
     }
   }
 
-  async #bookingState(
-    id: string,
-    link: Link | undefined,
-    source: SyncSource,
-  ): Promise<{ appt: Snapshot | null; sourceAt: number }> {
-    const applied = link?.sourceAt ?? 0;
-    const fromHint = this.#hintState(link, source);
-    if (fromHint) return fromHint;
+  /** Resolves when nothing is queued or running (appointments waiting to retry may remain). */
+  idle(): Promise<void> {
+    return this.#queue.idle();
+  }
+
+  /** Stops retries and new work for good, waits for the syncs in flight, and tells the callers of everything left. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.abandon();
+  }
+
+  /**
+   * Drops everything queued or waiting to retry (its callers are told, so webhook events stay in the inbox), and waits
+   * for the syncs in flight. New requests are taken again afterwards: a replica that lost the lead gives up its work
+   * this way, and the replica that leads next replays and reconciles it.
+   */
+  async abandon(): Promise<void> {
+    const old = this.#queue;
+    if (!this.#stopped) this.#queue = this.#newQueue();
+    const left = await old.stop();
+    for (const pending of left) for (const s of pending.waiters) s.fail(new EngineStoppedError());
+  }
+
+  #enqueue(id: string, request: SyncRequest, until: Settle["until"]): Promise<SyncOutcome> {
+    return new Promise<SyncOutcome>((resolve, reject) => {
+      const pending = toPending(request, { until, resolve, fail: reject });
+      if (!this.#queue.add(`a:${id}`, pending, LANES[request.priority])) reject(new EngineStoppedError());
+    });
+  }
+
+  async #run(id: string, p: Pending): Promise<RunVerdict> {
+    const parent = p.request.log ?? this.#logger;
+    const log = parent.bindings().appointment_id === id ? parent : parent.child({ appointment_id: id });
+    const attempt = p.counted + 1;
+    const read: { state?: BookingState } = {};
     try {
-      const appt = await this.booking.getAppointment(id, { priority: source.priority });
-      return { appt: merge(link?.booking, appt), sourceAt: Math.max(applied, source.at ?? 0, updatedAt(appt)) };
+      const action = await this.#syncOnce(id, p.request, log, attempt, read);
+      await this.#dead.clear(`appt:${id}`).catch((e) => log.warn({ err: describeError(e) }, "dead letter not cleared"));
+      p.resolveAll({ ok: true, action });
+      return { done: true };
     } catch (err) {
-      if (isNotFound(err)) return { appt: null, sourceAt: applied };
-      throw err;
+      return this.#failed(`appt:${id}`, p, err, log, read.state);
     }
   }
 
-  async #syncOnce(id: string, source: SyncSource, log: Logger): Promise<Action> {
-    const link = await this.#links.get(id);
-    const { appt, sourceAt } = await this.#bookingState(id, link, source);
-    let event = this.#eventFor(link, appt, source);
-    if (event !== undefined && link && source.seenAt !== undefined && link.syncedAt >= source.seenAt) {
-      // Taking an old version for the therapist's change would push it back to the booking service (a cancellation
-      // or a move nobody made) or undo calbridge's own write.
-      event = await this.#calendar(source.seen!.therapistId).get(event?.id ?? link.eventId);
-    } else if (source.readEvent && link?.present && event === undefined) {
-      event = await this.#calendar(link.therapistId).get(link.eventId);
+  /** One failed run: retried under the policy, or given up on as exactly one dead letter. */
+  async #failed(
+    key: string,
+    p: Pending,
+    err: unknown,
+    log: Logger,
+    read: BookingState | undefined,
+  ): Promise<RunVerdict> {
+    const error = describeError(err);
+    const now = this.#clock.now();
+    const unavailable = isUnavailable(err);
+    const permanent = !unavailable && isPermanent(err);
+    // A calendar that cannot be used now is not the appointment's failure: it does not spend the attempt budget,
+    // and only a calendar gone for longer than the grace period ends in the dead letters.
+    if (!unavailable) p.counted += 1;
+    p.runs += 1;
+    p.failingSince ??= now;
+    const final =
+      permanent ||
+      (unavailable ? now - p.failingSince >= this.#retry.unavailableGraceMs : p.counted >= this.#retry.maxAttempts);
+    this.#fx.metrics.operations.inc({
+      kind: "error",
+      result: permanent ? "permanent" : unavailable ? "unavailable" : "transient",
+    });
+    const therapistId = therapistOf(p.request, read);
+    if (therapistId) this.#activity.failed(therapistId, error);
+    if (final) {
+      log.error({ err: error, attempts: p.runs, reason: p.request.reason }, "sync failed for good: dead letter");
+      await this.#dead
+        .record({ key, error, attempts: p.runs, firstAt: p.failingSince, reason: p.request.reason })
+        .catch((e) => log.error({ err: describeError(e) }, "could not record the dead letter"));
+      p.resolveAll({ ok: false, error, final: true });
+      return { done: true };
     }
+    const retryInMs = retryDelay(this.#retry, unavailable ? p.runs : p.counted);
+    if (unavailable) {
+      // Logged when it starts waiting; the retries are quiet until it works or is given up on.
+      if (p.runs === 1) log.warn({ err: error, reason: p.request.reason }, "calendar not available; the sync waits");
+    } else {
+      log.error({ err: error, attempt: p.counted, reason: p.request.reason, retry_in_ms: retryInMs }, "sync failed");
+    }
+    p.resolveAttempts({ ok: false, error, final: false });
+    p.request = retryRequest(p.request, unavailable, read, now);
+    return { done: false, retryInMs };
+  }
+
+  /** A customer's re-render: the listing is this run's work (retried like a sync); each appointment is its own sync. */
+  async #runCustomer(p: Pending): Promise<RunVerdict> {
+    const customerId = p.customerId!;
+    const log = (p.request.log ?? this.#logger).child({ customer_id: customerId });
+    let resyncs: [string, SyncRequest][];
+    try {
+      resyncs = await customerResyncs(this.#booking, this.#fx.mapping.config, customerId, this.#clock.now(), {
+        ...p.request,
+        log,
+      });
+    } catch (err) {
+      return this.#failed(`customer:${customerId}`, p, err, log, undefined);
+    }
+    const waiters = p.waiters;
+    p.waiters = [];
+    void Promise.allSettled(resyncs.map(([id, request]) => this.settle(id, request))).then((results) => {
+      const failed = results.find((r) => r.status === "rejected" || !r.value.ok);
+      for (const w of waiters) {
+        if (failed?.status === "rejected") w.fail(failed.reason as Error);
+        else w.resolve(failed?.status === "fulfilled" ? failed.value : { ok: true, action: none(customerId) });
+      }
+    });
+    log.info({ appointments: resyncs.length }, "customer's upcoming events re-rendered");
+    return { done: true };
+  }
+
+  async #syncOnce(
+    id: string,
+    request: SyncRequest,
+    log: Logger,
+    attempt: number,
+    read: { state?: BookingState },
+  ): Promise<Action> {
+    const link = await this.#links.get(id);
+    const state = await this.#read.booking(id, link, request);
+    if (state.appt) read.state = { appt: state.appt, sourceAt: state.sourceAt };
+    let event = await this.#read.event(link, state.appt, request);
     for (let round = 0; ; round++) {
-      const action = this.plan(id, appt, link, event, source.seen?.therapistId);
-      if (source.dryRun) return action;
+      const action = this.#planner.plan(id, state.appt, link, event, seenIn(request));
       try {
-        await this.#apply(action, { id, appt, link, sourceAt, event, log, source });
+        await applyAction(
+          action,
+          { ...state, id, link, event, log, attempt, maxAttempts: this.#retry.maxAttempts },
+          this.#fx,
+          this.#booking,
+        );
         return action;
       } catch (err) {
         // 412: the therapist changed the event since we last saw it. Read it and decide again, once.
@@ -366,297 +286,13 @@ export class SyncEngine implements EngineContext {
           // Write-backs name no event of their own: theirs is the linked one.
           const eventId = "eventId" in action ? action.eventId : link?.eventId;
           if (eventId === undefined) throw err;
-          event = await this.#calendar(action.therapistId).get(eventId);
+          event = await this.#fx.calendar(action.therapistId).get(eventId);
           continue;
         }
         throw err;
       }
     }
   }
-
-  #eventFor(link: Link | undefined, appt: Snapshot | null, source: SyncSource): CalEvent | null | undefined {
-    const seen = source.seen;
-    if (!seen) return undefined;
-    const where = link?.therapistId ?? (this.therapist(appt?.therapist_id) ? appt?.therapist_id : undefined);
-    // Without a link or a mapped owner, the event where it was seen is the one to decide about (an orphan).
-    return seen.therapistId === where || where === undefined ? seen.event : undefined;
-  }
-
-  /** The action for one appointment, given both sides (pure apart from reading the configuration). */
-  plan(
-    id: string,
-    appt: Snapshot | null,
-    link: Link | undefined,
-    event: CalEvent | null | undefined,
-    seenIn?: string,
-  ): Action {
-    const target = this.therapist(appt?.therapist_id);
-    const notice = link?.notice && appt && !bookingChanged(link, appt) ? link.notice : undefined;
-    const desired = appt && target ? this.render(appt, target, notice) : null;
-    const owner = this.therapist(link?.therapistId) ?? target;
-    const action = decide({
-      appointmentId: id,
-      appt,
-      link,
-      event,
-      targetTherapistId: target?.therapist_id,
-      seenIn: event === undefined ? undefined : seenIn,
-      desired,
-      eventId: link?.eventId ?? eventIdFor(id),
-      writeback: owner ? writebackFor(this.config, owner) : { ...this.config.sync.writeback },
-      conflict: this.config.sync.conflict,
-    });
-    // A change undone in the calendar carries its own notice, replacing any earlier one.
-    if ((action.kind === "restore" || action.kind === "update") && action.notice && appt) {
-      const owner = this.therapist(action.therapistId);
-      const body = owner ? this.render(appt, owner, { text: action.notice, at: 0 }) : null;
-      if (body) action.body = body;
-    }
-    return action;
-  }
-
-  render(appt: Snapshot, therapist: TherapistConfig, notice?: Link["notice"]): RenderedEvent | null {
-    const body = renderEvent(appt, therapist, {
-      ...this.config.event,
-      cancelled_events: this.config.sync.cancelled_events,
-    });
-    if (body && notice) body.description = `${body.description}\n\n${notice.text}`.trim();
-    return body;
-  }
-
-  #calendar(therapistId: string): CalendarPort {
-    const cal = this.calendars.get(therapistId);
-    if (!cal) throw new RenderError(therapistId, `no calendar configured for therapist ${therapistId}`);
-    return cal;
-  }
-
-  linkFrom(a: LinkArgs): Link {
-    const event = a.event ?? undefined;
-    return {
-      appointmentId: a.appointmentId,
-      therapistId: a.therapistId,
-      calendarId: this.therapist(a.therapistId)?.calendar_id ?? "",
-      eventId: a.eventId,
-      present: a.present,
-      ...(a.removedBy ? { removedBy: a.removedBy } : {}),
-      etag: event?.etag ?? undefined,
-      fingerprint: a.body ? fingerprint(a.body) : event ? fingerprint(event) : undefined,
-      eventStart: instantOf(event?.start) ?? instantOf(a.body?.start),
-      eventEnd: instantOf(event?.end) ?? instantOf(a.body?.end),
-      booking: a.booking,
-      sourceAt: a.sourceAt,
-      ...(a.notice ? { notice: a.notice } : {}),
-      syncedAt: this.clock.now(),
-    };
-  }
-
-  async saveLink(link: Link): Promise<void> {
-    await this.#links.set(link.appointmentId, link);
-    await this.#eventIndex.set(link.eventId, link.appointmentId);
-  }
-
-  /** Writes an event body into a therapist's calendar (insert, or update/restore by id) and counts it. */
-  async write(
-    therapistId: string,
-    action: Action,
-    body: RenderedEvent,
-    eventId: string,
-    ifMatch?: string,
-  ): Promise<CalEvent> {
-    const cal = this.#calendar(therapistId);
-    let event: CalEvent;
-    if (action.kind === "update" && ifMatch) {
-      try {
-        event = await cal.update(eventId, body, { ifMatch });
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-        event = (await cal.upsert(eventId, body)).event;
-      }
-    } else {
-      event = (await cal.upsert(eventId, body, ifMatch ? { ifMatch } : {})).event;
-    }
-    this.#counted(therapistId, action.kind);
-    return event;
-  }
-
-  #counted(therapistId: string, kind: string): void {
-    this.metrics.operations.inc({ kind, result: "ok" });
-    const st = this.#status.get(therapistId);
-    if (st) {
-      st.writes++;
-      st.lastSyncAt = this.clock.now();
-    }
-  }
-
-  async #apply(
-    action: Action,
-    c: {
-      id: string;
-      appt: Snapshot | null;
-      link: Link | undefined;
-      sourceAt: number;
-      event: CalEvent | null | undefined;
-      log: Logger;
-      source: SyncSource;
-    },
-  ): Promise<void> {
-    const { id, appt, link, sourceAt, log } = c;
-    const booking = appt ?? link?.booking ?? { id };
-    const notice = link?.notice && appt && !bookingChanged(link, appt) ? link.notice : undefined;
-    switch (action.kind) {
-      case "none": {
-        // Remember what was learnt (a fuller snapshot, a newer source time) without touching any calendar.
-        const target = this.therapist(appt?.therapist_id);
-        if (link && appt && (link.sourceAt < sourceAt || JSON.stringify(link.booking) !== JSON.stringify(appt))) {
-          await this.saveLink({ ...link, booking: appt, sourceAt: Math.max(link.sourceAt, sourceAt) });
-        } else if (!link && appt && target) {
-          // A tombstone: an older webhook arriving later cannot resurrect this state.
-          await this.saveLink(
-            this.linkFrom({
-              appointmentId: id,
-              therapistId: target.therapist_id,
-              eventId: eventIdFor(id),
-              booking: appt,
-              sourceAt,
-              present: false,
-              removedBy: "booking",
-            }),
-          );
-        }
-        this.metrics.operations.inc({ kind: "none", result: "ok" });
-        return;
-      }
-      case "adopt": {
-        await this.saveLink(
-          this.linkFrom({
-            appointmentId: id,
-            therapistId: action.therapistId,
-            eventId: action.event.id ?? eventIdFor(id),
-            booking,
-            sourceAt,
-            event: action.event,
-            present: true,
-            notice,
-          }),
-        );
-        this.metrics.operations.inc({ kind: "adopt", result: "ok" });
-        return;
-      }
-      case "create":
-      case "update":
-      case "restore": {
-        const undone = action.notice ? { text: action.notice, at: this.clock.now() } : undefined;
-        const body = action.body;
-        const event = await this.write(action.therapistId, action, body, action.eventId, action.ifMatch);
-        const restoreNotice = undone ?? notice;
-        await this.saveLink(
-          this.linkFrom({
-            appointmentId: id,
-            therapistId: action.therapistId,
-            eventId: action.eventId,
-            booking,
-            sourceAt,
-            event,
-            body,
-            present: true,
-            notice: restoreNotice,
-          }),
-        );
-        log.info(
-          { action: action.kind, therapist_id: action.therapistId, reason: action.reason },
-          `event ${action.kind === "create" ? "created" : action.kind === "update" ? "updated" : "restored"}`,
-        );
-        return;
-      }
-      case "delete": {
-        const cal = this.calendars.get(action.therapistId);
-        if (cal) {
-          const result = await cal.delete(action.eventId);
-          this.#counted(action.therapistId, "delete");
-          log.info(
-            { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
-            "event deleted",
-          );
-        } else {
-          log.warn({ therapist_id: action.therapistId }, "event left in a calendar that is no longer mapped");
-        }
-        const therapistId = this.therapist(appt?.therapist_id)?.therapist_id ?? action.therapistId;
-        await this.saveLink(
-          this.linkFrom({
-            appointmentId: id,
-            therapistId,
-            eventId: action.eventId,
-            booking,
-            sourceAt,
-            present: false,
-            removedBy: "booking",
-          }),
-        );
-        return;
-      }
-      case "move": {
-        const event = await this.write(
-          action.to.therapistId,
-          { ...action, kind: "create" } as unknown as Action,
-          action.body,
-          action.to.eventId,
-        );
-        await this.saveLink(
-          this.linkFrom({
-            appointmentId: id,
-            therapistId: action.to.therapistId,
-            eventId: action.to.eventId,
-            booking,
-            sourceAt,
-            event,
-            body: action.body,
-            present: true,
-          }),
-        );
-        try {
-          await this.#calendar(action.from.therapistId).delete(action.from.eventId);
-        } catch (err) {
-          // The link already points at the new calendar; the next reconciliation removes the copy left behind.
-          log.warn(
-            { err: describeError(err), from: action.from.therapistId },
-            "old event not removed yet after a reassignment",
-          );
-        }
-        this.metrics.operations.inc({ kind: "move", result: "ok" });
-        log.info(
-          { action: "move", from: action.from.therapistId, to: action.to.therapistId },
-          "event moved to the new therapist's calendar",
-        );
-        return;
-      }
-      case "writeback_reschedule":
-      case "writeback_cancel": {
-        if (!link) return;
-        const st = this.#status.get(action.therapistId);
-        if (st) st.writebacks++;
-        await applyWriteback(this, action, {
-          id,
-          appt: booking,
-          link,
-          event: c.event,
-          sourceAt,
-          log,
-          attempt: c.source.attempt ?? 1,
-        });
-        return;
-      }
-    }
-  }
 }
 
-/** The newer fields over the older snapshot: list items and payloads lack fields that earlier reads supplied. */
-export function merge(prev: Snapshot | undefined, next: Appointment): Snapshot {
-  const out: Record<string, unknown> = { ...(prev ?? {}) };
-  for (const [k, v] of Object.entries(next)) if (v !== undefined && k !== "addons") out[k] = v;
-  return out as Snapshot;
-}
-
-function updatedAt(appt: Appointment): number {
-  const ms = appt.updated_at ? Date.parse(appt.updated_at) : Number.NaN;
-  return Number.isNaN(ms) ? 0 : ms;
-}
+const none = (id: string): Action => ({ kind: "none", appointmentId: id, reason: "customer re-rendered" });

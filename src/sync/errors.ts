@@ -2,6 +2,7 @@
 import { BookingApiError } from "../booking/errors.ts";
 import { CalendarError, type CalendarErrorKind } from "../calendar/errors.ts";
 import { RenderError } from "../calendar/render.ts";
+import { CalendarUnavailableError } from "./mapping.ts";
 
 /** A 404 from the booking service (appointment unknown) or from a calendar (event unknown). */
 export function isNotFound(err: unknown): boolean {
@@ -20,6 +21,18 @@ export function isPermanent(err: unknown): boolean {
   if (err instanceof BookingApiError) return err.kind === "rejected" || err.kind === "invalid_request";
   if (err instanceof CalendarError) return err.kind === "invalid";
   return false;
+}
+
+/** Kinds of calendar errors that say the calendar cannot be used now, whatever the appointment. */
+const UNAVAILABLE: ReadonlySet<CalendarErrorKind> = new Set(["auth", "calendar_not_found", "quota"]);
+
+/**
+ * The therapist's calendar cannot be used now (no credentials, credentials rejected, calendar not found, paused for
+ * quota): not the appointment's fault, so its syncs wait for the calendar instead of going to the dead letters.
+ */
+export function isUnavailable(err: unknown): boolean {
+  if (err instanceof CalendarUnavailableError) return true;
+  return err instanceof CalendarError && UNAVAILABLE.has(err.kind);
 }
 
 /** A refusal by the booking service that the therapist should see (slot taken, past booking, ...). */

@@ -1,11 +1,38 @@
 // Owns the full reconciliation: list the window on both sides, plan one action per appointment and per stray
 // managed event, hold back a suspicious mass deletion, then apply the plan through syncAppointment.
-import type { Appointment } from "../booking/schemas.ts";
+import PQueue from "p-queue";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
+import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
-import type { SyncEngine, SyncSource } from "./engine.ts";
+import type { Table } from "../store/store.ts";
+import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
-import { type ActionKind, type CalEvent, isDestructive, type PlanEntry, planEntry } from "./types.ts";
+import type { LinkReader } from "./links.ts";
+import type { Mapping } from "./mapping.ts";
+import type { SyncMetrics } from "./metrics.ts";
+import { listBookings, listCalendars } from "./reconcile-sides.ts";
+import {
+  type ActionKind,
+  type BookingPort,
+  type CalEvent,
+  isDestructive,
+  type PlanEntry,
+  planEntry,
+  type SyncRequest,
+} from "./types.ts";
+
+/** What a reconciliation reads and drives. */
+export interface ReconcileContext {
+  mapping: Mapping;
+  booking: BookingPort;
+  links: LinkReader;
+  sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints">;
+  metrics: Pick<SyncMetrics, "guardTripped" | "reconcileDuration" | "lastReconcileSuccess">;
+  /** Where the time of the last successful run is kept (shared by replicas). */
+  meta: Table<number>;
+  clock: Clock;
+  logger: Logger;
+}
 
 export interface ReconcileOptions {
   dryRun?: boolean;
@@ -30,6 +57,8 @@ export interface ReconcileReport {
   window: { from: string; to: string };
   appointments: number;
   skippedUnmapped: number;
+  /** Appointments left alone because their therapist's calendar could not be used this run. */
+  waitingForCalendar: number;
   managedEvents: number;
   /** Every action other than "none", as planned (without event bodies). */
   plan: PlanEntry[];
@@ -45,9 +74,10 @@ export interface ReconcileReport {
 export const GUARD_FLOOR = 3;
 const DAY = 86_400_000;
 
-export async function reconcile(engine: SyncEngine, options: ReconcileOptions = {}): Promise<ReconcileReport> {
-  const { config, clock } = engine;
-  const log = options.log ?? engine.logger;
+export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions = {}): Promise<ReconcileReport> {
+  const { mapping, clock } = ctx;
+  const config = mapping.config;
+  const log = options.log ?? ctx.logger;
   const started = clock.now();
   const from = new Date(started - config.sync.window.past_days * DAY).toISOString();
   const to = new Date(started + config.sync.window.future_days * DAY).toISOString();
@@ -59,74 +89,52 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
   }
   const dryRun = options.dryRun === true;
 
-  // 1. The booking side: one listing of the window, 100 a page. Failing here fails the run: nothing is decided.
-  const appointments = new Map<string, Appointment>();
-  for await (const appt of engine.booking.listAppointments(
-    { dateFrom: from, dateTo: to, ...(options.therapistId ? { therapistId: options.therapistId } : {}) },
-    { priority: "reconcile" },
-  )) {
-    appointments.set(appt.id, appt);
-  }
+  // 1. and 2. Both sides of the window. Failing to list the booking side fails the run: nothing is decided.
+  const appointments = await listBookings(ctx.booking, { from, to }, options.therapistId);
   const readAt = clock.now();
-
-  // 2. The calendar side: managed events of each calendar in the window. A calendar that cannot be listed is left
-  //    alone this run (nothing in it is deleted, nothing of it is written back).
   const listedAt = clock.now();
-  const events = new Map<string, Map<string, CalEvent>>();
-  const calendarErrors: Record<string, string> = {};
-  await Promise.all(
-    therapists.map(async (t) => {
-      const cal = engine.calendars.get(t.therapist_id);
-      if (!cal) return;
-      try {
-        const byId = new Map<string, CalEvent>();
-        for await (const ev of cal.listManaged({ timeMin: from, timeMax: to })) if (ev.id) byId.set(ev.id, ev);
-        events.set(t.therapist_id, byId);
-      } catch (err) {
-        calendarErrors[t.therapist_id] = describeError(err);
-        log.error(
-          { therapist_id: t.therapist_id, err: describeError(err) },
-          "calendar could not be listed; left alone this run",
-        );
-      }
-    }),
-  );
-  const managed = [...events.values()].reduce((n, m) => n + m.size, 0);
+  const { events, calendarErrors, unusable, managed } = await listCalendars(mapping, therapists, { from, to }, log);
 
   // 3. Plan: one decision per listed appointment, and per managed event no listed appointment accounts for.
   const ids = [...appointments.keys()];
-  const links = await engine.getLinks(ids);
-  const sources = new Map<string, SyncSource>();
+  const links = await ctx.links.getMany(ids);
+  const sources = new Map<string, SyncRequest>();
   const claimed = new Set<string>(); // "therapist/eventId" of events some appointment accounts for
   let skippedUnmapped = 0;
+  let waiting = 0;
   for (const [i, id] of ids.entries()) {
     const appt = appointments.get(id)!;
     const link = links[i];
-    const target = engine.therapist(appt.therapist_id);
+    const target = mapping.therapist(appt.therapist_id);
     if (!target && !link?.present) {
       skippedUnmapped++;
       continue;
     }
     if (options.therapistId && !target && link?.therapistId !== options.therapistId) continue;
     const where = link?.therapistId ?? target?.therapist_id;
+    // The calendar it belongs in cannot be used now: its syncs would only wait. The run after it is back does them.
+    const owner = target?.therapist_id ?? where;
+    if (owner !== undefined && unusable.has(owner)) {
+      waiting++;
+      continue;
+    }
     const eventId = link?.eventId ?? eventIdFor(id);
     const listed = where ? events.get(where) : undefined;
-    let seen: SyncSource["seen"];
+    let calendar: SyncRequest["calendar"];
     if (where && listed) {
       claimed.add(`${where}/${eventId}`);
       let event: CalEvent | null = listed.get(eventId) ?? null;
       if (!event && link?.present) {
         // Not in the window listing: deleted, or moved out of the window by the therapist. Look before deciding.
-        event = await engine.calendars.get(where)!.get(eventId);
+        event = await mapping.calendar(where).get(eventId);
       }
-      seen = { therapistId: where, event };
+      calendar = { therapistId: where, event, seenAt: listedAt };
     }
     sources.set(id, {
       reason: "reconcile",
       priority: "reconcile",
-      appt,
-      readAt,
-      ...(seen ? { seen, seenAt: listedAt } : {}),
+      booking: { appt, readAt },
+      ...(calendar ? { calendar } : {}),
       log,
     });
   }
@@ -135,7 +143,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
     for (const [eventId, ev] of byId) {
       if (claimed.has(`${therapistId}/${eventId}`)) continue;
       const id =
-        ev.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ?? (await engine.appointmentOfEvent(eventId));
+        ev.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ?? (await ctx.links.appointmentOfEvent(eventId));
       if (id) strays.push({ id, therapistId, event: ev });
     }
   }
@@ -144,12 +152,13 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
   const planned = new Map<string, PlanEntry>();
   let failed = 0;
   const linkOf = new Map(ids.map((id, i) => [id, links[i]]));
-  const planOne = async (id: string, source: SyncSource) => {
+  // Most appointments are decided from what was just read; the rest read for themselves (nothing written), as many at
+  // once as syncs run.
+  const reads = new PQueue({ concurrency: config.sync.concurrency });
+  const planOne = async (id: string, source: SyncRequest) => {
     try {
-      // Most appointments are decided from what was just read; the rest read for themselves (dry, nothing written).
       const action =
-        engine.planFromHints(id, linkOf.get(id), source) ??
-        (await engine.syncAppointment(id, { ...source, dryRun: true }));
+        ctx.sync.planFromHints(id, linkOf.get(id), source) ?? (await reads.add(() => ctx.sync.plan(id, source)));
       const entry = planEntry(action);
       planned.set(id, entry);
       if (entry.kind !== "none") plan.push(entry);
@@ -167,7 +176,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
   if (!strayOverLimit) {
     await Promise.all(
       strays.map(async (s) => {
-        const link = await engine.getLink(s.id);
+        const link = await ctx.links.get(s.id);
         // Marked with the appointment but not its event (an occurrence of a series made of it, a copy): not ours.
         if (s.event.id !== (link?.eventId ?? eventIdFor(s.id))) return;
         if (link?.present && link.therapistId !== s.therapistId && appointments.has(s.id)) {
@@ -187,11 +196,10 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
           return;
         }
         if (!appointments.has(s.id)) {
-          const source: SyncSource = {
+          const source: SyncRequest = {
             reason: "reconcile (event without a listed appointment)",
             priority: "reconcile",
-            seen: { therapistId: s.therapistId, event: s.event },
-            seenAt: listedAt,
+            calendar: { therapistId: s.therapistId, event: s.event, seenAt: listedAt },
             log,
           };
           sources.set(s.id, source);
@@ -206,7 +214,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
   const tripped = !options.force && destructive > limit;
   const guard: GuardReport = { tripped, destructive, managed, limit };
   if (tripped) {
-    engine.metrics.guardTripped.inc();
+    ctx.metrics.guardTripped.inc();
     log.error(
       { destructive, managed, max_delete_ratio: config.sync.max_delete_ratio },
       `mass-deletion guard: this run would remove ${destructive} of ${managed} managed events; nothing is deleted or cancelled. Check the booking API and calendars, then run \`calbridge reconcile --force\` if this is intended.`,
@@ -219,10 +227,10 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
     await inSlices(plan, 64, async (action) => {
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && action.reason === "copy left behind in another calendar") {
-        await engine.calendars
-          .get(action.therapistId)
-          ?.delete(action.eventId)
-          .catch((err) => {
+        await mapping
+          .calendar(action.therapistId)
+          .delete(action.eventId)
+          .catch((err: unknown) => {
             failed++;
             log.warn({ err: describeError(err) }, "stray event not removed");
           });
@@ -230,8 +238,8 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
       }
       const source = sources.get(action.appointmentId);
       if (!source) return;
-      const done = await engine.syncAppointment(action.appointmentId, source);
-      if (done.kind === "none" && done.reason.startsWith("failed")) failed++;
+      const outcome = await ctx.sync.syncAppointment(action.appointmentId, source);
+      if (!outcome.ok) failed++;
     });
   }
 
@@ -240,10 +248,10 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
   const durationMs = clock.now() - started;
   const ok = failed === 0 && !tripped && Object.keys(calendarErrors).length === 0;
   if (!dryRun) {
-    engine.metrics.reconcileDuration.observe(durationMs / 1000);
+    ctx.metrics.reconcileDuration.observe(durationMs / 1000);
     if (ok || (!tripped && failed === 0)) {
-      engine.metrics.lastReconcileSuccess.set(Math.floor(clock.now() / 1000));
-      await engine.store.table<number>("meta").set("last_reconcile_success", clock.now());
+      ctx.metrics.lastReconcileSuccess.set(Math.floor(clock.now() / 1000));
+      await ctx.meta.set("last_reconcile_success", clock.now());
     }
   }
   log.info(
@@ -252,6 +260,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
       appointments: appointments.size,
       managed,
       skipped_unmapped: skippedUnmapped,
+      waiting_for_calendar: waiting,
       counts,
       failed,
       guard_tripped: tripped,
@@ -266,6 +275,7 @@ export async function reconcile(engine: SyncEngine, options: ReconcileOptions = 
     window: { from, to },
     appointments: appointments.size,
     skippedUnmapped,
+    waitingForCalendar: waiting,
     managedEvents: managed,
     plan,
     counts,

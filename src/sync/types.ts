@@ -4,6 +4,7 @@ import type { calendar_v3 } from "googleapis";
 import type { Priority } from "../booking/gate.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
+import type { Logger } from "../log.ts";
 
 export type CalEvent = calendar_v3.Schema$Event;
 
@@ -34,6 +35,41 @@ export interface Link {
   notice?: { text: string; at: number };
   syncedAt: number;
 }
+
+/** What a caller already knows of the booking side of an appointment when it asks for a sync. */
+export interface BookingHint {
+  /** The booking's state as a payload or a list item gave it; read from the booking service when absent. */
+  appt?: Appointment;
+  /** Epoch ms of the fact (a webhook's created_at): a hint not newer than what was applied is read again. */
+  at?: number;
+  /** Our clock when `appt` was read (a listing): a link written after that holds newer facts, so it is read again. */
+  readAt?: number;
+}
+
+/** What a caller knows of the calendar side: the event as just seen in a calendar (null: absent), or "read it". */
+export type CalendarHint =
+  | {
+      therapistId: string;
+      event: CalEvent | null;
+      /**
+       * Our clock when `event` was read (a listing or a change feed). A link written since then means calbridge wrote
+       * the event after that read, so `event` may be older than calbridge's own write: it is read again.
+       */
+      seenAt?: number;
+    }
+  | { reread: true };
+
+/** One request to bring an appointment's two sides together: why, how urgent, and the hints that save reads. */
+export interface SyncRequest {
+  reason: string;
+  priority: Priority;
+  booking?: BookingHint;
+  calendar?: CalendarHint;
+  log?: Logger;
+}
+
+/** How a sync attempt ended: the action taken, or the error and whether it is final (no more retries). */
+export type SyncOutcome = { ok: true; action: Action } | { ok: false; error: string; final: boolean };
 
 export interface CallOptions {
   priority?: Priority;

@@ -1,18 +1,19 @@
 // Owns the translation of booking webhooks into sync requests: payloads are hints (used only when complete and newer
 // than what was applied), everything else is fetched; customer changes re-render that customer's upcoming events.
+// Each call resolves when the engine is done with the request (synced, or recorded as a dead letter), so the inbox
+// marks the event done only then; it rejects when the engine stops first, and the event stays in the inbox.
 import type { Appointment } from "../booking/schemas.ts";
 import type { Logger } from "../log.ts";
 import type { BookingWebhookEvent } from "../webhooks/event.ts";
 import type { EventSink } from "../webhooks/processor.ts";
 import type { SyncEngine } from "./engine.ts";
-
-const DAY = 86_400_000;
+import type { BookingHint } from "./types.ts";
 
 export class EngineSink implements EventSink {
-  readonly #engine: SyncEngine;
+  readonly #sync: Pick<SyncEngine, "settle" | "resyncCustomer">;
 
-  constructor(engine: SyncEngine) {
-    this.#engine = engine;
+  constructor(sync: Pick<SyncEngine, "settle" | "resyncCustomer">) {
+    this.#sync = sync;
   }
 
   async appointment(event: BookingWebhookEvent, log: Logger): Promise<void> {
@@ -23,20 +24,11 @@ export class EngineSink implements EventSink {
       return;
     }
     const at = event.created_at ? Date.parse(event.created_at) : Number.NaN;
-    let hint: Appointment | undefined;
-    if (event.type === "appointment.created") hint = object as Appointment;
-    else if (event.type === "appointment.cancelled") hint = { ...(object as Appointment), status: "cancelled" };
+    const booking: BookingHint = Number.isNaN(at) ? {} : { at };
+    if (event.type === "appointment.created") booking.appt = object as Appointment;
+    else if (event.type === "appointment.cancelled") booking.appt = { ...(object as Appointment), status: "cancelled" };
     // updated / completed / no_show: payloads are not described by the spec; the engine fetches the appointment.
-    const action = await this.#engine.syncAppointment(id, {
-      reason: event.type,
-      priority: "webhook",
-      ...(hint ? { appt: hint } : {}),
-      ...(Number.isNaN(at) ? {} : { at }),
-      log,
-    });
-    if (action.kind === "none" && action.reason.startsWith("failed")) {
-      throw new Error(`sync of ${id} failed: ${action.reason}`);
-    }
+    await this.#sync.settle(id, { reason: event.type, priority: "webhook", booking, log });
   }
 
   async customerUpdated(event: BookingWebhookEvent, log: Logger): Promise<void> {
@@ -47,27 +39,6 @@ export class EngineSink implements EventSink {
       log.warn("customer.updated without a customer id; nothing to re-render");
       return;
     }
-    const now = this.#engine.clock.now();
-    const dateTo = new Date(now + this.#engine.config.sync.window.future_days * DAY).toISOString();
-    const upcoming: Appointment[] = [];
-    for await (const appt of this.#engine.booking.listAppointments(
-      { customerId, dateFrom: new Date(now).toISOString(), dateTo },
-      { priority: "webhook" },
-    )) {
-      upcoming.push(appt);
-    }
-    // The listing lacks contact details; with them on the event, each appointment is read in full.
-    const full = this.#engine.config.event.include_customer_contact;
-    await Promise.all(
-      upcoming.map((appt) =>
-        this.#engine.syncAppointment(appt.id, {
-          reason: "customer.updated",
-          priority: "webhook",
-          ...(full ? {} : { appt }),
-          log,
-        }),
-      ),
-    );
-    log.info({ customer_id: customerId, appointments: upcoming.length }, "customer's upcoming events re-rendered");
+    await this.#sync.resyncCustomer(customerId, { reason: "customer.updated", priority: "webhook", log });
   }
 }

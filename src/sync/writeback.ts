@@ -4,12 +4,11 @@
 import { BookingApiError } from "../booking/errors.ts";
 import { fingerprint } from "../calendar/fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
-import { writebackFor } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
-import type { EngineContext } from "./engine.ts";
-import { merge } from "./engine.ts";
-import { describeError, isRefusal } from "./errors.ts";
-import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
+import type { Effects } from "./effects.ts";
+import { describeError, isRefusal, isUnavailable } from "./errors.ts";
+import { merge } from "./snapshot.ts";
+import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 
 type WritebackAction = Extract<Action, { kind: "writeback_reschedule" | "writeback_cancel" }>;
 
@@ -23,9 +22,22 @@ interface WritebackInput {
   sourceAt: number;
   log: Logger;
   attempt: number;
+  maxAttempts: number;
 }
 
-export async function applyWriteback(ctx: EngineContext, action: WritebackAction, w: WritebackInput): Promise<void> {
+/** The collaborators of a write-back: the effects on calendars and links, and the booking service. */
+interface Ctx {
+  fx: Effects;
+  booking: BookingPort;
+}
+
+export async function applyWriteback(
+  fx: Effects,
+  booking: BookingPort,
+  action: WritebackAction,
+  w: WritebackInput,
+): Promise<void> {
+  const ctx: Ctx = { fx, booking };
   const kind = action.kind === "writeback_reschedule" ? "reschedule" : "cancel";
   try {
     if (action.kind === "writeback_reschedule") await reschedule(ctx, action.startTime, w);
@@ -34,14 +46,16 @@ export async function applyWriteback(ctx: EngineContext, action: WritebackAction
     if (err instanceof BookingApiError && err.kind === "not_found" && (await appointmentGone(ctx, w.id))) {
       // The booking service no longer knows the appointment: nothing to restore it from.
       await removeEvent(ctx, w, "appointment no longer exists");
-      ctx.metrics.writebacks.inc({ kind, result: "gone" });
+      fx.metrics.writebacks.inc({ kind, result: "gone" });
       return;
     }
+    // A calendar that cannot be used now (credentials, quota pause) says nothing about the change: the engine waits.
+    if (isUnavailable(err)) throw err;
     // A 404 from the write while the appointment is still there (a reassignment to a therapist the service does not
     // know, say) is a refusal: the event is restored with the reason.
     const refused = isRefusal(err) || (err instanceof BookingApiError && err.kind === "not_found");
-    if (!refused && w.attempt < ctx.maxAttempts) {
-      ctx.metrics.writebacks.inc({ kind, result: "retry" });
+    if (!refused && w.attempt < w.maxAttempts) {
+      fx.metrics.writebacks.inc({ kind, result: "retry" });
       throw err;
     }
     const why = refused
@@ -52,7 +66,7 @@ export async function applyWriteback(ctx: EngineContext, action: WritebackAction
       w,
       `calbridge: your ${kind === "reschedule" ? "move" : "deletion"} of this appointment was not applied: ${why}. The event shows the booking again.`,
     );
-    ctx.metrics.writebacks.inc({ kind, result: refused ? "refused" : "failed" });
+    fx.metrics.writebacks.inc({ kind, result: refused ? "refused" : "failed" });
     w.log.warn(
       { writeback: kind, err: describeError(err), refused },
       "write-back not applied; event restored from the booking",
@@ -61,7 +75,7 @@ export async function applyWriteback(ctx: EngineContext, action: WritebackAction
 }
 
 /** Whether a GET confirms that the booking service does not know the appointment (any other failure is thrown). */
-async function appointmentGone(ctx: EngineContext, id: string): Promise<boolean> {
+async function appointmentGone(ctx: Ctx, id: string): Promise<boolean> {
   try {
     await ctx.booking.getAppointment(id, { priority: "writeback" });
     return false;
@@ -71,49 +85,44 @@ async function appointmentGone(ctx: EngineContext, id: string): Promise<boolean>
   }
 }
 
-async function reschedule(ctx: EngineContext, startTime: string, w: WritebackInput): Promise<void> {
+async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<void> {
   const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
   await accept(ctx, w, w.link.therapistId, booking, w.event ?? undefined, sourceAt);
-  ctx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
+  ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
   w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
 }
 
-async function cancel(ctx: EngineContext, w: WritebackInput): Promise<void> {
+async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   const moved = await findElsewhere(ctx, w.link);
   if (moved) {
     await movedToOtherCalendar(ctx, w, moved);
     return;
   }
-  const wb = writebackFor(ctx.config, ctx.therapist(w.link.therapistId) ?? ({} as never));
+  const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   const res = await ctx.booking.cancelAppointment(
     w.id,
     { reason: wb.reason, notify_customer: wb.notify_customer },
     { priority: "writeback" },
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
-  await ctx.saveLink(
-    ctx.linkFrom({
-      appointmentId: w.id,
-      therapistId: w.link.therapistId,
-      eventId: w.link.eventId,
-      booking,
-      sourceAt: w.sourceAt,
-      present: false,
-      removedBy: "calendar",
-    }),
-  );
-  ctx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
+  await ctx.fx.record({
+    appointmentId: w.id,
+    therapistId: w.link.therapistId,
+    eventId: w.link.eventId,
+    booking,
+    sourceAt: w.sourceAt,
+    present: false,
+    removedBy: "calendar",
+  });
+  ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
   w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
 }
 
 /** A deletion may be a move to another mapped therapist's calendar: look for the same event there. */
-async function findElsewhere(
-  ctx: EngineContext,
-  link: Link,
-): Promise<{ therapistId: string; event: CalEvent } | undefined> {
-  for (const [therapistId, cal] of ctx.calendars) {
+async function findElsewhere(ctx: Ctx, link: Link): Promise<{ therapistId: string; event: CalEvent } | undefined> {
+  for (const [therapistId, cal] of ctx.fx.mapping.calendars) {
     if (therapistId === link.therapistId) continue;
     // Only an answer counts: an error (quota, credentials, 5xx) is thrown and the write-back retried, never read as
     // "not there", which would cancel an appointment the therapist only moved.
@@ -130,21 +139,20 @@ async function findElsewhere(
 }
 
 async function movedToOtherCalendar(
-  ctx: EngineContext,
+  ctx: Ctx,
   w: WritebackInput,
   moved: { therapistId: string; event: CalEvent },
 ): Promise<void> {
-  const from = ctx.therapist(w.link.therapistId);
-  const to = ctx.therapist(moved.therapistId);
-  const wb = from ? writebackFor(ctx.config, from) : ctx.config.sync.writeback;
+  const to = ctx.fx.mapping.therapist(moved.therapistId);
+  const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   if (!wb.reassign || !to) {
-    await ctx.calendars.get(moved.therapistId)?.delete(w.link.eventId);
+    await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
       ctx,
       w,
       "calbridge: moving an appointment to another therapist's calendar does not reassign it here (writeback.reassign is off). The event was put back.",
     );
-    ctx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
+    ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
     return;
   }
   try {
@@ -154,20 +162,20 @@ async function movedToOtherCalendar(
       { priority: "writeback" },
     );
     await accept(ctx, w, moved.therapistId, merge(w.appt, res), moved.event, w.sourceAt);
-    ctx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
+    ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
     w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
   } catch (err) {
     // A 404 for an appointment that is still there: the service does not take this therapist.
     const refusedAs404 =
       err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
     if (!isRefusal(err) && !refusedAs404) throw err;
-    await ctx.calendars.get(moved.therapistId)?.delete(w.link.eventId);
+    await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
       ctx,
       w,
       `calbridge: the reassignment was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
     );
-    ctx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
+    ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
   }
 }
 
@@ -176,79 +184,53 @@ async function movedToOtherCalendar(
  * only what the templates derive from the new state (the calendar already shows the time and the place).
  */
 async function accept(
-  ctx: EngineContext,
+  ctx: Ctx,
   w: WritebackInput,
   therapistId: string,
   booking: Snapshot,
   current: CalEvent | undefined,
   sourceAt: number,
 ): Promise<void> {
-  const therapist = ctx.therapist(therapistId);
-  const desired = therapist ? ctx.render(booking, therapist) : null;
+  const desired = ctx.fx.render(booking, therapistId);
   let event = current;
   if (desired && event && fingerprint(event) !== fingerprint(desired)) {
-    event = await ctx.write(
-      therapistId,
-      updateAction(w, desired, therapistId),
-      desired,
-      w.link.eventId,
-      event.etag ?? undefined,
-    );
+    event = await ctx.fx.write(therapistId, "update", desired, w.link.eventId, event.etag ?? undefined);
   }
-  await ctx.saveLink(
-    ctx.linkFrom({
-      appointmentId: w.id,
-      therapistId,
-      eventId: w.link.eventId,
-      booking,
-      sourceAt,
-      event,
-      present: true,
-    }),
-  );
+  await ctx.fx.record({
+    appointmentId: w.id,
+    therapistId,
+    eventId: w.link.eventId,
+    booking,
+    sourceAt,
+    event,
+    present: true,
+  });
 }
 
 /** Puts the event back as the booking has it, with a visible note. */
-async function restore(ctx: EngineContext, w: WritebackInput, text: string): Promise<void> {
-  const therapist = ctx.therapist(w.link.therapistId);
-  const notice = { text, at: ctx.clock.now() };
-  const desired = therapist ? ctx.render(w.appt, therapist, notice) : null;
+async function restore(ctx: Ctx, w: WritebackInput, text: string): Promise<void> {
+  const notice = { text, at: ctx.fx.clock.now() };
+  const desired = ctx.fx.render(w.appt, w.link.therapistId, notice);
   if (!desired) {
     await removeEvent(ctx, w, "nothing to restore");
     return;
   }
-  const event = await ctx.write(
-    w.link.therapistId,
-    updateAction(w, desired, w.link.therapistId, "restore"),
-    desired,
-    w.link.eventId,
-  );
-  await ctx.saveLink(
-    ctx.linkFrom({
-      appointmentId: w.id,
-      therapistId: w.link.therapistId,
-      eventId: w.link.eventId,
-      booking: w.appt,
-      sourceAt: w.sourceAt,
-      event,
-      body: desired,
-      present: true,
-      notice,
-    }),
-  );
+  const event = await ctx.fx.write(w.link.therapistId, "restore", desired, w.link.eventId);
+  await ctx.fx.record({
+    appointmentId: w.id,
+    therapistId: w.link.therapistId,
+    eventId: w.link.eventId,
+    booking: w.appt,
+    sourceAt: w.sourceAt,
+    event,
+    body: desired,
+    present: true,
+    notice,
+  });
 }
 
-async function removeEvent(ctx: EngineContext, w: WritebackInput, reason: string): Promise<void> {
-  await ctx.calendars.get(w.link.therapistId)?.delete(w.link.eventId);
-  await ctx.saveLink({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.clock.now() });
+async function removeEvent(ctx: Ctx, w: WritebackInput, reason: string): Promise<void> {
+  if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) await ctx.fx.remove(w.link.therapistId, w.link.eventId);
+  await ctx.fx.links.save({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.fx.clock.now() });
   w.log.info({ reason }, "event removed");
-}
-
-function updateAction(
-  w: WritebackInput,
-  body: NonNullable<ReturnType<EngineContext["render"]>>,
-  therapistId = w.link.therapistId,
-  kind: "update" | "restore" = "update",
-): Action {
-  return { kind, appointmentId: w.id, therapistId, eventId: w.link.eventId, body, reason: "write-back" };
 }

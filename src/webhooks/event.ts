@@ -45,15 +45,6 @@ export function appointmentIdOf(event: BookingWebhookEvent): string | undefined 
   return typeof id === "string" && id !== "" ? id : undefined;
 }
 
-/** Events of the same key are processed one at a time, in order of arrival. */
-export function orderingKeyOf(event: BookingWebhookEvent): string {
-  const appointmentId = appointmentIdOf(event);
-  if (appointmentId) return `appointment:${appointmentId}`;
-  const objectId = event.data.object["id"];
-  if (event.type === "customer.updated" && typeof objectId === "string") return `customer:${objectId}`;
-  return `event:${event.id}`;
-}
-
 export type ParsedBody = { ok: true; event: BookingWebhookEvent } | { ok: false; reason: string };
 
 /** Parses a verified body; a failure is a malformed delivery (dead letter), not a transient error. */

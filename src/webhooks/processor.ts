@@ -1,14 +1,18 @@
-// Owns processing of inbox entries: replay at start, then new arrivals; per appointment one at a time and in order
-// of arrival; dispatch by event type to the sink; retries with backoff, then dead letters; a child logger per event.
+// Owns handing inbox entries to the sink (the sync engine): replay at start, then new arrivals, in order of arrival;
+// an event is marked done once the sink is done with it (the engine synced it or recorded a dead letter), so the inbox
+// entry is the durable record until then. Retries are the sink's own; an entry replayed too often is set aside.
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import { APPOINTMENT_TYPES, appointmentIdOf, type BookingWebhookEvent, kindOf, orderingKeyOf } from "./event.ts";
+import { APPOINTMENT_TYPES, appointmentIdOf, type BookingWebhookEvent, kindOf } from "./event.ts";
 import type { InboxEntry, WebhookInbox } from "./inbox.ts";
-import { KeyedQueue, type RunResult } from "./keyed-queue.ts";
 import { type WebhookMetrics, webhookMetrics } from "./metrics.ts";
 
-/** Where processed events go (the sync engine). Both calls must be idempotent: an event may come twice. */
+/**
+ * Where processed events go (the sync engine). Both calls must be idempotent: an event may come twice. Each must
+ * take the event in order before its first await (so calls made in arrival order are served in that order), resolve
+ * once it is done with it, and reject only when it cannot finish it (it is stopping): the event then stays pending.
+ */
 export interface EventSink {
   /** appointment.created/updated/cancelled/completed/no_show: the payload is a hint, not the state. */
   appointment(event: BookingWebhookEvent, log: Logger): Promise<void>;
@@ -21,14 +25,15 @@ export interface InboxProcessorOptions {
   logger?: Logger;
   clock?: Clock;
   registry?: Registry;
-  /** Sink calls at once, over different appointments (default 4). */
-  concurrency?: number;
-  /** Attempts before an event goes to the dead letters (default 8). */
-  maxAttempts?: number;
-  /** Wait before the next attempt, after `attempt` failures (default: 1 s doubling, at most 5 min, ±20%). */
-  retryDelayMs?: (attempt: number) => number;
-  /** How long `stop()` waits for sink calls in flight (default 10 s). */
+  /**
+   * Starts an entry may be handed over without the sink finishing it (a crash each time: a poisonous event) before it
+   * is set aside in the inbox's dead letters at replay (default 5).
+   */
+  maxReplays?: number;
+  /** How long `stop()` waits for events in flight (default 10 s). */
   stopTimeoutMs?: number;
+  /** Wait before retrying a replay the store could not read (default: 1 s doubling, at most 5 min). */
+  retryDelayMs?: (attempt: number) => number;
 }
 
 export function defaultRetryDelayMs(attempt: number): number {
@@ -45,18 +50,17 @@ export class InboxProcessor {
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #metrics: WebhookMetrics;
-  readonly #maxAttempts: number;
+  readonly #maxReplays: number;
   readonly #retryDelayMs: (attempt: number) => number;
   readonly #stopTimeoutMs: number;
-  readonly #queue: KeyedQueue<InboxEntry>;
   readonly #abort = new AbortController();
-  /** Ids queued or in flight here. */
-  readonly #known = new Set<string>();
-  /** Ids finished here lately, so a late hint does not run them twice. */
+  /** Ids handed to the sink and not finished, with the promise of their finish (done mark included). */
+  readonly #inFlight = new Map<string, Promise<void>>();
+  /** Ids finished here lately, so a late notice does not run them twice. */
   readonly #recent = new Set<string>();
   readonly #warnedTypes = new Set<string>();
-  /** Completion marks on their way to the store. */
-  readonly #marking = new Set<Promise<void>>();
+  /** Hand-overs waiting for the next turn, in order. */
+  #turn: (() => void)[] = [];
   #unsubscribe: (() => void) | undefined;
   #state: "new" | "running" | "stopped" = "new";
 
@@ -67,10 +71,9 @@ export class InboxProcessor {
     this.#clock = options.clock ?? systemClock;
     this.#metrics = webhookMetrics(options.registry);
     this.#metrics.watchPending(options.inbox);
-    this.#maxAttempts = options.maxAttempts ?? 8;
+    this.#maxReplays = options.maxReplays ?? 5;
     this.#retryDelayMs = options.retryDelayMs ?? defaultRetryDelayMs;
     this.#stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
-    this.#queue = new KeyedQueue({ concurrency: options.concurrency ?? 4, run: (entry) => this.#process(entry) });
   }
 
   /** Replays what the inbox holds (oldest first), then takes each new arrival as it is accepted. */
@@ -81,7 +84,7 @@ export class InboxProcessor {
     let replaying = true;
     this.#unsubscribe = this.#inbox.subscribe((entry) => {
       if (replaying) arrivals.push(entry);
-      else this.#enqueue(entry);
+      else this.#take(entry);
     });
     const replayed = new Set<string>();
     try {
@@ -89,10 +92,12 @@ export class InboxProcessor {
       // the replay is tried again rather than failing the start (which would end the process).
       for (let failures = 0; this.#state === "running"; failures++) {
         try {
+          const left: InboxEntry[] = [];
           for await (const entry of this.#inbox.pending()) {
             replayed.add(entry.id);
-            this.#enqueue(entry);
+            left.push(entry);
           }
+          for (const entry of await this.#countReplays(left)) this.#take(entry);
           break;
         } catch (error) {
           const delayMs = this.#retryDelayMs(failures + 1);
@@ -109,7 +114,7 @@ export class InboxProcessor {
       }
     } finally {
       replaying = false;
-      if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#enqueue(e);
+      if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#take(e);
     }
     if (replayed.size > 0) this.#logger.info({ count: replayed.size }, "replaying webhook events left in the inbox");
   }
@@ -119,60 +124,115 @@ export class InboxProcessor {
    * subscription (then this is a no-op); an id written by another process is read from the store.
    */
   async notify(id: string): Promise<void> {
-    if (this.#state !== "running" || this.#known.has(id) || this.#recent.has(id)) return;
+    if (this.#state !== "running" || this.#inFlight.has(id) || this.#recent.has(id)) return;
     await this.#inbox.handedOff();
-    if (this.#known.has(id) || this.#recent.has(id)) return;
+    if (this.#inFlight.has(id) || this.#recent.has(id)) return;
     const entry = await this.#inbox.get(id);
-    if (entry && this.#state === "running") this.#enqueue(entry);
+    if (entry && this.#state === "running") this.#take(entry);
   }
 
-  /** Resolves when every known event has been processed (or dead-lettered) and marked done in the store. */
+  /** Resolves when every event handed over has been finished (or left pending) and its done mark stored. */
   async idle(): Promise<void> {
-    await this.#queue.idle();
-    while (this.#marking.size > 0) await Promise.all(this.#marking);
+    while (this.#inFlight.size > 0) await Promise.all(this.#inFlight.values());
   }
 
-  /** Takes nothing new, cancels waits between retries, and waits (bounded) for sink calls in flight. */
+  /** Takes nothing new, and waits (bounded) for the events in flight; unfinished ones stay pending for a replay. */
   async stop(timeoutMs = this.#stopTimeoutMs): Promise<void> {
     if (this.#state === "stopped") return;
     this.#state = "stopped";
     this.#unsubscribe?.();
     this.#abort.abort(new Error("processor stopped"));
-    const drained = this.#queue.stop().then(async () => {
-      while (this.#marking.size > 0) await Promise.all(this.#marking);
-    });
-    if (this.#queue.running === 0 && this.#marking.size === 0) return;
+    if (this.#inFlight.size === 0) return;
     const timer = new AbortController();
     const timedOut = this.#clock.sleep(timeoutMs, timer.signal).then(
       () => true,
       () => false,
     );
-    const gaveUp = await Promise.race([drained.then(() => false), timedOut]);
+    const gaveUp = await Promise.race([this.idle().then(() => false), timedOut]);
     timer.abort();
     if (gaveUp) {
       this.#logger.warn(
-        { in_flight: this.#queue.running, timeout_ms: timeoutMs },
-        "webhook processor stopped with sink calls in flight; their events stay in the inbox and replay at the next start",
+        { in_flight: this.#inFlight.size, timeout_ms: timeoutMs },
+        "webhook processor stopped with events in flight; unfinished ones stay in the inbox and replay at the next start",
       );
     }
   }
 
-  #enqueue(entry: InboxEntry): void {
-    if (this.#known.has(entry.id) || this.#recent.has(entry.id)) return;
-    this.#known.add(entry.id);
-    this.#queue.push(orderingKeyOf(entry.event), entry);
+  /**
+   * The replayed entries to hand over again: each one's count of starts is stored first (so a crash while it runs is
+   * remembered at the next start, and the write cannot land after its done mark); one handed over at too many starts
+   * without finishing is set aside in the inbox's dead letters instead.
+   */
+  async #countReplays(entries: InboxEntry[]): Promise<InboxEntry[]> {
+    const again: InboxEntry[] = [];
+    await Promise.all(
+      entries.map(async (entry) => {
+        const log = this.#logger.child({ event_id: entry.id, event_type: entry.type });
+        try {
+          if (entry.attempts < this.#maxReplays) {
+            await this.#inbox.recordFailure(entry.id, entry.attempts + 1, "replayed");
+            again.push(entry);
+            return;
+          }
+          log.error({ replays: entry.attempts }, "webhook event never finished after repeated starts: set aside");
+          this.#metrics.processing.inc({ type: this.#typeLabel(entry.event.type), result: "dead" });
+          await this.#inbox.deadLetter(entry.id, {
+            reason: `handed over at ${entry.attempts} starts without finishing (does it crash the process?)`,
+            eventId: entry.id,
+            type: entry.type,
+            attempts: entry.attempts,
+            receivedAt: entry.receivedAt,
+            raw: JSON.stringify(entry.event),
+          });
+          await this.#inbox.markDone(entry.id);
+        } catch (err) {
+          // The store failed: hand it over anyway (losing a count is better than holding an event back).
+          log.warn({ err }, "replay count not stored");
+          if (!again.includes(entry)) again.push(entry);
+        }
+      }),
+    );
+    const order = new Map(entries.map((e, i) => [e.id, i]));
+    return again.sort((a, b) => order.get(a.id)! - order.get(b.id)!);
   }
 
-  #forget(id: string): void {
-    this.#known.delete(id);
-    this.#recent.add(id);
-    if (this.#recent.size > RECENT_LIMIT) this.#recent.delete(this.#recent.values().next().value!);
+  /**
+   * Queues an entry for hand-over on the next turn, in order: the accept that announced it (an HTTP answer) finishes
+   * first, and a burst is handed over in one go.
+   */
+  #take(entry: InboxEntry): void {
+    if (this.#inFlight.has(entry.id) || this.#recent.has(entry.id)) return;
+    let handOver!: () => void;
+    const turn = new Promise<void>((resolve) => {
+      handOver = resolve;
+    });
+    this.#turn.push(handOver);
+    if (this.#turn.length === 1) {
+      setImmediate(() => {
+        const all = this.#turn.splice(0);
+        for (const go of all) go();
+      });
+    }
+    const done = turn
+      .then(() => this.#process(entry))
+      .finally(() => {
+        this.#inFlight.delete(entry.id);
+        this.#recent.add(entry.id);
+        if (this.#recent.size > RECENT_LIMIT) this.#recent.delete(this.#recent.values().next().value!);
+      });
+    this.#inFlight.set(entry.id, done);
   }
 
-  async #process(entry: InboxEntry): Promise<RunResult> {
+  #typeLabel(type: string): string {
+    const kind = kindOf(type);
+    return KNOWN_TYPES.has(type) || kind === "ignored" ? type : "unknown";
+  }
+
+  /** Hands the event to the sink (synchronously, so arrival order holds) and marks it done when the sink is. */
+  async #process(entry: InboxEntry): Promise<void> {
     const { event } = entry;
     const kind = kindOf(event.type);
-    const typeLabel = KNOWN_TYPES.has(event.type) || kind === "ignored" ? event.type : "unknown";
+    const type = this.#typeLabel(event.type);
     const log = this.#logger.child({
       event_id: event.id,
       event_type: event.type,
@@ -183,77 +243,31 @@ export class InboxProcessor {
         this.#warnedTypes.add(event.type);
         log.warn("webhook event of an unknown type acknowledged and ignored (logged once per type)");
       }
-      return this.#finish(entry, log, typeLabel, kind);
+      return this.#finish(entry, log, type, kind);
     }
     try {
-      if (kind === "appointment") await this.#sink.appointment(event, log);
-      else await this.#sink.customerUpdated(event, log);
+      await (kind === "appointment" ? this.#sink.appointment(event, log) : this.#sink.customerUpdated(event, log));
     } catch (error) {
-      return this.#failed(entry, log, typeLabel, error);
+      this.#metrics.processing.inc({ type, result: "unfinished" });
+      log.warn({ err: error }, "webhook event not finished; it stays in the inbox and replays at the next start");
+      return;
     }
-    return this.#finish(entry, log, typeLabel, "ok");
+    return this.#finish(entry, log, type, "ok");
   }
 
   /**
-   * Marks the event done without holding its slot: the mark joins the next group commit while the queue moves on, so
-   * under load one write covers many events. Until the mark is stored the event is only "maybe done": a crash then
-   * replays it, which the idempotent sink absorbs.
+   * Marks the event done; the mark joins the next group commit, so under load one write covers many events. Until the
+   * mark is stored the event is only "maybe done": a crash then replays it, which the idempotent sink absorbs.
    */
-  #finish(entry: InboxEntry, log: Logger, type: string, result: string): RunResult {
-    const marking = this.#inbox.markDone(entry.id).then(
-      () => {
-        this.#metrics.processing.inc({ type, result });
-        log.debug({ result }, "webhook event processed");
-      },
-      (error: unknown) => {
-        // Stays in the inbox: replayed at the next start (the sink is idempotent).
-        this.#metrics.processing.inc({ type, result: "store_error" });
-        log.error({ err: error }, "webhook event processed but not marked done: the store failed");
-      },
-    );
-    this.#marking.add(marking);
-    void marking.finally(() => this.#marking.delete(marking));
-    this.#forget(entry.id);
-    return { done: true };
-  }
-
-  async #failed(entry: InboxEntry, log: Logger, type: string, error: unknown): Promise<RunResult> {
-    entry.attempts += 1;
-    const message = error instanceof Error ? error.message : String(error);
-    if (entry.attempts >= this.#maxAttempts) {
-      this.#metrics.processing.inc({ type, result: "dead" });
-      log.error({ err: error, attempts: entry.attempts }, "webhook event failed too often: moved to the dead letters");
-      try {
-        await this.#inbox.deadLetter(entry.id, {
-          reason: "processing failed",
-          error: message,
-          eventId: entry.id,
-          type: entry.type,
-          attempts: entry.attempts,
-          receivedAt: entry.receivedAt,
-          raw: JSON.stringify(entry.event),
-        });
-        await this.#inbox.markDone(entry.id);
-      } catch (storeError) {
-        log.error(
-          { err: storeError },
-          "dead letter not written: the store failed; the event replays at the next start",
-        );
-      }
-      this.#forget(entry.id);
-      return { done: true };
-    }
-    const delayMs = this.#retryDelayMs(entry.attempts);
-    this.#metrics.processing.inc({ type, result: "retry" });
-    log.warn(
-      { err: error, attempts: entry.attempts, retry_in_ms: delayMs },
-      "webhook event processing failed; will retry",
-    );
+  async #finish(entry: InboxEntry, log: Logger, type: string, result: string): Promise<void> {
     try {
-      await this.#inbox.recordFailure(entry.id, entry.attempts, message);
-    } catch {
-      // The count is kept in memory; only a restart would forget it.
+      await this.#inbox.markDone(entry.id);
+      this.#metrics.processing.inc({ type, result });
+      log.debug({ result }, "webhook event processed");
+    } catch (error) {
+      // Stays in the inbox: replayed at the next start (the sink is idempotent).
+      this.#metrics.processing.inc({ type, result: "store_error" });
+      log.error({ err: error }, "webhook event processed but not marked done: the store failed");
     }
-    return { done: false, retryAfter: this.#clock.sleep(delayMs, this.#abort.signal) };
   }
 }

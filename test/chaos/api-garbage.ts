@@ -32,7 +32,7 @@ export function apiGarbageTests(seed: number): void {
           edit: (c) => {
             c.google.api_root = px.url;
           },
-          engine: { retryBaseMs: 100, maxAttempts: 4 },
+          engine: { baseMs: 100, maxAttempts: 4 },
         });
         const { app, log } = running;
         const b = world.booking;
@@ -88,12 +88,12 @@ export function apiGarbageTests(seed: number): void {
         moved.setUTCHours(15, 0, 0, 0);
         b.move(ids[1]!, moved);
         b.faults.malformedNext(2, { body: HTML, match: { method: "GET", path: `/v1/appointments/${ids[1]}` } });
-        const action = await app.engine.syncAppointment(ids[1]!, {
+        const outcome = await app.engine.syncAppointment(ids[1]!, {
           reason: "appointment.updated",
           priority: "webhook",
         });
-        expect(action.kind).toBe("none");
-        expect(String((action as { reason: string }).reason)).toMatch(/invalid_response: response body is not JSON/);
+        expect(outcome).toMatchObject({ ok: false, final: false });
+        expect(String((outcome as { error: string }).error)).toMatch(/invalid_response: response body is not JSON/);
         expect(await eventually(() => stateProblems(world), 10_000)).toEqual([]);
 
         // A therapist's move whose PATCH was applied but answered with garbage: checked, not sent twice.

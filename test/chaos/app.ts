@@ -34,7 +34,7 @@ export async function startApp(
   options: {
     edit?: (c: Config) => void;
     oneShot?: boolean;
-    engine?: { maxAttempts?: number; retryBaseMs?: number };
+    engine?: { maxAttempts?: number; baseMs?: number };
     bookingMaxRetries?: number;
   } = {},
 ): Promise<RunningApp> {

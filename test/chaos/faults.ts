@@ -55,7 +55,7 @@ export function faultTests(seed: number): void {
         // retries start at 0.5 s instead of 5 s to keep the run short.
         running = await startApp(world, "faults daemon", {
           edit: (c) => withOAuthTherapist(world, c, "th_4"),
-          engine: { retryBaseMs: 500 },
+          engine: { baseMs: 500 },
         });
         const { app } = running;
         expect(await eventually(() => stateProblems(world), 30_000)).toEqual([]);

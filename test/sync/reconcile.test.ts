@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { ManualClock } from "../../src/clock.ts";
 import type { Link } from "../../src/sync/types.ts";
 import { DAY, type Harness, harness, iso } from "./support.ts";
 
@@ -164,8 +165,9 @@ async function realSetGet(table: { get(k: string): Promise<unknown> }, key: stri
 
 describe("failures of one appointment", () => {
   it("go to the dead letters with the error, are retried, and never stop the rest of the run", async () => {
-    h = await harness({ therapists: 2, engine: { maxAttempts: 3, retryBaseMs: 20 } });
-    const now = Date.now();
+    const clock = new ManualClock(Date.now());
+    h = await harness({ therapists: 2, clock, engine: { maxAttempts: 3, baseMs: 5_000 } });
+    const now = clock.now();
     const ok = h.world.booking.create({ therapist_id: "th_1", start_time: iso(now + DAY) }, { force: true });
     const bad = h.world.booking.create({ therapist_id: "th_2", start_time: iso(now + DAY) }, { force: true });
     // Every write to th_2's calendar is refused for a while.
@@ -174,14 +176,16 @@ describe("failures of one appointment", () => {
     expect(report.failed).toBe(1);
     expect(h.live("th_1").map((e) => e.id)).toEqual([eventIdFor(String(ok.id))]);
     const deadTable = h.app.store.table<{ error: string; attempts: number; final: boolean }>("dead");
-    let dead = await deadTable.get(`appt:${bad.id}`);
-    for (let i = 0; i < 100 && !dead?.final; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      dead = await deadTable.get(`appt:${bad.id}`);
+    expect(await deadTable.get(`appt:${bad.id}`)).toBeUndefined(); // one failure so far: retried, not given up
+    // The engine's backoff (5 s, 10 s, ...) on the manual clock: two more attempts, then one dead letter.
+    for (let i = 0; i < 12; i++) {
+      await clock.advance(5_000);
+      await h.app.engine.idle();
     }
+    const dead = await deadTable.get(`appt:${bad.id}`);
     expect(dead).toMatchObject({ attempts: 3, final: true });
     expect(dead?.error).toMatch(/forbidden|403/i);
-    expect(h.app.engine.deadLetterCount).toBe(1);
+    expect(h.app.sync.dead.count).toBe(1);
 
     // The fault clears; the next run syncs it and clears the dead letter.
     h.world.google.faults.reset();
@@ -189,6 +193,6 @@ describe("failures of one appointment", () => {
     expect(again.failed).toBe(0);
     expect(h.live("th_2")).toHaveLength(1);
     expect(await h.app.store.table("dead").get(`appt:${bad.id}`)).toBeUndefined();
-    expect(h.app.engine.deadLetterCount).toBe(0);
+    expect(h.app.sync.dead.count).toBe(0);
   });
 });

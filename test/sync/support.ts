@@ -18,11 +18,12 @@ export interface Harness {
 export async function harness(
   options: WorldOptions & {
     logger?: import("../../src/log.ts").Logger;
-    engine?: { maxAttempts?: number; retryBaseMs?: number };
+    engine?: Partial<import("../../src/sync/retry.ts").RetryPolicy>;
   } = {},
 ): Promise<Harness> {
   const world = await startWorld(options);
   const app = await createApp(world.config, {
+    ...(options.clock ? { clock: options.clock } : {}),
     logger: options.logger ?? silentLogger,
     oneShot: true,
     listen: "127.0.0.1:0",

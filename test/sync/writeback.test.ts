@@ -2,6 +2,7 @@
 // and both sides quiet afterwards (no echo, no ping-pong).
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
 import type { Link } from "../../src/sync/types.ts";
@@ -18,10 +19,12 @@ const HOUR = 3_600_000;
 /** A world with a running daemon (HTTP server, inbox processor) that receives the simulator's webhooks. */
 async function twoWay(
   configure?: (c: ConfigInput) => void,
-  engine?: { maxAttempts?: number; retryBaseMs?: number },
+  engine?: { maxAttempts?: number; baseMs?: number },
+  clock?: ManualClock,
 ): Promise<Harness> {
   const x = await harness({
     therapists: 2,
+    ...(clock ? { clock } : {}),
     ...(configure ? { configure } : {}),
     ...(engine ? { engine, bookingMaxRetries: 0 } : {}),
   });
@@ -220,7 +223,7 @@ describe("write-back", () => {
     await h.app.engine.syncAppointment(m.id, {
       reason: "test",
       priority: "writeback",
-      seen: { therapistId: "th_1", event: h.world.google.event(m.cal, m.eventId) as never },
+      calendar: { therapistId: "th_1", event: h.world.google.event(m.cal, m.eventId) as never },
     });
     await settle(h);
     expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 5 * HOUR);
@@ -238,12 +241,12 @@ describe("write-back", () => {
     const m = await mirrored(h);
     h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
     // The booking moves too, but its webhook is not processed before the calendar poll (delivery delayed).
-    const link = (await h.app.engine.getLink(m.id)) as Link;
+    const link = (await h.app.sync.links.get(m.id)) as Link;
     h.world.booking.move(m.id, iso(m.start + 5 * HOUR), { force: true });
     await h.app.engine.syncAppointment(m.id, {
       reason: "test",
       priority: "writeback",
-      seen: { therapistId: "th_1", event: h.world.google.event(m.cal, m.eventId) as never },
+      calendar: { therapistId: "th_1", event: h.world.google.event(m.cal, m.eventId) as never },
     });
     expect(link.eventStart).toBe(m.start);
     expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 2 * HOUR);
@@ -261,19 +264,23 @@ describe("write-back", () => {
   });
 
   it("a write-back that keeps failing is restored and reported, not retried forever", async () => {
-    h = await twoWay(undefined, { maxAttempts: 2, retryBaseMs: 20 });
+    const clock = new ManualClock(Date.now());
+    h = await twoWay(undefined, { maxAttempts: 2, baseMs: 5_000 }, clock);
     const m = await mirrored(h);
     h.world.booking.faults.failNext(1000, 503, { method: "PATCH" });
     h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
-    await h.app.poller.poll("th_1");
+    const polled = h.app.poller.poll("th_1");
+    // The booking client's own retries and the engine's second attempt, on the manual clock.
     for (
       let i = 0;
-      i < 100 && !String(h.world.google.event(m.cal, m.eventId)?.description).includes("could not be sent");
+      i < 120 && !String(h.world.google.event(m.cal, m.eventId)?.description).includes("could not be sent");
       i++
     ) {
-      await new Promise((r) => setTimeout(r, 100));
-      await h.app.engine.idle();
+      await clock.advance(1_000);
+      await new Promise((r) => setTimeout(r, 5));
     }
+    await polled;
+    await h.app.engine.idle();
     const ev = h.world.google.event(m.cal, m.eventId)!;
     expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
     expect(String(ev.description)).toMatch(/not applied: it could not be sent after 2 attempts/);
@@ -325,7 +332,7 @@ describe("errors are never taken for a therapist's deletion", () => {
   });
 
   it("a 404 when re-reading a linked event (a calendar no longer accessible) does not cancel the appointment", async () => {
-    h = await twoWay(undefined, { maxAttempts: 2, retryBaseMs: 10 });
+    h = await twoWay(undefined, { maxAttempts: 2, baseMs: 10 });
     const m = await mirrored(h, "th_1");
     // Out of the reconciliation's window listing, so it reads the event by id; Google would answer a deleted event
     // with status "cancelled", and answers 404 for a calendar it no longer lets calbridge see.
@@ -345,32 +352,24 @@ describe("errors are never taken for a therapist's deletion", () => {
   });
 
   it("a second move while the first one's write-back is in flight is written back too, not silently undone", async () => {
-    h = await twoWay(undefined, { maxAttempts: 5, retryBaseMs: 10 });
+    h = await twoWay(undefined, { maxAttempts: 5, baseMs: 10 });
     const m = await mirrored(h, "th_1");
     // The therapist drags the event again right after the booking service took the first move: calbridge's write of
     // the event then meets a newer etag (412) and must re-read the linked event.
-    const engine = h.app.engine as unknown as { booking: object };
-    const client = engine.booking as { patchAppointment: (...a: unknown[]) => Promise<unknown> };
+    const client = h.app.booking;
+    const patch = client.patchAppointment.bind(client);
     let first = true;
-    engine.booking = new Proxy(client, {
-      get(target, p) {
-        if (p === "patchAppointment") {
-          return async (...a: unknown[]) => {
-            const res = await client.patchAppointment(...a);
-            if (first) {
-              first = false;
-              h!.world.google.userEdit(m.cal, m.eventId, {
-                start: shifted(m.start + 5 * HOUR),
-                end: shifted(m.start + 6 * HOUR),
-              });
-            }
-            return res;
-          };
-        }
-        const v = Reflect.get(target, p);
-        return typeof v === "function" ? v.bind(target) : v;
-      },
-    });
+    client.patchAppointment = async (...a: Parameters<typeof patch>) => {
+      const res = await patch(...a);
+      if (first) {
+        first = false;
+        h!.world.google.userEdit(m.cal, m.eventId, {
+          start: shifted(m.start + 5 * HOUR),
+          end: shifted(m.start + 6 * HOUR),
+        });
+      }
+      return res;
+    };
     h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
     await settle(h);
     await settle(h);
@@ -403,7 +402,7 @@ describe("events that carry an appointment's mark but are not its event", () => 
     expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
     expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
     expect(h.world.google.event(m.cal, String(copy.id))?.status).toBe("confirmed");
-    const link = (await h.app.engine.getLink(m.id)) as Link;
+    const link = (await h.app.sync.links.get(m.id)) as Link;
     expect(link.eventId).toBe(m.eventId);
     expect(link.eventStart).toBe(m.start);
   });

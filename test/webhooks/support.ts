@@ -89,9 +89,10 @@ export interface SinkCall {
   appointmentId: unknown;
 }
 
-/** Records calls in order; `behaviour` may throw or hang to simulate failures. */
+/** Records hand-overs (`calls`, in order) and finishes (`finished`); `behaviour` may throw or hang. */
 export class RecordingSink implements EventSink {
   readonly calls: SinkCall[] = [];
+  readonly finished: SinkCall[] = [];
   readonly active = new Map<unknown, number>();
   maxActivePerKey = 0;
   behaviour: (event: BookingWebhookEvent, attempt: number) => Promise<void> | void = () => {};
@@ -110,10 +111,12 @@ export class RecordingSink implements EventSink {
     const now = (this.active.get(key) ?? 0) + 1;
     this.active.set(key, now);
     this.maxActivePerKey = Math.max(this.maxActivePerKey, now);
+    const call = { method, eventId: event.id, type: event.type, appointmentId: key };
+    this.calls.push(call);
     try {
       log.info({ attempt }, "sink called");
       await this.behaviour(event, attempt);
-      this.calls.push({ method, eventId: event.id, type: event.type, appointmentId: key });
+      this.finished.push(call);
     } finally {
       this.active.set(key, (this.active.get(key) ?? 1) - 1);
     }

@@ -1,0 +1,154 @@
+// Owns carrying out one planned action: the calendar write or deletion, the write-back, and the link that records it.
+import { eventIdFor } from "../calendar/ids.ts";
+import type { Logger } from "../log.ts";
+import type { Effects } from "./effects.ts";
+import { describeError } from "./errors.ts";
+import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
+import { applyWriteback } from "./writeback.ts";
+
+/** What the engine knew when it decided, handed to the action. */
+export interface ApplyContext {
+  id: string;
+  /** The booking's state (null: the booking service does not know the appointment). */
+  appt: Snapshot | null;
+  link: Link | undefined;
+  /** Epoch ms of the newest booking fact in `appt`. */
+  sourceAt: number;
+  /** The event as the decision saw it (undefined: not read). */
+  event: CalEvent | null | undefined;
+  log: Logger;
+  /** This attempt's number, and how many the engine makes before giving up (write-backs restore then). */
+  attempt: number;
+  maxAttempts: number;
+}
+
+const VERB = { create: "created", update: "updated", restore: "restored" } as const;
+
+export async function applyAction(action: Action, c: ApplyContext, fx: Effects, booking: BookingPort): Promise<void> {
+  const { id, appt, link, sourceAt, log } = c;
+  const snapshot = appt ?? link?.booking ?? { id };
+  const notice = fx.planner.noticeFor(link, appt);
+  switch (action.kind) {
+    case "none": {
+      // Remember what was learnt (a fuller snapshot, a newer source time) without touching any calendar.
+      const target = fx.mapping.therapist(appt?.therapist_id);
+      if (link && appt && (link.sourceAt < sourceAt || JSON.stringify(link.booking) !== JSON.stringify(appt))) {
+        await fx.links.save({ ...link, booking: appt, sourceAt: Math.max(link.sourceAt, sourceAt) });
+      } else if (!link && appt && target) {
+        // A tombstone: an older webhook arriving later cannot resurrect this state.
+        await fx.record({
+          appointmentId: id,
+          therapistId: target.therapist_id,
+          eventId: eventIdFor(id),
+          booking: appt,
+          sourceAt,
+          present: false,
+          removedBy: "booking",
+        });
+      }
+      fx.metrics.operations.inc({ kind: "none", result: "ok" });
+      return;
+    }
+    case "adopt": {
+      await fx.record({
+        appointmentId: id,
+        therapistId: action.therapistId,
+        eventId: action.event.id ?? eventIdFor(id),
+        booking: snapshot,
+        sourceAt,
+        event: action.event,
+        present: true,
+        notice,
+      });
+      fx.metrics.operations.inc({ kind: "adopt", result: "ok" });
+      return;
+    }
+    case "create":
+    case "update":
+    case "restore": {
+      const undone = action.notice ? { text: action.notice, at: fx.clock.now() } : undefined;
+      const event = await fx.write(action.therapistId, action.kind, action.body, action.eventId, action.ifMatch);
+      await fx.record({
+        appointmentId: id,
+        therapistId: action.therapistId,
+        eventId: action.eventId,
+        booking: snapshot,
+        sourceAt,
+        event,
+        body: action.body,
+        present: true,
+        notice: undone ?? notice,
+      });
+      log.info(
+        { action: action.kind, therapist_id: action.therapistId, reason: action.reason },
+        `event ${VERB[action.kind]}`,
+      );
+      return;
+    }
+    case "delete": {
+      if (fx.mapping.calendarIfAny(action.therapistId)) {
+        const result = await fx.remove(action.therapistId, action.eventId);
+        log.info(
+          { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
+          "event deleted",
+        );
+      } else {
+        log.warn({ therapist_id: action.therapistId }, "event left in a calendar that is no longer mapped");
+      }
+      await fx.record({
+        appointmentId: id,
+        therapistId: fx.mapping.therapist(appt?.therapist_id)?.therapist_id ?? action.therapistId,
+        eventId: action.eventId,
+        booking: snapshot,
+        sourceAt,
+        present: false,
+        removedBy: "booking",
+      });
+      return;
+    }
+    case "move": {
+      const event = await fx.write(action.to.therapistId, "create", action.body, action.to.eventId);
+      await fx.record({
+        appointmentId: id,
+        therapistId: action.to.therapistId,
+        eventId: action.to.eventId,
+        booking: snapshot,
+        sourceAt,
+        event,
+        body: action.body,
+        present: true,
+      });
+      try {
+        await fx.remove(action.from.therapistId, action.from.eventId);
+      } catch (err) {
+        // The link already points at the new calendar; the next reconciliation removes the copy left behind.
+        log.warn(
+          { err: describeError(err), from: action.from.therapistId },
+          "old event not removed yet after a reassignment",
+        );
+      }
+      fx.metrics.operations.inc({ kind: "move", result: "ok" });
+      log.info(
+        { action: "move", from: action.from.therapistId, to: action.to.therapistId },
+        "event moved to the new therapist's calendar",
+      );
+      return;
+    }
+    case "writeback_reschedule":
+    case "writeback_cancel": {
+      if (!link) return;
+      fx.activity.wroteBack(action.therapistId);
+      await applyWriteback(fx, booking, action, {
+        id,
+        appt: snapshot,
+        link,
+        event: c.event,
+        sourceAt,
+        log,
+        attempt: c.attempt,
+        maxAttempts: c.maxAttempts,
+      });
+      return;
+    }
+  }
+}

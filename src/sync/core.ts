@@ -1,0 +1,64 @@
+// Owns the assembly of the sync side from the mapping and the two APIs: links, planner, effects, dead letters and the
+// engine, so the daemon and the one-shot commands wire the same pieces and hand each caller only what it uses.
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config/schema.ts";
+import type { Logger } from "../log.ts";
+import type { Store } from "../store/store.ts";
+import { Activity } from "./activity.ts";
+import { DeadLetters } from "./dead-letters.ts";
+import { Effects } from "./effects.ts";
+import { SyncEngine } from "./engine.ts";
+import { LinkStore } from "./links.ts";
+import { Mapping } from "./mapping.ts";
+import type { SyncMetrics } from "./metrics.ts";
+import { Planner } from "./planner.ts";
+import type { RetryPolicy } from "./retry.ts";
+import type { BookingPort, CalendarPort } from "./types.ts";
+
+export interface SyncCoreOptions {
+  config: Config;
+  booking: BookingPort;
+  /** Usable calendars by therapist id (the map may change later: a reload adds and removes entries). */
+  calendars: Map<string, CalendarPort>;
+  /** Mapped therapists without a usable calendar, with the reason. */
+  unavailable?: Map<string, string>;
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  metrics: SyncMetrics;
+  /** Overrides of the retry policy (tests shorten it); the configuration's sync.retry otherwise. */
+  retry?: Partial<RetryPolicy>;
+}
+
+export interface SyncCore {
+  mapping: Mapping;
+  links: LinkStore;
+  planner: Planner;
+  fx: Effects;
+  dead: DeadLetters;
+  activity: Activity;
+  engine: SyncEngine;
+}
+
+export function createSyncCore(o: SyncCoreOptions): SyncCore {
+  const mapping = new Mapping(o.config, o.calendars, o.unavailable);
+  const links = new LinkStore(o.store, mapping, o.clock);
+  const planner = new Planner(mapping);
+  const activity = new Activity(o.clock);
+  const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock });
+  const dead = new DeadLetters(o.store, o.clock, o.metrics);
+  const engine = new SyncEngine({
+    booking: o.booking,
+    fx,
+    dead,
+    logger: o.logger,
+    clock: o.clock,
+    concurrency: o.config.sync.concurrency,
+    retry: {
+      maxAttempts: o.config.sync.retry.attempts,
+      unavailableGraceMs: o.config.sync.retry.unavailable_grace_minutes * 60_000,
+      ...o.retry,
+    },
+  });
+  return { mapping, links, planner, fx, dead, activity, engine };
+}

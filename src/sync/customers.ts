@@ -1,0 +1,28 @@
+// Owns what a customer's change means for the calendars: the customer's upcoming appointments in the sync window,
+// each to be re-rendered (the listing carries the name; contact details need a full read of each appointment).
+import type { Appointment } from "../booking/schemas.ts";
+import type { Config } from "../config/schema.ts";
+import type { BookingPort, SyncRequest } from "./types.ts";
+
+const DAY = 86_400_000;
+
+/** One sync request per upcoming appointment of the customer. */
+export async function customerResyncs(
+  booking: BookingPort,
+  config: Config,
+  customerId: string,
+  now: number,
+  base: Pick<SyncRequest, "reason" | "priority" | "log">,
+): Promise<[string, SyncRequest][]> {
+  const dateTo = new Date(now + config.sync.window.future_days * DAY).toISOString();
+  const upcoming: Appointment[] = [];
+  for await (const appt of booking.listAppointments(
+    { customerId, dateFrom: new Date(now).toISOString(), dateTo },
+    { priority: base.priority },
+  )) {
+    upcoming.push(appt);
+  }
+  // The listing lacks contact details; with them on the event, each appointment is read in full.
+  const full = config.event.include_customer_contact;
+  return upcoming.map((appt) => [appt.id, { ...base, ...(full ? {} : { booking: { appt } }) }]);
+}

@@ -1,0 +1,74 @@
+// Owns the therapist-to-calendar mapping as the sync side sees it: which therapists are mapped, with which settings,
+// and which calendar each one's events go to; a therapist without a usable calendar is mapped but unavailable.
+import type { Config, TherapistConfig, WritebackConfig } from "../config/schema.ts";
+import { writebackFor } from "../config/schema.ts";
+import type { CalendarPort } from "./types.ts";
+
+/** No calendar can be used for a mapped therapist now (credentials missing or broken at start). Not final. */
+export class CalendarUnavailableError extends Error {
+  readonly therapistId: string;
+  constructor(therapistId: string, detail: string) {
+    super(`calendar of therapist ${therapistId} is not available: ${detail}`);
+    this.name = "CalendarUnavailableError";
+    this.therapistId = therapistId;
+  }
+}
+
+export class Mapping {
+  #config: Config;
+  #therapists: Map<string, TherapistConfig>;
+  #calendars: Map<string, CalendarPort>;
+  #unavailable: Map<string, string>;
+
+  constructor(config: Config, calendars: Map<string, CalendarPort>, unavailable = new Map<string, string>()) {
+    this.#config = config;
+    this.#therapists = new Map(config.therapists.map((t) => [t.therapist_id, t]));
+    this.#calendars = calendars;
+    this.#unavailable = unavailable;
+  }
+
+  get config(): Config {
+    return this.#config;
+  }
+
+  /** The mapped therapist, or undefined when `id` is not (or no longer) mapped. */
+  therapist(id: string | null | undefined): TherapistConfig | undefined {
+    return id == null ? undefined : this.#therapists.get(id);
+  }
+
+  get therapists(): readonly TherapistConfig[] {
+    return this.#config.therapists;
+  }
+
+  /** The calendar of a mapped therapist; throws CalendarUnavailableError when it cannot be used now. */
+  calendar(therapistId: string): CalendarPort {
+    const cal = this.#calendars.get(therapistId);
+    if (cal) return cal;
+    const why = this.#unavailable.get(therapistId);
+    if (why !== undefined || this.#therapists.has(therapistId)) {
+      throw new CalendarUnavailableError(therapistId, why ?? "no calendar configured");
+    }
+    throw new CalendarUnavailableError(therapistId, "the therapist is not mapped");
+  }
+
+  /** The calendar when there is a usable one. */
+  calendarIfAny(therapistId: string): CalendarPort | undefined {
+    return this.#calendars.get(therapistId);
+  }
+
+  /** Usable calendars by therapist id. */
+  get calendars(): ReadonlyMap<string, CalendarPort> {
+    return this.#calendars;
+  }
+
+  /** Why a mapped therapist has no usable calendar, when that is so. */
+  unavailableReason(therapistId: string): string | undefined {
+    return this.#unavailable.get(therapistId);
+  }
+
+  /** Write-back settings of a therapist (the defaults for one not mapped). */
+  writeback(therapistId: string | undefined): WritebackConfig {
+    const t = this.therapist(therapistId);
+    return t ? writebackFor(this.#config, t) : { ...this.#config.sync.writeback };
+  }
+}

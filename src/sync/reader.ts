@@ -1,0 +1,56 @@
+// Owns reading the two sides of one appointment before deciding: the booking state (the hint when it is fresh, else
+// a read) and the event (the one a hint carries, read again when it may be older than calbridge's own last write).
+import type { Effects } from "./effects.ts";
+import { isNotFound } from "./errors.ts";
+import { type BookingState, hintState, merge, updatedAt } from "./snapshot.ts";
+import type { BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
+
+export class StateReader {
+  readonly #booking: BookingPort;
+  readonly #fx: Effects;
+
+  constructor(booking: BookingPort, fx: Effects) {
+    this.#booking = booking;
+    this.#fx = fx;
+  }
+
+  /** The booking state to act on: the hint when it is complete and newer than what was applied, else a fresh read. */
+  async booking(
+    id: string,
+    link: Link | undefined,
+    request: SyncRequest,
+  ): Promise<{ appt: BookingState["appt"] | null; sourceAt: number }> {
+    const fromHint = hintState(link, request.booking);
+    if (fromHint) return fromHint;
+    const applied = link?.sourceAt ?? 0;
+    try {
+      const appt = await this.#booking.getAppointment(id, { priority: request.priority });
+      return {
+        appt: merge(link?.booking, appt),
+        sourceAt: Math.max(applied, request.booking?.at ?? 0, updatedAt(appt)),
+      };
+    } catch (err) {
+      if (isNotFound(err)) return { appt: null, sourceAt: applied };
+      throw err;
+    }
+  }
+
+  /** The event to decide about: the one the hint carries, read again when it may be older than our own last write. */
+  async event(
+    link: Link | undefined,
+    appt: BookingState["appt"] | null,
+    request: SyncRequest,
+  ): Promise<CalEvent | null | undefined> {
+    const cal = request.calendar;
+    const event = this.#fx.planner.eventOf(link, appt, cal);
+    if (cal && !("reread" in cal) && event !== undefined && link && cal.seenAt !== undefined) {
+      // Taking an old version for the therapist's change would push it back to the booking service (a cancellation
+      // or a move nobody made) or undo calbridge's own write.
+      if (link.syncedAt >= cal.seenAt) return this.#fx.calendar(cal.therapistId).get(event?.id ?? link.eventId);
+    }
+    if (cal && "reread" in cal && link?.present && event === undefined) {
+      return this.#fx.calendar(link.therapistId).get(link.eventId);
+    }
+    return event;
+  }
+}

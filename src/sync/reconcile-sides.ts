@@ -1,0 +1,79 @@
+// Owns reading both sides of the sync window for a reconciliation: the booking service's appointments (one listing,
+// 100 a page) and the managed events of each calendar, with the calendars that could not be listed or used.
+import type { Appointment } from "../booking/schemas.ts";
+import type { TherapistConfig } from "../config/schema.ts";
+import type { Logger } from "../log.ts";
+import { describeError, isUnavailable } from "./errors.ts";
+import type { Mapping } from "./mapping.ts";
+import type { BookingPort, CalEvent } from "./types.ts";
+
+export interface Window {
+  from: string;
+  to: string;
+}
+
+export async function listBookings(
+  booking: BookingPort,
+  window: Window,
+  therapistId: string | undefined,
+): Promise<Map<string, Appointment>> {
+  const appointments = new Map<string, Appointment>();
+  for await (const appt of booking.listAppointments(
+    { dateFrom: window.from, dateTo: window.to, ...(therapistId ? { therapistId } : {}) },
+    { priority: "reconcile" },
+  )) {
+    appointments.set(appt.id, appt);
+  }
+  return appointments;
+}
+
+export interface CalendarSide {
+  /** Managed events by therapist, then by event id. */
+  events: Map<string, Map<string, CalEvent>>;
+  /** Therapists whose calendar could not be listed: their events are left alone this run. */
+  calendarErrors: Record<string, string>;
+  /** Therapists whose calendar cannot be used at all now (credentials, quota pause): nothing is tried there. */
+  unusable: Set<string>;
+  managed: number;
+}
+
+/**
+ * The managed events of each calendar in the window. A calendar that cannot be listed is left alone this run
+ * (nothing in it is deleted, nothing of it is written back); one that cannot be used at all is not written to either.
+ */
+export async function listCalendars(
+  mapping: Mapping,
+  therapists: readonly TherapistConfig[],
+  window: Window,
+  log: Logger,
+): Promise<CalendarSide> {
+  const events = new Map<string, Map<string, CalEvent>>();
+  const calendarErrors: Record<string, string> = {};
+  const unusable = new Set<string>();
+  await Promise.all(
+    therapists.map(async (t) => {
+      const cal = mapping.calendarIfAny(t.therapist_id);
+      if (!cal) {
+        calendarErrors[t.therapist_id] = mapping.unavailableReason(t.therapist_id) ?? "no calendar";
+        unusable.add(t.therapist_id);
+        return;
+      }
+      try {
+        const byId = new Map<string, CalEvent>();
+        for await (const ev of cal.listManaged({ timeMin: window.from, timeMax: window.to })) {
+          if (ev.id) byId.set(ev.id, ev);
+        }
+        events.set(t.therapist_id, byId);
+      } catch (err) {
+        calendarErrors[t.therapist_id] = describeError(err);
+        if (isUnavailable(err)) unusable.add(t.therapist_id);
+        log.error(
+          { therapist_id: t.therapist_id, err: describeError(err) },
+          "calendar could not be listed; left alone this run",
+        );
+      }
+    }),
+  );
+  const managed = [...events.values()].reduce((n, m) => n + m.size, 0);
+  return { events, calendarErrors, unusable, managed };
+}

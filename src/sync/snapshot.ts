@@ -1,0 +1,73 @@
+// Owns what calbridge knows of the booking side of one appointment: snapshots merged from partial reads (list items
+// and payloads lack fields that a full read supplies), and whether a hint is fresh enough to act on without a read.
+import type { Appointment } from "../booking/schemas.ts";
+import type { BookingHint, Link, Snapshot } from "./types.ts";
+
+/** The newer fields over the older snapshot: list items and payloads lack fields that earlier reads supplied. */
+export function merge(prev: Snapshot | undefined, next: Appointment): Snapshot {
+  const out: Record<string, unknown> = { ...(prev ?? {}) };
+  for (const [k, v] of Object.entries(next)) if (v !== undefined && k !== "addons") out[k] = v;
+  return out as Snapshot;
+}
+
+/** Epoch ms of the appointment's `updated_at`, or 0. */
+export function updatedAt(appt: Appointment): number {
+  const ms = appt.updated_at ? Date.parse(appt.updated_at) : Number.NaN;
+  return Number.isNaN(ms) ? 0 : ms;
+}
+
+/** The booking state a hint gives, merged over the link's: the state to act on and the time of its newest fact. */
+export interface BookingState {
+  appt: Snapshot;
+  sourceAt: number;
+}
+
+/**
+ * The booking state the hint gives, when it is complete and newer than what was applied; undefined when the booking
+ * must be read instead. A payload whose times cannot be rendered is no hint at all: reading the booking beats failing
+ * on it (a webhook would be retried with the same payload, holding up every later event of the appointment).
+ */
+export function hintState(link: Link | undefined, hint: BookingHint | undefined): BookingState | undefined {
+  if (!hint?.appt) return undefined;
+  const applied = link?.sourceAt ?? 0;
+  const merged = merge(link?.booking, hint.appt);
+  const start = merged.start_time ? Date.parse(merged.start_time) : Number.NaN;
+  const end = merged.end_time ? Date.parse(merged.end_time) : Number.NaN;
+  const usable = end > start && merged.therapist_id && merged.status;
+  // A webhook no newer than what was applied, or a listing read before the link was last written, may be older
+  // than what calbridge already did: read instead.
+  const fresh =
+    (hint.at === undefined || !link || hint.at > applied) &&
+    (hint.readAt === undefined || !link || link.syncedAt <= hint.readAt);
+  return usable && fresh
+    ? { appt: merged, sourceAt: Math.max(applied, hint.at ?? 0, updatedAt(hint.appt)) }
+    : undefined;
+}
+
+/**
+ * Two hints about the same appointment as one. The state is kept only when one of the two is clearly the newer:
+ * hints from one source compare by their own clock (a webhook's created_at, our clock at a listing); hints from
+ * different sources cannot be ordered, and a request that carries no state at all asks for a read, which beats both.
+ */
+export function mergeHints(a: BookingHint | undefined, b: BookingHint | undefined): BookingHint | undefined {
+  if (!a && !b) return undefined;
+  const at = Math.max(a?.at ?? Number.NEGATIVE_INFINITY, b?.at ?? Number.NEGATIVE_INFINITY);
+  const out: BookingHint = Number.isFinite(at) ? { at } : {};
+  if (a?.appt && b?.appt) {
+    const newer =
+      a.at !== undefined && b.at !== undefined
+        ? b.at >= a.at
+          ? b
+          : a
+        : a.readAt !== undefined && b.readAt !== undefined
+          ? b.readAt >= a.readAt
+            ? b
+            : a
+          : undefined;
+    if (newer?.appt) {
+      out.appt = newer.appt;
+      if (newer.readAt !== undefined) out.readAt = newer.readAt;
+    }
+  }
+  return out;
+}

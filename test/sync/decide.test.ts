@@ -1,0 +1,384 @@
+// decide() and isEcho() as tables: link x event state x appointment state x conflict policy -> the one action, plus
+// invariants over the whole cross product (nothing is written back to the booking service on a read error).
+import { describe, expect, it } from "vitest";
+import { fingerprint } from "../../src/calendar/fingerprint.ts";
+import { type EventConfig, renderEvent } from "../../src/calendar/render.ts";
+import type { WritebackConfig } from "../../src/config/schema.ts";
+import { isEcho } from "../../src/sync/calendar-poller.ts";
+import { type DecideInput, decide } from "../../src/sync/decide.ts";
+import type { Action, CalEvent, Link, Snapshot } from "../../src/sync/types.ts";
+
+const T0 = Date.UTC(2026, 11, 1, 10);
+const H = 3_600_000;
+const iso = (ms: number) => new Date(ms).toISOString();
+const EID = "cbeventid0123";
+const MAPPED = new Set(["th_1", "th_2"]);
+const WB: WritebackConfig = { reschedule: true, cancel: true, reassign: false, notify_customer: true, reason: "x" };
+
+const cfg = (cancelled: "delete" | "keep"): EventConfig => ({
+  title: "{service_name}: {customer_name}",
+  description: "Booking {id}",
+  include_customer_contact: false,
+  colors: { completed: "2", no_show: "11" },
+  cancelled_events: cancelled,
+});
+
+const appt = (over: Partial<Snapshot> = {}): Snapshot => ({
+  id: "apt_1",
+  therapist_id: "th_1",
+  service_name: "Massage",
+  customer_name: "Ann",
+  start_time: iso(T0),
+  end_time: iso(T0 + H),
+  status: "confirmed",
+  ...over,
+});
+
+const body = (a: Snapshot, cancelled: "delete" | "keep" = "delete") =>
+  renderEvent(a, { therapist_id: a.therapist_id ?? "", timezone: "UTC", calendar_id: "c" }, cfg(cancelled));
+
+/** The event as calbridge wrote it for `a`, with changes a therapist (or Google) made. */
+const event = (a: Snapshot, over: Partial<CalEvent> = {}): CalEvent => ({
+  ...body(a)!,
+  id: EID,
+  etag: '"1"',
+  ...over,
+});
+
+const link = (a: Snapshot, over: Partial<Link> = {}): Link => ({
+  appointmentId: "apt_1",
+  therapistId: "th_1",
+  calendarId: "c",
+  eventId: EID,
+  present: true,
+  etag: '"1"',
+  fingerprint: fingerprint(body(a, "keep")!),
+  eventStart: T0,
+  eventEnd: T0 + H,
+  booking: a,
+  sourceAt: 1,
+  syncedAt: 1,
+  ...over,
+});
+
+const at = (start: number, end = start + H) => ({ start: { dateTime: iso(start) }, end: { dateTime: iso(end) } });
+
+interface Case {
+  name: string;
+  appt: Snapshot | null;
+  link?: Link;
+  event?: CalEvent | null;
+  seenIn?: string;
+  conflict?: DecideInput["conflict"];
+  writeback?: Partial<WritebackConfig>;
+  cancelled?: "delete" | "keep";
+  expect: Partial<Action> & { kind: Action["kind"] };
+}
+
+function input(c: Case): DecideInput {
+  const target = c.appt?.therapist_id && MAPPED.has(c.appt.therapist_id) ? c.appt.therapist_id : undefined;
+  return {
+    appointmentId: "apt_1",
+    appt: c.appt,
+    link: c.link,
+    event: c.event,
+    targetTherapistId: target,
+    seenIn: c.event === undefined ? undefined : (c.seenIn ?? c.link?.therapistId ?? target ?? "th_1"),
+    desired: c.appt && target ? body(c.appt, c.cancelled) : null,
+    eventId: EID,
+    writeback: { ...WB, ...c.writeback },
+    conflict: c.conflict ?? "booking_wins",
+  };
+}
+
+const A = appt();
+const MOVED = appt({ start_time: iso(T0 + 2 * H), end_time: iso(T0 + 3 * H) });
+const CANCELLED = appt({ status: "cancelled" });
+
+const cases: Case[] = [
+  // Nothing of ours in a calendar yet.
+  { name: "new appointment, event not read", appt: A, expect: { kind: "create", reason: "new appointment" } },
+  { name: "new appointment, event absent", appt: A, event: null, expect: { kind: "create" } },
+  { name: "no link, the event already matches", appt: A, event: event(A), expect: { kind: "adopt" } },
+  {
+    name: "no link, an event of ours that differs",
+    appt: A,
+    event: event(A, { summary: "other" }),
+    expect: { kind: "update", reason: "event exists without a record", ifMatch: '"1"' },
+  },
+  { name: "no link, therapist not mapped", appt: appt({ therapist_id: "th_x" }), expect: { kind: "none" } },
+  {
+    name: "no link, unmapped therapist's event seen",
+    appt: appt({ therapist_id: "th_x" }),
+    event: event(A),
+    seenIn: "th_1",
+    expect: { kind: "delete", therapistId: "th_1" },
+  },
+  { name: "no link, cancelled", appt: CANCELLED, expect: { kind: "none", reason: "cancelled" } },
+  {
+    name: "no link, cancelled, its event left behind",
+    appt: CANCELLED,
+    event: event(A),
+    expect: { kind: "delete", reason: "event left behind for a cancelled appointment" },
+  },
+  { name: "no link, cancelled, kept as a marker", appt: CANCELLED, cancelled: "keep", expect: { kind: "create" } },
+  // The booking service does not know the appointment.
+  { name: "gone, nothing of ours", appt: null, expect: { kind: "none" } },
+  { name: "gone, linked event", appt: null, link: link(A), expect: { kind: "delete", therapistId: "th_1" } },
+  { name: "gone, an orphan event seen", appt: null, event: event(A), expect: { kind: "delete" } },
+  { name: "gone, removed already", appt: null, link: link(A, { present: false }), expect: { kind: "none" } },
+  // Linked, event not read.
+  { name: "unchanged, event not read", appt: A, link: link(A), expect: { kind: "none", reason: "unchanged" } },
+  {
+    name: "booking moved, event not read",
+    appt: MOVED,
+    link: link(A),
+    expect: { kind: "update", reason: "booking changed", ifMatch: '"1"' },
+  },
+  { name: "booking completed: colour", appt: appt({ status: "completed" }), link: link(A), expect: { kind: "update" } },
+  { name: "booking cancelled", appt: CANCELLED, link: link(A), expect: { kind: "delete", reason: "cancelled" } },
+  { name: "booking cancelled, kept", appt: CANCELLED, link: link(A), cancelled: "keep", expect: { kind: "update" } },
+  // Linked, event read.
+  { name: "both unchanged", appt: A, link: link(A), event: event(A), expect: { kind: "none" } },
+  { name: "booking moved, event as written", appt: MOVED, link: link(A), event: event(A), expect: { kind: "update" } },
+  {
+    name: "event missing (404 or another calendar): put back, never written back",
+    appt: A,
+    link: link(A),
+    event: null,
+    expect: { kind: "restore", reason: "event missing from the calendar" },
+  },
+  {
+    name: "event deleted by the therapist",
+    appt: A,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    expect: { kind: "writeback_cancel", therapistId: "th_1" },
+  },
+  {
+    name: "event deleted, cancelling from the calendar off",
+    appt: A,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    writeback: { cancel: false },
+    expect: { kind: "restore" },
+  },
+  {
+    name: "event deleted, booking cancelled too",
+    appt: CANCELLED,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    expect: { kind: "delete" },
+  },
+  {
+    name: "event deleted, booking moved too (booking wins): put back with a notice",
+    appt: MOVED,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    expect: { kind: "restore" },
+  },
+  {
+    name: "event deleted, booking moved too (calendar wins)",
+    appt: MOVED,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    conflict: "calendar_wins",
+    expect: { kind: "writeback_cancel" },
+  },
+  {
+    name: "event moved by the therapist",
+    appt: A,
+    link: link(A),
+    event: event(A, at(T0 + 5 * H)),
+    expect: { kind: "writeback_reschedule", startTime: iso(T0 + 5 * H) },
+  },
+  {
+    name: "event moved, rescheduling from the calendar off",
+    appt: A,
+    link: link(A),
+    event: event(A, at(T0 + 5 * H)),
+    writeback: { reschedule: false },
+    expect: { kind: "restore" },
+  },
+  {
+    name: "event resized: the booking keeps durations",
+    appt: A,
+    link: link(A),
+    event: event(A, at(T0, T0 + 2 * H)),
+    expect: { kind: "restore" },
+  },
+  {
+    name: "event made all-day",
+    appt: A,
+    link: link(A),
+    event: event(A, { start: { date: "2026-12-01" }, end: { date: "2026-12-02" } }),
+    expect: { kind: "restore" },
+  },
+  {
+    name: "event moved, but the appointment is completed",
+    appt: appt({ status: "completed" }),
+    link: link(appt({ status: "completed" })),
+    event: event(A, at(T0 + 5 * H)),
+    expect: { kind: "restore" },
+  },
+  {
+    name: "event moved, booking moved too (booking wins)",
+    appt: MOVED,
+    link: link(A),
+    event: event(A, at(T0 + 5 * H)),
+    expect: { kind: "update" },
+  },
+  {
+    name: "event moved, booking moved too (calendar wins)",
+    appt: MOVED,
+    link: link(A),
+    event: event(A, at(T0 + 5 * H)),
+    conflict: "calendar_wins",
+    expect: { kind: "writeback_reschedule", startTime: iso(T0 + 5 * H) },
+  },
+  {
+    name: "event's title edited: calbridge's fields restored",
+    appt: A,
+    link: link(A),
+    event: event(A, { summary: "my title", etag: '"2"' }),
+    expect: { kind: "update", reason: "event edited in the calendar; restored", ifMatch: '"2"' },
+  },
+  {
+    name: "calendar already matches a new booking state",
+    appt: MOVED,
+    link: link(A),
+    event: event(MOVED, { etag: '"2"' }),
+    expect: { kind: "adopt" },
+  },
+  // Reassignments.
+  {
+    name: "reassigned to another mapped therapist",
+    appt: appt({ therapist_id: "th_2" }),
+    link: link(A),
+    expect: { kind: "move" },
+  },
+  {
+    name: "reassigned and cancelled",
+    appt: appt({ therapist_id: "th_2", status: "cancelled" }),
+    link: link(A),
+    expect: { kind: "delete", reason: "reassigned and cancelled" },
+  },
+  {
+    name: "reassigned to an unmapped therapist",
+    appt: appt({ therapist_id: "th_x" }),
+    link: link(A),
+    expect: { kind: "delete", reason: "therapist not mapped any more" },
+  },
+  {
+    name: "moved in the calendar while reassigned (calendar wins): put back",
+    appt: appt({ therapist_id: "th_2" }),
+    link: link(A),
+    event: event(A, at(T0 + 5 * H)),
+    conflict: "calendar_wins",
+    expect: { kind: "restore", therapistId: "th_1" },
+  },
+  // Removed on purpose.
+  {
+    name: "deleted by the therapist, write-back pending or declined",
+    appt: A,
+    link: link(A, { present: false, removedBy: "calendar" }),
+    expect: { kind: "none" },
+  },
+  {
+    name: "deleted by the therapist and cancelled since",
+    appt: CANCELLED,
+    link: link(A, { present: false, removedBy: "calendar" }),
+    expect: { kind: "none" },
+  },
+  {
+    name: "removed after a cancellation, booked again",
+    appt: A,
+    link: link(CANCELLED, { present: false, removedBy: "booking" }),
+    expect: { kind: "create", reason: "recreated" },
+  },
+];
+
+describe("decide", () => {
+  it.each(cases)("$name -> $expect.kind", (c) => {
+    expect(decide(input(c))).toMatchObject(c.expect);
+  });
+
+  it("never writes back to the booking service on anything but a therapist's change it read (cross product)", () => {
+    const appts: (Snapshot | null)[] = [
+      null,
+      A,
+      MOVED,
+      CANCELLED,
+      appt({ status: "completed" }),
+      appt({ therapist_id: "th_2" }),
+      appt({ therapist_id: "th_x" }),
+    ];
+    const links: (Link | undefined)[] = [
+      undefined,
+      link(A),
+      link(A, { present: false, removedBy: "booking" }),
+      link(A, { present: false, removedBy: "calendar" }),
+      link(A, { therapistId: "th_2" }),
+    ];
+    const events: (CalEvent | null | undefined)[] = [
+      undefined,
+      null,
+      event(A),
+      event(A, { status: "cancelled" }),
+      event(A, at(T0 + 5 * H)),
+      event(A, at(T0, T0 + 2 * H)),
+      event(A, { summary: "edited" }),
+    ];
+    let n = 0;
+    for (const a of appts)
+      for (const l of links)
+        for (const e of events)
+          for (const conflict of ["booking_wins", "calendar_wins"] as const)
+            for (const cancelled of ["delete", "keep"] as const) {
+              const action = decide(
+                input({ name: "", appt: a, link: l, event: e, conflict, cancelled, expect: { kind: "none" } }),
+              );
+              n++;
+              if (action.kind === "writeback_cancel") {
+                expect(e?.status).toBe("cancelled");
+                expect(l?.present).toBe(true);
+                expect(a?.status).toBe("confirmed");
+              }
+              if (action.kind === "writeback_reschedule") {
+                expect(e && e.status !== "cancelled").toBeTruthy();
+                expect(l?.present).toBe(true);
+                expect(a?.status).toBe("confirmed");
+              }
+              // An event that could not be read, or was not, never says "deleted".
+              if (e === null || e === undefined) expect(action.kind.startsWith("writeback")).toBe(false);
+            }
+    expect(n).toBe(7 * 5 * 7 * 2 * 2);
+  });
+});
+
+describe("isEcho", () => {
+  const l = link(A);
+  it.each([
+    { name: "no link", link: undefined, event: event(A, { etag: '"9"' }), echo: false },
+    { name: "another therapist's calendar", link: l, therapist: "th_2", event: event(A), echo: false },
+    { name: "the etag we wrote", link: l, event: event(A, { summary: "x" }), echo: true },
+    {
+      name: "new etag, same times and owned fields (reminders)",
+      link: l,
+      event: event(A, { etag: '"2"' }),
+      echo: true,
+    },
+    { name: "new etag, moved", link: l, event: event(A, { etag: '"2"', ...at(T0 + H) }), echo: false },
+    { name: "new etag, title edited", link: l, event: event(A, { etag: '"2"', summary: "x" }), echo: false },
+    {
+      name: "our own deletion",
+      link: link(A, { present: false }),
+      event: event(A, { status: "cancelled" }),
+      echo: true,
+    },
+    { name: "the therapist's deletion", link: l, event: event(A, { status: "cancelled", etag: '"2"' }), echo: false },
+    { name: "live again after we removed it", link: link(A, { present: false }), event: event(A), echo: false },
+  ])("$name -> $echo", (c) => {
+    expect(isEcho(c.link, c.therapist ?? "th_1", c.event)).toBe(c.echo);
+  });
+});

@@ -1,0 +1,163 @@
+// The keyed work queue on the manual clock: one run per key, merging, lanes, and retries that hold no worker.
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/clock.ts";
+import { type RunVerdict, WorkQueue } from "../../src/sync/work-queue.ts";
+
+interface Req {
+  key: string;
+  tags: string[];
+}
+
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+const turn = () => new Promise((r) => setImmediate(r));
+
+function queue(opts: { concurrency?: number; run?: (key: string, r: Req, attempt: number) => Promise<RunVerdict> }) {
+  const clock = new ManualClock();
+  const runs: { key: string; tags: string[]; attempt: number }[] = [];
+  let active = 0;
+  let maxActive = 0;
+  const perKey = new Map<string, number>();
+  let maxPerKey = 0;
+  const q = new WorkQueue<Req>({
+    concurrency: opts.concurrency ?? 2,
+    lanes: 3,
+    clock,
+    merge: (a, b) => ({ key: a.key, tags: [...a.tags, ...b.tags] }),
+    run: async (key, r, attempt) => {
+      runs.push({ key, tags: r.tags, attempt });
+      active++;
+      maxActive = Math.max(maxActive, active);
+      perKey.set(key, (perKey.get(key) ?? 0) + 1);
+      maxPerKey = Math.max(maxPerKey, perKey.get(key)!);
+      try {
+        return opts.run ? await opts.run(key, r, attempt) : { done: true };
+      } finally {
+        active--;
+        perKey.set(key, perKey.get(key)! - 1);
+      }
+    },
+  });
+  return { q, clock, runs, stats: () => ({ maxActive, maxPerKey }) };
+}
+
+describe("WorkQueue", () => {
+  it("runs one key at a time, and different keys in parallel up to the concurrency", async () => {
+    const gates = new Map<string, ReturnType<typeof deferred<RunVerdict>>>();
+    const { q, runs, stats } = queue({
+      concurrency: 2,
+      run: (key) => {
+        const g = deferred<RunVerdict>();
+        gates.set(key, g);
+        return g.promise;
+      },
+    });
+    q.add("a", { key: "a", tags: ["a1"] });
+    q.add("b", { key: "b", tags: ["b1"] });
+    q.add("c", { key: "c", tags: ["c1"] });
+    await turn();
+    expect(runs.map((r) => r.key)).toEqual(["a", "b"]);
+    q.add("a", { key: "a", tags: ["a2"] }); // a is running: it runs again afterwards
+    gates.get("a")!.resolve({ done: true });
+    await turn();
+    await turn();
+    expect(runs.map((r) => r.key)).toEqual(["a", "b", "c"]);
+    gates.get("b")!.resolve({ done: true });
+    gates.get("c")!.resolve({ done: true });
+    await turn();
+    await turn();
+    expect(runs.map((r) => `${r.key}:${r.tags.join("+")}`)).toEqual(["a:a1", "b:b1", "c:c1", "a:a2"]);
+    gates.get("a")!.resolve({ done: true });
+    await q.drained();
+    expect(stats()).toEqual({ maxActive: 2, maxPerKey: 1 });
+  });
+
+  it("merges requests for a key that waits its turn into one run", async () => {
+    const { q, runs } = queue({ concurrency: 1 });
+    q.add("x", { key: "x", tags: ["1"] });
+    q.add("x", { key: "x", tags: ["2"] });
+    q.add("x", { key: "x", tags: ["3"] });
+    await q.drained();
+    expect(runs).toEqual([{ key: "x", tags: ["1", "2", "3"], attempt: 1 }]);
+  });
+
+  it("serves the higher lane first", async () => {
+    const gate = deferred<RunVerdict>();
+    const { q, runs } = queue({
+      concurrency: 1,
+      run: (key) => (key === "first" ? gate.promise : Promise.resolve({ done: true })),
+    });
+    q.add("first", { key: "first", tags: [] }, 2);
+    await turn();
+    q.add("low1", { key: "low1", tags: [] }, 2);
+    q.add("low2", { key: "low2", tags: [] }, 2);
+    q.add("mid", { key: "mid", tags: [] }, 1);
+    q.add("high", { key: "high", tags: [] }, 0);
+    q.add("low2", { key: "low2", tags: ["promoted"] }, 0); // a waiting key asked for again at a higher priority
+    gate.resolve({ done: true });
+    await q.drained();
+    expect(runs.map((r) => r.key)).toEqual(["first", "high", "low2", "mid", "low1"]);
+  });
+
+  it("a key waiting to retry holds no worker, and runs again when its time comes", async () => {
+    let failures = 2;
+    const { q, runs, clock } = queue({
+      concurrency: 1,
+      run: async (key) => (key === "sick" && failures-- > 0 ? { done: false, retryInMs: 10_000 } : { done: true }),
+    });
+    q.add("sick", { key: "sick", tags: [] });
+    await q.idle();
+    expect(q.waiting).toBe(1);
+    q.add("well", { key: "well", tags: [] });
+    await q.idle();
+    expect(runs.map((r) => r.key)).toEqual(["sick", "well"]);
+    await clock.advance(10_000);
+    await q.idle();
+    await clock.advance(10_000);
+    await q.drained();
+    expect(runs.map((r) => `${r.key}#${r.attempt}`)).toEqual(["sick#1", "well#1", "sick#2", "sick#3"]);
+  });
+
+  it("a new request for a waiting key runs it at once, merged, and the attempts go on counting", async () => {
+    let failures = 1;
+    const { q, runs, clock } = queue({
+      concurrency: 1,
+      run: async () => (failures-- > 0 ? { done: false, retryInMs: 60_000 } : { done: true }),
+    });
+    q.add("k", { key: "k", tags: ["old"] });
+    await q.idle();
+    expect(q.waiting).toBe(1);
+    q.add("k", { key: "k", tags: ["new"] });
+    await q.drained();
+    expect(clock.waiting).toBe(0);
+    expect(runs).toEqual([
+      { key: "k", tags: ["old"], attempt: 1 },
+      { key: "k", tags: ["old", "new"], attempt: 2 },
+    ]);
+  });
+
+  it("stop() cancels the waits, finishes what runs, and returns what never ran to the end", async () => {
+    const gate = deferred<RunVerdict>();
+    const { q, clock } = queue({
+      concurrency: 1,
+      run: async (key) => (key === "slow" ? gate.promise : { done: false, retryInMs: 5_000 }),
+    });
+    q.add("retrying", { key: "retrying", tags: ["r"] });
+    await q.idle();
+    q.add("slow", { key: "slow", tags: ["s"] });
+    q.add("queued", { key: "queued", tags: ["q"] });
+    await turn();
+    const stopping = q.stop();
+    gate.resolve({ done: true });
+    const left = await stopping;
+    expect(left.map((r) => r.tags[0]).sort()).toEqual(["q", "r"]);
+    expect(clock.waiting).toBe(0);
+    expect(q.add("late", { key: "late", tags: [] })).toBe(false);
+  });
+});
