@@ -151,3 +151,11 @@ export function classifyError(err: unknown, scope: ErrorScope, operation: string
     tokenEndpoint: scope === "token",
   });
 }
+
+/** Google refuses to bring back a deleted event under its id (a person deleted it in the Calendar UI). */
+export class RestoreRefusedError extends CalendarError {
+  constructor(message: string, init: CalendarErrorInit) {
+    super(message, init);
+    this.name = "RestoreRefusedError";
+  }
+}

@@ -18,6 +18,7 @@ export interface EventLike {
   transparency?: string | null;
   visibility?: string | null;
   status?: string | null;
+  recurrence?: string[] | null;
 }
 
 /**
@@ -59,8 +60,9 @@ export function canonicalJson(value: unknown): string {
 
 /**
  * A stable hash over the fields calbridge owns (summary, description, start, end, colorId, transparency, visibility,
- * status). Google's defaults count as set (absent transparency is "opaque"; absent visibility "default"; absent status
- * "confirmed") and times compare as instants, so a rendered body and the same event read back from Google agree.
+ * status, and whether it repeats). Google's defaults count as set (absent transparency is "opaque"; absent visibility
+ * "default"; absent status "confirmed") and times compare as instants, so a rendered body and the same event read
+ * back from Google agree. A single event (no recurrence) hashes as it always did.
  */
 export function fingerprint(body: EventLike): string {
   const owned = {
@@ -72,6 +74,7 @@ export function fingerprint(body: EventLike): string {
     transparency: body.transparency ?? "opaque",
     visibility: body.visibility ?? "default",
     status: body.status ?? "confirmed",
+    recurrence: body.recurrence?.length ? body.recurrence : undefined,
   };
   return createHash("sha256").update(canonicalJson(owned)).digest("base64url").slice(0, 32);
 }

@@ -8,10 +8,11 @@ import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { CallRunner, type CallState } from "./call-runner.ts";
-import { CalendarError } from "./errors.ts";
+import { CalendarError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
+import { type OwnedLike, ownedPatch } from "./render.ts";
 
 export type { GatewayHealth } from "./calendar-health.ts";
 export type CalendarEvent = calendar_v3.Schema$Event;
@@ -185,8 +186,9 @@ export class CalendarGateway {
   }
 
   /**
-   * Makes the event `eventId` carry `body`: insert; on 409 (the id exists, possibly deleted) read it and update it,
-   * restoring a deleted one. An insert whose answer was lost and that turns out to be there reports "inserted".
+   * Makes the event `eventId` carry `body`: insert; on 409 (the id exists, possibly deleted) read it and patch
+   * calbridge's own fields into it (restoring a deleted one), leaving everything a therapist added. An insert whose
+   * answer was lost and that turns out to be there reports "inserted".
    */
   async upsert(
     eventId: string,
@@ -234,17 +236,22 @@ export class CalendarGateway {
     ) {
       return { event: existing, action: state.ambiguous ? "inserted" : "unchanged" };
     }
-    return { event: await this.update(eventId, body, { ifMatch }), action: "updated" };
+    return { event: await this.patch(eventId, ownedPatch(body as OwnedLike), { ifMatch }), action: "updated" };
   }
 
+  /**
+   * Brings a deleted event back with calbridge's fields. Google refuses this for an event a person deleted in the
+   * Calendar UI (403; 409 on insert; google-api-ruby-client #1811, google-api-python-client #846): that is a
+   * RestoreRefusedError, and the id is unusable from then on.
+   */
   async #restore(eventId: string, body: CalendarEvent, ifMatch: string | undefined): Promise<CalendarEvent> {
     try {
-      return await this.update(eventId, { ...body, status: "confirmed" }, { ifMatch });
+      return await this.patch(eventId, ownedPatch(body as OwnedLike, "confirmed"), { ifMatch });
     } catch (err) {
       if (err instanceof CalendarError && (err.kind === "forbidden" || err.kind === "gone")) {
-        throw new CalendarError(
+        throw new RestoreRefusedError(
           `Google refused to restore the deleted event ${eventId} on calendar ${this.calendarId} ` +
-            `(${err.status} ${err.reason ?? ""}); it cannot be recreated under this id (use another generation of the id)`,
+            `(${err.status} ${err.reason ?? ""}); it cannot be recreated under this id (another generation of the id is used)`,
           { kind: "forbidden", status: err.status, reason: err.reason },
         );
       }

@@ -63,6 +63,55 @@ export interface RenderedEvent {
   extendedProperties: { private: Record<string, string> };
 }
 
+/** The event fields calbridge owns; everything else on an event (location, reminders, guests, attachments,
+ * conference data, ...) belongs to the therapist and is never written. README lists them. */
+export const OWNED_FIELDS = [
+  "summary",
+  "description",
+  "start",
+  "end",
+  "colorId",
+  "transparency",
+  "visibility",
+  "status",
+  "recurrence",
+  "extendedProperties.private.calbridge_appointment_id",
+  "extendedProperties.private.calbridge_managed",
+] as const;
+
+/**
+ * A PATCH body that sets every field calbridge owns to what `body` says and touches nothing else: an owned field the
+ * body leaves out is cleared (null: a colour no longer wanted, a series the therapist made of the event), and the
+ * private extended properties merge per key, so a therapist's own properties stay.
+ */
+export function ownedPatch(body: OwnedLike, status?: "confirmed"): Record<string, unknown> {
+  return {
+    summary: body.summary ?? null,
+    description: body.description ?? null,
+    start: { ...body.start, date: null },
+    end: { ...body.end, date: null },
+    colorId: body.colorId ?? null,
+    transparency: body.transparency ?? null,
+    visibility: body.visibility ?? null,
+    status: status ?? body.status ?? "confirmed",
+    recurrence: null,
+    extendedProperties: { private: { ...body.extendedProperties?.private } },
+  };
+}
+
+/** The owned part of an event body (a RenderedEvent, or any calendar_v3.Schema$Event). */
+export interface OwnedLike {
+  summary?: string | null;
+  description?: string | null;
+  start?: { dateTime?: string | null; timeZone?: string | null } | null;
+  end?: { dateTime?: string | null; timeZone?: string | null } | null;
+  colorId?: string | null;
+  transparency?: string | null;
+  visibility?: string | null;
+  status?: string | null;
+  extendedProperties?: { private?: Record<string, string> | null } | null;
+}
+
 /** Google's "graphite", used for kept cancelled events unless `colors.cancelled` is configured. */
 export const DEFAULT_CANCELLED_COLOR = "8";
 export const CANCELLED_PREFIX = "Cancelled: ";

@@ -36,7 +36,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     dir,
     rateLimit: { limit: 300, windowMs: 60_000 },
     configure: (c) => {
-      c.sync = { ...c.sync, calendar_poll_seconds: 5, reconcile_cron: "*/1 * * * *" };
+      // A short grace period before a therapist's move is written back, so a one-minute demo shows it happen.
+      c.sync = {
+        ...c.sync,
+        calendar_poll_seconds: 5,
+        reconcile_cron: "*/1 * * * *",
+        writeback: { cancel_grace_seconds: 5, reschedule_grace_seconds: 5 },
+      };
     },
   });
   const now = Date.now();
@@ -73,7 +79,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     // Let webhooks, polls and write-backs settle, then check that both sides agree.
     await world.booking.webhooksIdle();
     for (const t of THERAPISTS) await app.poller.poll(t);
-    await app.engine.idle();
+    // Moves in their grace period are written back when it ends.
+    await Promise.race([app.engine.drained(), sleep(15_000)]);
     await app.reconcile();
     const converged = agree(world);
     const result = { steps, converged, bookings: confirmed(world).length, events: liveEvents(world).length };

@@ -98,6 +98,22 @@ export const WritebackSchema = z.strictObject({
     .string()
     .default("Cancelled in the therapist's calendar")
     .describe("Cancellation reason sent to the booking service."),
+  cancel_grace_seconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(86_400)
+    .default(60)
+    .describe(
+      "A deleted event cancels the appointment only once it has stayed deleted this long, so Google's Undo and a quick restore from the Bin take it back (below 30, `doctor` warns).",
+    ),
+  reschedule_grace_seconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(86_400)
+    .default(30)
+    .describe("A moved event reschedules the appointment only once it has stayed moved this long (a move moved back)."),
 });
 export type WritebackConfig = z.infer<typeof WritebackSchema>;
 
@@ -238,6 +254,33 @@ export const ConfigSchema = z
           .prefault({})
           .describe("How failed syncs are retried; every sync (webhook, reconciliation, calendar change) follows it."),
         writeback: WritebackSchema.prefault({}),
+        writeback_guard: z
+          .strictObject({
+            window_minutes: z
+              .number()
+              .int()
+              .positive()
+              .default(60)
+              .describe("The sliding window over which a therapist's write-backs are counted."),
+            max_ratio: z
+              .number()
+              .min(0)
+              .max(1)
+              .default(0.2)
+              .describe(
+                "More cancellations or moves from one calendar within the window than this share of its managed events are held for a person to decide.",
+              ),
+            floor: z
+              .number()
+              .int()
+              .min(0)
+              .default(3)
+              .describe("A therapist may always write back this many within the window, whatever the share."),
+          })
+          .prefault({})
+          .describe(
+            "Holds a burst of cancellations and moves from one calendar (a phone app wiping it, a compromised account) until `calbridge writeback held --apply` or `--restore`.",
+          ),
       })
       .prefault({}),
     event: z

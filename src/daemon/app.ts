@@ -166,6 +166,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       operations: metrics.syncOperations,
       writebacks: metrics.writebacks,
       guardTripped: metrics.massDeleteGuardTripped,
+      writebacksHeld: metrics.writebacksHeld,
+      writebackGuardTripped: metrics.writebackGuardTripped,
       lastReconcileSuccess: metrics.lastReconcileSuccess,
       reconcileDuration: metrics.reconcileDuration,
       deadLetters: metrics.deadLetters,
@@ -247,6 +249,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       lastReconcileSuccess: metrics.lastReconcileSuccess,
     },
     meta,
+    guard: sync.guard,
+    managed: sync.managed,
     clock,
     logger: syncLogger,
   };

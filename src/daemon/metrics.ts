@@ -17,6 +17,8 @@ export interface DaemonMetrics {
   /** 1 while a therapist's Google credentials work, 0 when they fail. */
   therapistCredentialsOk: Gauge<"therapist">;
   massDeleteGuardTripped: Counter;
+  writebacksHeld: Gauge<"therapist">;
+  writebackGuardTripped: Counter<"therapist">;
   /** 1 on the replica that holds the leader lease. */
   leader: Gauge;
 }
@@ -73,6 +75,18 @@ export function createMetrics(registry: Registry = new Registry()): DaemonMetric
     massDeleteGuardTripped: new Counter({
       name: "calbridge_mass_delete_guard_tripped_total",
       help: "Reconciliations stopped because they would delete more than sync.max_delete_ratio of managed events.",
+      registers,
+    }),
+    writebacksHeld: new Gauge({
+      name: "calbridge_writebacks_held",
+      help: "A therapist's calendar changes held by the write-back guard, waiting for `calbridge writeback held --apply | --restore`.",
+      labelNames: ["therapist"],
+      registers,
+    }),
+    writebackGuardTripped: new Counter({
+      name: "calbridge_writeback_guard_tripped_total",
+      help: "Times a therapist's write-back hold opened (a burst of cancellations or moves from one calendar).",
+      labelNames: ["therapist"],
       registers,
     }),
     leader: new Gauge({

@@ -1,7 +1,7 @@
 // Owns carrying out one planned action: the calendar write or deletion, the write-back, and the link that records it.
 import { eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
-import type { Effects } from "./effects.ts";
+import type { Effects, EventAt } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 import { applyWriteback } from "./writeback.ts";
@@ -23,6 +23,11 @@ export interface ApplyContext {
 }
 
 const VERB = { create: "created", update: "updated", restore: "restored" } as const;
+
+/** Where the action's event id lives: the link's generation when it is the link's id. */
+export function eventAt(appointmentId: string, link: Link | undefined, eventId: string): EventAt {
+  return { appointmentId, eventId, generation: link?.eventId === eventId ? (link.generation ?? 0) : 0 };
+}
 
 export async function applyAction(action: Action, c: ApplyContext, fx: Effects, booking: BookingPort): Promise<void> {
   const { id, appt, link, sourceAt, log } = c;
@@ -67,14 +72,21 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "update":
     case "restore": {
       const undone = action.notice ? { text: action.notice, at: fx.clock.now() } : undefined;
-      const event = await fx.write(action.therapistId, action.kind, action.body, action.eventId, action.ifMatch);
+      const w = await fx.write(
+        action.therapistId,
+        action.kind,
+        action.body,
+        eventAt(id, link, action.eventId),
+        action.ifMatch,
+      );
       await fx.record({
         appointmentId: id,
         therapistId: action.therapistId,
-        eventId: action.eventId,
+        eventId: w.eventId,
+        generation: w.generation,
         booking: snapshot,
         sourceAt,
-        event,
+        event: w.event,
         body: action.body,
         present: true,
         notice: undone ?? notice,
@@ -107,14 +119,15 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       return;
     }
     case "move": {
-      const event = await fx.write(action.to.therapistId, "create", action.body, action.to.eventId);
+      const w = await fx.write(action.to.therapistId, "create", action.body, eventAt(id, link, action.to.eventId));
       await fx.record({
         appointmentId: id,
         therapistId: action.to.therapistId,
-        eventId: action.to.eventId,
+        eventId: w.eventId,
+        generation: w.generation,
         booking: snapshot,
         sourceAt,
-        event,
+        event: w.event,
         body: action.body,
         present: true,
       });

@@ -14,6 +14,8 @@ import type { SyncMetrics } from "./metrics.ts";
 import { Planner } from "./planner.ts";
 import type { RetryPolicy } from "./retry.ts";
 import type { BookingPort, CalendarPort } from "./types.ts";
+import { WritebackGate } from "./writeback-gate.ts";
+import { type HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
 
 export interface SyncCoreOptions {
   config: Config;
@@ -37,6 +39,9 @@ export interface SyncCore {
   fx: Effects;
   dead: DeadLetters;
   activity: Activity;
+  guard: WritebackGuard;
+  /** Managed events per therapist as the last reconciliation counted them (the write-back guard's base). */
+  managed: Map<string, number>;
   engine: SyncEngine;
 }
 
@@ -47,10 +52,22 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const activity = new Activity(o.clock);
   const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock });
   const dead = new DeadLetters(o.store, o.clock, o.metrics);
+  const managed = new Map<string, number>();
+  const limits = o.config.sync.writeback_guard;
+  const guard = new WritebackGuard({
+    holds: o.store.table<HeldWriteback>("holds"),
+    limits: { windowMs: limits.window_minutes * 60_000, maxRatio: limits.max_ratio, floor: limits.floor },
+    managedCount: (therapistId) => managed.get(therapistId),
+    clock: o.clock,
+    logger: o.logger,
+    metrics: { held: o.metrics.writebacksHeld, tripped: o.metrics.writebackGuardTripped },
+  });
+  const gate = new WritebackGate({ guard, mapping, planner, clock: o.clock });
   const engine = new SyncEngine({
     booking: o.booking,
     fx,
     dead,
+    gate,
     logger: o.logger,
     clock: o.clock,
     concurrency: o.config.sync.concurrency,
@@ -60,5 +77,5 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
       ...o.retry,
     },
   });
-  return { mapping, links, planner, fx, dead, activity, engine };
+  return { mapping, links, planner, fx, dead, activity, guard, managed, engine };
 }

@@ -54,12 +54,14 @@ function instant(iso: string | undefined | null): number | undefined {
 }
 
 /** How the therapist changed the event since calbridge last wrote or accepted it. */
-export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day";
+export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day" | "repeating";
 
 export function calendarChange(link: Link, event: CalEvent | null | undefined): CalendarChange {
   // null: the calendar did not find the id (404), which is not a deletion (see DecideInput.event).
   if (event === undefined || event === null || !link.present) return "none";
   if (event.status === "cancelled") return "deleted";
+  // A series made of the event: a booking is one appointment, so the event goes back to being a single one.
+  if (event.recurrence?.length) return "repeating";
   if (event.start?.date || event.end?.date) return "all_day";
   const start = instantOf(event.start);
   const end = instantOf(event.end);
@@ -179,6 +181,11 @@ export function decide(input: DecideInput): Action {
             reason: "event deleted in the calendar",
           }
         : restore("event deleted in the calendar, and cancelling from the calendar is turned off");
+    }
+    if (change === "repeating") {
+      return restore(
+        "a booking is a single appointment, so the event does not repeat; book further appointments in the booking service",
+      );
     }
     if (change === "all_day") return restore("an all-day event cannot be an appointment; times restored");
     if (change === "resized") return restore("the booking service keeps an appointment's duration; times restored");

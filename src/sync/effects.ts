@@ -1,6 +1,8 @@
 // Owns the sync side's effects on a calendar and on the link store: writing an event body (insert, update, restore),
 // removing an event, and recording the link that says what was done; each counted for metrics and /status.
-import type { RenderedEvent } from "../calendar/render.ts";
+import { RestoreRefusedError } from "../calendar/errors.ts";
+import { eventIdFor } from "../calendar/ids.ts";
+import { ownedPatch, type RenderedEvent } from "../calendar/render.ts";
 import type { Clock } from "../clock.ts";
 import type { Activity } from "./activity.ts";
 import { isNotFound } from "./errors.ts";
@@ -11,6 +13,25 @@ import type { Planner } from "./planner.ts";
 import type { CalEvent, CalendarPort, Link, Snapshot } from "./types.ts";
 
 export type WriteKind = "create" | "update" | "restore";
+
+/** Where an appointment's event lives: its id, and which generation of the appointment's ids that is. */
+export interface EventAt {
+  appointmentId: string;
+  eventId: string;
+  generation?: number;
+}
+
+/** The event as written, and the id (and generation) that holds it now. */
+export interface Written {
+  event: CalEvent;
+  eventId: string;
+  generation: number;
+}
+
+/** Ids a person deleted are skipped one after another; more than this in a row is not a refusal but a fault. */
+const MAX_GENERATION_STEPS = 3;
+
+const ids = (at: EventAt) => ({ eventId: at.eventId, generation: at.generation ?? 0 });
 
 export interface EffectsOptions {
   mapping: Mapping;
@@ -44,30 +65,42 @@ export class Effects {
   }
 
   /**
-   * Makes event `eventId` in a therapist's calendar carry `body`. An update with the etag last seen replaces the
-   * event only if nobody changed it since (412 otherwise); anything else inserts, or updates/restores the id in place.
+   * Makes the appointment's event in a therapist's calendar carry `body`, writing only the fields calbridge owns. An
+   * update with the etag last seen changes the event only if nobody changed it since (412 otherwise); anything else
+   * inserts, or patches/restores the id in place. When Google refuses to bring back an id a person deleted, the next
+   * generation of the id is used: the result says which id (and generation) now holds the event.
    */
   async write(
     therapistId: string,
     kind: WriteKind,
     body: RenderedEvent,
-    eventId: string,
+    at: EventAt,
     ifMatch?: string,
-  ): Promise<CalEvent> {
+  ): Promise<Written> {
     const cal = this.calendar(therapistId);
-    let event: CalEvent;
+    let written: Written | undefined;
     if (kind === "update" && ifMatch) {
       try {
-        event = await cal.update(eventId, body, { ifMatch });
+        written = { event: await cal.patch(at.eventId, ownedPatch(body), { ifMatch }), ...ids(at) };
       } catch (err) {
         if (!isNotFound(err)) throw err;
-        event = (await cal.upsert(eventId, body)).event;
       }
-    } else {
-      event = (await cal.upsert(eventId, body, ifMatch ? { ifMatch } : {})).event;
+    }
+    let generation = at.generation ?? 0;
+    let eventId = at.eventId;
+    for (let tries = 0; !written; tries++) {
+      try {
+        const options = ifMatch && eventId === at.eventId && kind !== "update" ? { ifMatch } : {};
+        written = { event: (await cal.upsert(eventId, body, options)).event, eventId, generation };
+      } catch (err) {
+        if (!(err instanceof RestoreRefusedError) || tries >= MAX_GENERATION_STEPS) throw err;
+        generation += 1;
+        eventId = eventIdFor(at.appointmentId, generation);
+        this.metrics.operations.inc({ kind: "new_generation", result: "ok" });
+      }
     }
     this.counted(therapistId, kind);
-    return event;
+    return written;
   }
 
   /** Deletes an event (gone already counts as done). */

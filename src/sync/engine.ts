@@ -4,25 +4,27 @@
 import type { Priority } from "../booking/gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import type { Activity } from "./activity.ts";
 import { applyAction } from "./apply.ts";
 import { customerResyncs } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
-import { describeError, isCalendarKind, isPermanent, isUnavailable } from "./errors.ts";
+import { describeError, isCalendarKind } from "./errors.ts";
+import { Failures } from "./failures.ts";
 import type { LinkStore } from "./links.ts";
 import type { Planner } from "./planner.ts";
 import { StateReader } from "./reader.ts";
-import { type RetryPolicy, retryDelay, withDefaults } from "./retry.ts";
+import { type RetryPolicy, withDefaults } from "./retry.ts";
 import { type BookingState, hintState } from "./snapshot.ts";
 import type { Action, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
-import { mergeRequests, type Pending, retryRequest, type Settle, seenIn, therapistOf, toPending } from "./work.ts";
+import { mergeRequests, type Pending, type Settle, seenIn, toPending } from "./work.ts";
 import { type RunVerdict, WorkQueue } from "./work-queue.ts";
+import { type WritebackGate, WritebackWaits } from "./writeback-gate.ts";
 
 export interface EngineOptions {
   booking: BookingPort;
   fx: Effects;
   dead: DeadLetters;
+  gate: WritebackGate;
   logger?: Logger;
   clock?: Clock;
   /** Syncs at once (sync.concurrency). */
@@ -46,8 +48,9 @@ export class SyncEngine {
   readonly #links: LinkStore;
   readonly #planner: Planner;
   readonly #read: StateReader;
+  readonly #gate: WritebackGate;
+  readonly #failures: Failures;
   readonly #dead: DeadLetters;
-  readonly #activity: Activity;
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #retry: RetryPolicy;
@@ -61,11 +64,12 @@ export class SyncEngine {
     this.#links = o.fx.links;
     this.#planner = o.fx.planner;
     this.#read = new StateReader(o.booking, o.fx);
-    this.#activity = o.fx.activity;
+    this.#gate = o.gate;
     this.#dead = o.dead;
     this.#logger = o.logger ?? silentLogger;
     this.#clock = o.clock ?? systemClock;
     this.#retry = withDefaults(o.retry);
+    this.#failures = new Failures({ dead: o.dead, fx: o.fx, retry: this.#retry, clock: this.#clock });
     this.#concurrency = o.concurrency;
     this.#queue = this.#newQueue();
   }
@@ -146,6 +150,11 @@ export class SyncEngine {
     return this.#queue.idle();
   }
 
+  /** Resolves when nothing is queued, running, or waiting (for a retry or a write-back's grace period). */
+  drained(): Promise<void> {
+    return this.#queue.drained();
+  }
+
   /** Stops retries and new work for good, waits for the syncs in flight, and tells the callers of everything left. */
   async stop(): Promise<void> {
     this.#stopped = true;
@@ -177,59 +186,14 @@ export class SyncEngine {
     const attempt = p.counted + 1;
     const read: { state?: BookingState } = {};
     try {
-      const action = await this.#syncOnce(id, p.request, log, attempt, read);
+      const action = await this.#syncOnce(id, p, log, attempt, read);
       await this.#dead.clear(`appt:${id}`).catch((e) => log.warn({ err: describeError(e) }, "dead letter not cleared"));
       p.resolveAll({ ok: true, action });
       return { done: true };
     } catch (err) {
-      return this.#failed(`appt:${id}`, p, err, log, read.state);
+      if (err instanceof WritebackWaits) return this.#waits(p, err, log);
+      return this.#failures.handle(`appt:${id}`, p, err, log, read.state);
     }
-  }
-
-  /** One failed run: retried under the policy, or given up on as exactly one dead letter. */
-  async #failed(
-    key: string,
-    p: Pending,
-    err: unknown,
-    log: Logger,
-    read: BookingState | undefined,
-  ): Promise<RunVerdict> {
-    const error = describeError(err);
-    const now = this.#clock.now();
-    const unavailable = isUnavailable(err);
-    const permanent = !unavailable && isPermanent(err);
-    // A calendar that cannot be used now is not the appointment's failure: it does not spend the attempt budget,
-    // and only a calendar gone for longer than the grace period ends in the dead letters.
-    if (!unavailable) p.counted += 1;
-    p.runs += 1;
-    p.failingSince ??= now;
-    const final =
-      permanent ||
-      (unavailable ? now - p.failingSince >= this.#retry.unavailableGraceMs : p.counted >= this.#retry.maxAttempts);
-    this.#fx.metrics.operations.inc({
-      kind: "error",
-      result: permanent ? "permanent" : unavailable ? "unavailable" : "transient",
-    });
-    const therapistId = therapistOf(p.request, read);
-    if (therapistId) this.#activity.failed(therapistId, error);
-    if (final) {
-      log.error({ err: error, attempts: p.runs, reason: p.request.reason }, "sync failed for good: dead letter");
-      await this.#dead
-        .record({ key, error, attempts: p.runs, firstAt: p.failingSince, reason: p.request.reason })
-        .catch((e) => log.error({ err: describeError(e) }, "could not record the dead letter"));
-      p.resolveAll({ ok: false, error, final: true });
-      return { done: true };
-    }
-    const retryInMs = retryDelay(this.#retry, unavailable ? p.runs : p.counted);
-    if (unavailable) {
-      // Logged when it starts waiting; the retries are quiet until it works or is given up on.
-      if (p.runs === 1) log.warn({ err: error, reason: p.request.reason }, "calendar not available; the sync waits");
-    } else {
-      log.error({ err: error, attempt: p.counted, reason: p.request.reason, retry_in_ms: retryInMs }, "sync failed");
-    }
-    p.resolveAttempts({ ok: false, error, final: false });
-    p.request = retryRequest(p.request, unavailable, read, now);
-    return { done: false, retryInMs };
   }
 
   /** A customer's re-render: the listing is this run's work (retried like a sync); each appointment is its own sync. */
@@ -243,7 +207,7 @@ export class SyncEngine {
         log,
       });
     } catch (err) {
-      return this.#failed(`customer:${customerId}`, p, err, log, undefined);
+      return this.#failures.handle(`customer:${customerId}`, p, err, log, undefined);
     }
     const waiters = p.waiters;
     p.waiters = [];
@@ -258,19 +222,35 @@ export class SyncEngine {
     return { done: true };
   }
 
+  /** A write-back in its grace period runs again when the period ends (reading both sides again); a held one is done. */
+  #waits(p: Pending, w: WritebackWaits, log: Logger): RunVerdict {
+    if (w.why === "held") {
+      log.info({ action: w.action.kind }, "write-back held by the guard");
+      p.resolveAll({ ok: true, action: w.action, waiting: "held" });
+      return { done: true };
+    }
+    log.info({ action: w.action.kind, grace_ms: w.inMs }, "write-back waits for the grace period");
+    p.resolveAttempts({ ok: true, action: w.action, waiting: "grace" });
+    const { booking: _, ...rest } = p.request;
+    p.request = { ...rest, calendar: { reread: true } };
+    return { done: false, retryInMs: w.inMs };
+  }
+
   async #syncOnce(
     id: string,
-    request: SyncRequest,
+    p: Pending,
     log: Logger,
     attempt: number,
     read: { state?: BookingState },
   ): Promise<Action> {
+    const request = p.request;
     const link = await this.#links.get(id);
     const state = await this.#read.booking(id, link, request);
     if (state.appt) read.state = { appt: state.appt, sourceAt: state.sourceAt };
     let event = await this.#read.event(link, state.appt, request);
     for (let round = 0; ; round++) {
-      const action = this.#planner.plan(id, state.appt, link, event, seenIn(request));
+      const planned = this.#planner.plan(id, state.appt, link, event, seenIn(request));
+      const action = await this.#gate.pass(planned, { ...state, link, override: request.override, state: p.gate });
       try {
         await applyAction(
           action,
@@ -278,6 +258,7 @@ export class SyncEngine {
           this.#fx,
           this.#booking,
         );
+        await this.#gate.done(action, link);
         return action;
       } catch (err) {
         // 412: the therapist changed the event since we last saw it. Read it and decide again, once.

@@ -12,12 +12,13 @@ export interface LinkArgs {
   appointmentId: string;
   therapistId: string;
   eventId: string;
+  generation?: number;
   booking: Snapshot;
   sourceAt: number;
   event?: CalEvent | null;
   body?: RenderedEvent | null;
   present: boolean;
-  removedBy?: "booking" | "calendar";
+  removedBy?: Link["removedBy"];
   notice?: Link["notice"];
 }
 
@@ -67,6 +68,7 @@ export class LinkStore implements LinkReader {
       therapistId: a.therapistId,
       calendarId: this.#mapping.therapist(a.therapistId)?.calendar_id ?? "",
       eventId: a.eventId,
+      ...(a.generation ? { generation: a.generation } : {}),
       present: a.present,
       ...(a.removedBy ? { removedBy: a.removedBy } : {}),
       etag: event?.etag ?? undefined,

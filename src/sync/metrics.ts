@@ -14,10 +14,18 @@ interface HistogramLike {
   observe(value: number): void;
 }
 
+interface LabelledGaugeLike {
+  set(labels: Record<string, string>, value: number): void;
+}
+
 export interface SyncMetrics {
   operations: CounterLike;
   writebacks: CounterLike;
   guardTripped: PlainCounterLike;
+  /** Write-backs held by the write-back guard, per therapist. */
+  writebacksHeld: LabelledGaugeLike;
+  /** Times a therapist's write-back hold opened. */
+  writebackGuardTripped: CounterLike;
   lastReconcileSuccess: GaugeLike;
   reconcileDuration: HistogramLike;
   deadLetters: GaugeLike;
@@ -29,6 +37,8 @@ export const noopSyncMetrics: SyncMetrics = {
   operations: noop,
   writebacks: noop,
   guardTripped: noop,
+  writebacksHeld: noop,
+  writebackGuardTripped: noop,
   lastReconcileSuccess: noop,
   reconcileDuration: noop,
   deadLetters: noop,

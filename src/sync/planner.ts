@@ -39,6 +39,22 @@ export class Planner {
     return hint.therapistId === where || where === undefined ? hint.event : undefined;
   }
 
+  /** Putting the linked event back as the booking has it, with a notice saying why (an administrator's decision). */
+  restoreOf(id: string, appt: Snapshot, link: Link, text: string): Action | undefined {
+    const therapist = this.#mapping.therapist(link.therapistId);
+    const body = therapist ? this.render(appt, therapist, { text, at: 0 }) : null;
+    if (!body) return undefined;
+    return {
+      kind: "restore",
+      appointmentId: id,
+      therapistId: link.therapistId,
+      eventId: link.eventId,
+      body,
+      reason: "an administrator put the event back",
+      notice: text,
+    };
+  }
+
   /** The action for one appointment, given both sides. */
   plan(
     id: string,

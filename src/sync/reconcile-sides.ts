@@ -35,6 +35,8 @@ export interface CalendarSide {
   /** Therapists whose calendar cannot be used at all now (credentials, quota pause): nothing is tried there. */
   unusable: Set<string>;
   managed: number;
+  /** Listed occurrences of series made of managed events (neither managed events nor strays). */
+  occurrences: number;
 }
 
 /**
@@ -50,6 +52,7 @@ export async function listCalendars(
   const events = new Map<string, Map<string, CalEvent>>();
   const calendarErrors: Record<string, string> = {};
   const unusable = new Set<string>();
+  let occurrences = 0;
   await Promise.all(
     therapists.map(async (t) => {
       const cal = mapping.calendarIfAny(t.therapist_id);
@@ -61,7 +64,10 @@ export async function listCalendars(
       try {
         const byId = new Map<string, CalEvent>();
         for await (const ev of cal.listManaged({ timeMin: window.from, timeMax: window.to })) {
-          if (ev.id) byId.set(ev.id, ev);
+          // An occurrence of a series a therapist made of an event (it carries the event's properties): not an event
+          // of its own. The series itself is read by the appointment's id and made a single event again.
+          if (ev.recurringEventId) occurrences++;
+          else if (ev.id) byId.set(ev.id, ev);
         }
         events.set(t.therapist_id, byId);
       } catch (err) {
@@ -75,5 +81,5 @@ export async function listCalendars(
     }),
   );
   const managed = [...events.values()].reduce((n, m) => n + m.size, 0);
-  return { events, calendarErrors, unusable, managed };
+  return { events, calendarErrors, unusable, managed, occurrences };
 }

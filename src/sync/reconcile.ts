@@ -10,7 +10,11 @@ import { describeError } from "./errors.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
+import type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
 import { listBookings, listCalendars } from "./reconcile-sides.ts";
+
+export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
+
 import {
   type ActionKind,
   type BookingPort,
@@ -20,6 +24,7 @@ import {
   planEntry,
   type SyncRequest,
 } from "./types.ts";
+import type { WritebackGuard } from "./writeback-guard.ts";
 
 /** What a reconciliation reads and drives. */
 export interface ReconcileContext {
@@ -28,46 +33,14 @@ export interface ReconcileContext {
   links: LinkReader;
   sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints">;
   metrics: Pick<SyncMetrics, "guardTripped" | "reconcileDuration" | "lastReconcileSuccess">;
+  /** Held write-backs are reported, not planned again. */
+  guard: Pick<WritebackGuard, "isHeld">;
+  /** Where the managed events counted per therapist go (the write-back guard's base). */
+  managed: Map<string, number>;
   /** Where the time of the last successful run is kept (shared by replicas). */
   meta: Table<number>;
   clock: Clock;
   logger: Logger;
-}
-
-export interface ReconcileOptions {
-  dryRun?: boolean;
-  /** Only this therapist's appointments and calendar. */
-  therapistId?: string;
-  /** Apply deletions even when the mass-deletion guard would hold them. */
-  force?: boolean;
-  log?: Logger;
-}
-
-export interface GuardReport {
-  tripped: boolean;
-  destructive: number;
-  managed: number;
-  limit: number;
-}
-
-export interface ReconcileReport {
-  dryRun: boolean;
-  startedAt: string;
-  durationMs: number;
-  window: { from: string; to: string };
-  appointments: number;
-  skippedUnmapped: number;
-  /** Appointments left alone because their therapist's calendar could not be used this run. */
-  waitingForCalendar: number;
-  managedEvents: number;
-  /** Every action other than "none", as planned (without event bodies). */
-  plan: PlanEntry[];
-  counts: Partial<Record<ActionKind, number>>;
-  guard: GuardReport;
-  /** Therapists whose calendar could not be listed (their events were left alone). */
-  calendarErrors: Record<string, string>;
-  failed: number;
-  ok: boolean;
 }
 
 /** A run that would remove this many or fewer things is never held, whatever the share (a small calendar's cancellation). */
@@ -94,6 +67,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const readAt = clock.now();
   const listedAt = clock.now();
   const { events, calendarErrors, unusable, managed } = await listCalendars(mapping, therapists, { from, to }, log);
+  if (!dryRun) for (const [t, byId] of events) ctx.managed.set(t, byId.size);
 
   // 3. Plan: one decision per listed appointment, and per managed event no listed appointment accounts for.
   const ids = [...appointments.keys()];
@@ -102,6 +76,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const claimed = new Set<string>(); // "therapist/eventId" of events some appointment accounts for
   let skippedUnmapped = 0;
   let waiting = 0;
+  let held = 0;
   for (const [i, id] of ids.entries()) {
     const appt = appointments.get(id)!;
     const link = links[i];
@@ -161,6 +136,13 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
         ctx.sync.planFromHints(id, linkOf.get(id), source) ?? (await reads.add(() => ctx.sync.plan(id, source)));
       const entry = planEntry(action);
       planned.set(id, entry);
+      if (
+        (entry.kind === "writeback_cancel" || entry.kind === "writeback_reschedule") &&
+        (await ctx.guard.isHeld(id))
+      ) {
+        held++;
+        return;
+      }
       if (entry.kind !== "none") plan.push(entry);
     } catch (err) {
       failed++;
@@ -261,6 +243,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       managed,
       skipped_unmapped: skippedUnmapped,
       waiting_for_calendar: waiting,
+      held_writebacks: held,
       counts,
       failed,
       guard_tripped: tripped,
@@ -276,6 +259,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     appointments: appointments.size,
     skippedUnmapped,
     waitingForCalendar: waiting,
+    heldWritebacks: held,
     managedEvents: managed,
     plan,
     counts,

@@ -18,10 +18,15 @@ export interface Link {
   therapistId: string;
   calendarId: string;
   eventId: string;
+  /** Which generation of the appointment's event ids `eventId` is (0, or more after Google refused to restore one). */
+  generation?: number;
   /** False when the event was removed on purpose (cancelled, unmapped, or deleted by the therapist). */
   present: boolean;
-  /** Who removed it, when not present: a therapist's deletion is not undone by a later cancellation. */
-  removedBy?: "booking" | "calendar";
+  /**
+   * Who removed it, when not present: a therapist's deletion is not undone by a later cancellation; "refused": the
+   * booking service refused the therapist's deletion, so the event is to be put back (never the cancel sent again).
+   */
+  removedBy?: "booking" | "calendar" | "refused";
   /** Calendar side, as last written or accepted: etag, fingerprint of the owned fields, instants. */
   etag?: string;
   fingerprint?: string;
@@ -65,11 +70,18 @@ export interface SyncRequest {
   priority: Priority;
   booking?: BookingHint;
   calendar?: CalendarHint;
+  /** An administrator's decision about a held write-back: send it, or put the event back. */
+  override?: "apply" | "restore";
   log?: Logger;
 }
 
-/** How a sync attempt ended: the action taken, or the error and whether it is final (no more retries). */
-export type SyncOutcome = { ok: true; action: Action } | { ok: false; error: string; final: boolean };
+/**
+ * How a sync attempt ended: the action taken (or, `waiting`, a write-back not sent yet: in its grace period, or held by
+ * the guard), or the error and whether it is final (no more retries).
+ */
+export type SyncOutcome =
+  | { ok: true; action: Action; waiting?: "grace" | "held" }
+  | { ok: false; error: string; final: boolean };
 
 export interface CallOptions {
   priority?: Priority;
@@ -102,7 +114,8 @@ export interface CalendarPort {
     body: RenderedEvent,
     opts?: { ifMatch?: string },
   ): Promise<{ event: CalEvent; action: "inserted" | "updated" | "restored" | "unchanged" }>;
-  update(eventId: string, body: RenderedEvent, opts?: { ifMatch?: string }): Promise<CalEvent>;
+  /** Changes only the fields the body names (null clears one); with ifMatch only if nobody changed the event since. */
+  patch(eventId: string, partial: CalEvent, opts?: { ifMatch?: string }): Promise<CalEvent>;
   delete(eventId: string, opts?: { ifMatch?: string }): Promise<"deleted" | "already_gone">;
   get(eventId: string): Promise<CalEvent | null>;
   listManaged(range: { timeMin: string; timeMax: string }): AsyncIterable<CalEvent>;

@@ -3,6 +3,7 @@
 import type { Priority } from "../booking/gate.ts";
 import { type BookingState, mergeHints } from "./snapshot.ts";
 import type { CalendarHint, SyncOutcome, SyncRequest } from "./types.ts";
+import type { GateState } from "./writeback-gate.ts";
 
 /** A caller waiting for a request: for the outcome of the attempt that covers it, or for the engine to be done. */
 export interface Settle {
@@ -22,6 +23,8 @@ export interface Pending {
   runs: number;
   /** Our clock at the first failure of this chain of retries. */
   failingSince?: number;
+  /** The write-back gate's state (the grace period's start). */
+  gate: GateState;
   resolveAll(outcome: SyncOutcome): void;
   resolveAttempts(outcome: SyncOutcome): void;
 }
@@ -34,6 +37,7 @@ function pending(request: SyncRequest, waiters: Settle[], from?: Pending): Pendi
     counted: from?.counted ?? 0,
     runs: from?.runs ?? 0,
     ...(from?.failingSince !== undefined ? { failingSince: from.failingSince } : {}),
+    gate: from?.gate ?? {},
     resolveAll(outcome) {
       const all = p.waiters;
       p.waiters = [];
@@ -65,11 +69,13 @@ export function mergeRequest(a: SyncRequest, b: SyncRequest): SyncRequest {
   const booking = mergeHints(a.booking, b.booking);
   const calendar = mergeCalendar(a.calendar, b.calendar);
   const log = b.log ?? a.log;
+  const override = b.override ?? a.override;
   return {
     reason: b.reason,
     priority: RANK[a.priority] < RANK[b.priority] ? a.priority : b.priority,
     ...(booking ? { booking } : {}),
     ...(calendar ? { calendar } : {}),
+    ...(override ? { override } : {}),
     ...(log ? { log } : {}),
   };
 }

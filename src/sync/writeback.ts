@@ -193,13 +193,17 @@ async function accept(
 ): Promise<void> {
   const desired = ctx.fx.render(booking, therapistId);
   let event = current;
+  let at = { eventId: w.link.eventId, generation: w.link.generation ?? 0 };
   if (desired && event && fingerprint(event) !== fingerprint(desired)) {
-    event = await ctx.fx.write(therapistId, "update", desired, w.link.eventId, event.etag ?? undefined);
+    const written = await ctx.fx.write(therapistId, "update", desired, linkAt(w), event.etag ?? undefined);
+    event = written.event;
+    at = written;
   }
   await ctx.fx.record({
     appointmentId: w.id,
     therapistId,
-    eventId: w.link.eventId,
+    eventId: at.eventId,
+    generation: at.generation,
     booking,
     sourceAt,
     event,
@@ -207,22 +211,27 @@ async function accept(
   });
 }
 
-/** Puts the event back as the booking has it, with a visible note. */
+/**
+ * Puts the event back as the booking has it, with a visible note. The refusal is recorded first: should the restore
+ * fail (Google down, a quota pause), its retries put the event back and never send the refused write-back again.
+ */
 async function restore(ctx: Ctx, w: WritebackInput, text: string): Promise<void> {
   const notice = { text, at: ctx.fx.clock.now() };
+  await ctx.fx.links.save({ ...w.link, present: false, removedBy: "refused", notice, syncedAt: ctx.fx.clock.now() });
   const desired = ctx.fx.render(w.appt, w.link.therapistId, notice);
   if (!desired) {
     await removeEvent(ctx, w, "nothing to restore");
     return;
   }
-  const event = await ctx.fx.write(w.link.therapistId, "restore", desired, w.link.eventId);
+  const written = await ctx.fx.write(w.link.therapistId, "restore", desired, linkAt(w));
   await ctx.fx.record({
     appointmentId: w.id,
     therapistId: w.link.therapistId,
-    eventId: w.link.eventId,
+    eventId: written.eventId,
+    generation: written.generation,
     booking: w.appt,
     sourceAt: w.sourceAt,
-    event,
+    event: written.event,
     body: desired,
     present: true,
     notice,
@@ -233,4 +242,8 @@ async function removeEvent(ctx: Ctx, w: WritebackInput, reason: string): Promise
   if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) await ctx.fx.remove(w.link.therapistId, w.link.eventId);
   await ctx.fx.links.save({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.fx.clock.now() });
   w.log.info({ reason }, "event removed");
+}
+
+function linkAt(w: WritebackInput) {
+  return { appointmentId: w.id, eventId: w.link.eventId, generation: w.link.generation ?? 0 };
 }

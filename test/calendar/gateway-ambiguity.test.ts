@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { CalendarError } from "../../src/calendar/errors.ts";
 import type { CalendarEvent } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { type OwnedLike, ownedPatch } from "../../src/calendar/render.ts";
 import { type Clock, ManualClock } from "../../src/clock.ts";
 import { body, CALENDAR_ID, type Fixture, metricValue, rejection, setup } from "./helpers.ts";
 
@@ -107,19 +108,19 @@ describe("conditional writes resent after an attempt that may have been applied"
     f = await setup({ clock });
     const id = eventIdFor("apt_restore_5xx");
     await f.gateway.upsert(id, body("v1"));
-    f.emulator.userDelete(CALENDAR_ID, id);
-    // Google answers 503 to the restoring PUT, yet carried it out (here: the same PUT applied during the backoff).
-    f.emulator.faults.next(1, { status: 503, reason: "backendError", match: /^PUT / });
+    await f.api.events.delete({ calendarId: CALENDAR_ID, eventId: id }); // an API deletion: Google restores those
+    // Google answers 503 to the restoring PATCH, yet carried it out (here: the same PATCH applied during the backoff).
+    f.emulator.faults.next(1, { status: 503, reason: "backendError", match: /^PATCH / });
     clock.onSleep = () =>
-      f!.api.events.update({
+      f!.api.events.patch({
         calendarId: CALENDAR_ID,
         eventId: id,
         sendUpdates: "none",
-        requestBody: { ...body("v2"), status: "confirmed" },
+        requestBody: ownedPatch(body("v2") as OwnedLike, "confirmed"),
       });
     const from = apiCount(f);
     const result = await f.gateway.upsert(id, body("v2"));
-    expect(requests(f, from)).toEqual(["POST 409", "GET 200", "PUT 503", "PUT 200", "PUT 412", "GET 200"]);
+    expect(requests(f, from)).toEqual(["POST 409", "GET 200", "PATCH 503", "PATCH 200", "PATCH 412", "GET 200"]);
     expect(result.action).toBe("restored");
     expect(result.event).toMatchObject({ status: "confirmed", summary: "v2" });
     expect(result.event.etag).toBe(f.emulator.event(CALENDAR_ID, id)?.etag);

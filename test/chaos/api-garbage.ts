@@ -4,12 +4,18 @@
 // answers are sane again one reconciliation leaves every calendar as the booking service says.
 import { describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
 import { startWorld } from "../../src/simulator/world.ts";
 import { type RunningApp, startApp } from "./app.ts";
 import { removeWhenPassed } from "./dirs.ts";
 import { eventually, stateProblems } from "./expected.ts";
 import { type GarbleProxy, startGarbleProxy } from "./garble-proxy.ts";
 import { random } from "./random.ts";
+
+/** Write-backs at once: the grace period before one is sent has tests of its own. */
+const noGrace = (c: ConfigInput) => {
+  c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
+};
 
 const DAY = 86_400_000;
 const HOUR = 3_600_000;
@@ -20,7 +26,7 @@ export function apiGarbageTests(seed: number): void {
   describe("malformed API responses", () => {
     it("garbage from the booking service and from Google: clear errors, nothing deleted or cancelled, and one reconciliation converges afterwards", async () => {
       const r = random(seed + 9);
-      const world = await startWorld({ therapists: 2, seed: seed + 9 });
+      const world = await startWorld({ therapists: 2, seed: seed + 9, configure: noGrace });
       removeWhenPassed(world.dir);
       let proxy: GarbleProxy | undefined;
       let running: RunningApp | undefined;

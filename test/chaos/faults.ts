@@ -42,7 +42,13 @@ export function faultTests(seed: number): void {
           c.booking = { ...c.booking, timeout_ms: 1500 };
           // Its own timers run (polling every 5 s); the cron is set far away so that the test decides when the
           // reconciliation after the faults runs.
-          c.sync = { ...c.sync, calendar_poll_seconds: 5, reconcile_cron: "0 0 1 1 *" };
+          c.sync = {
+            ...c.sync,
+            calendar_poll_seconds: 5,
+            reconcile_cron: "0 0 1 1 *",
+            // Write-backs at once: the grace period has tests of its own.
+            writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 },
+          };
         },
       });
       removeWhenPassed(world.dir);

@@ -4,10 +4,16 @@
 // the record that calbridge once removed it.
 import { describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
 import { startWorld } from "../../src/simulator/world.ts";
 import { type RunningApp, startApp } from "./app.ts";
 import { removeWhenPassed } from "./dirs.ts";
 import { stateProblems } from "./expected.ts";
+
+/** Write-backs at once: the grace period before one is sent has tests of its own. */
+const noGrace = (c: ConfigInput) => {
+  c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
+};
 
 const DAY = 86_400_000;
 const HOUR = 3_600_000;
@@ -16,7 +22,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export function raceTests(seed: number): void {
   describe("races between calendar changes and calbridge's own writes", () => {
     it("a deletion overruled by booking_wins is not sent as a cancellation by a calendar poll that read it before the restore", async () => {
-      const world = await startWorld({ therapists: 2, seed: seed + 3 });
+      const world = await startWorld({ therapists: 2, seed: seed + 3, configure: noGrace });
       removeWhenPassed(world.dir);
       let running: RunningApp | undefined;
       try {
@@ -60,7 +66,7 @@ export function raceTests(seed: number): void {
     });
 
     it("an event brought back after its deletion cancelled the appointment is removed again, by the poll or the reconciliation", async () => {
-      const world = await startWorld({ therapists: 2, seed: seed + 4 });
+      const world = await startWorld({ therapists: 2, seed: seed + 4, configure: noGrace });
       removeWhenPassed(world.dir);
       let running: RunningApp | undefined;
       try {

@@ -13,7 +13,15 @@ const H = 3_600_000;
 const iso = (ms: number) => new Date(ms).toISOString();
 const EID = "cbeventid0123";
 const MAPPED = new Set(["th_1", "th_2"]);
-const WB: WritebackConfig = { reschedule: true, cancel: true, reassign: false, notify_customer: true, reason: "x" };
+const WB: WritebackConfig = {
+  reschedule: true,
+  cancel: true,
+  reassign: false,
+  notify_customer: true,
+  reason: "x",
+  cancel_grace_seconds: 60,
+  reschedule_grace_seconds: 30,
+};
 
 const cfg = (cancelled: "delete" | "keep"): EventConfig => ({
   title: "{service_name}: {customer_name}",

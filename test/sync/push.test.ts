@@ -17,6 +17,7 @@ describe("push channels", () => {
       therapists: 2,
       configure: (c) => {
         c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
+        c.sync = { writeback: { reschedule_grace_seconds: 0 } };
       },
     });
     await h.app.start();

@@ -15,6 +15,7 @@ afterEach(async () => {
 });
 
 const HOUR = 3_600_000;
+const NO_GRACE = { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 };
 
 /** A world with a running daemon (HTTP server, inbox processor) that receives the simulator's webhooks. */
 async function twoWay(
@@ -25,7 +26,11 @@ async function twoWay(
   const x = await harness({
     therapists: 2,
     ...(clock ? { clock } : {}),
-    ...(configure ? { configure } : {}),
+    // No grace period unless a test asks for one: these tests are about what a write-back does once it is sent.
+    configure: (c) => {
+      configure?.(c);
+      c.sync = { ...c.sync, writeback: { ...NO_GRACE, ...c.sync?.writeback } };
+    },
     ...(engine ? { engine, bookingMaxRetries: 0 } : {}),
   });
   await x.app.start();

@@ -1,0 +1,89 @@
+// Owns what stands between a therapist's calendar change and the booking service: a grace period (Google's Undo, a
+// restore from the Bin, a move moved back) before a deletion or a move is written back, and the write-back guard that
+// holds a burst of them for a person to decide. An administrator's decision (apply, restore) passes both.
+import type { Clock } from "../clock.ts";
+import type { Mapping } from "./mapping.ts";
+import type { Planner } from "./planner.ts";
+import type { Action, Link, Snapshot, SyncRequest } from "./types.ts";
+import type { WritebackGuard } from "./writeback-guard.ts";
+
+/** A write-back not sent now: waiting for its grace period to pass, or held by the guard. Not a failure. */
+export class WritebackWaits extends Error {
+  readonly why: "grace" | "held";
+  readonly inMs: number;
+  readonly action: Action;
+  constructor(why: "grace" | "held", action: Action, inMs = 0) {
+    super(why === "grace" ? `write-back waits ${Math.ceil(inMs / 1000)} s for the grace period` : "write-back held");
+    this.name = "WritebackWaits";
+    this.why = why;
+    this.action = action;
+    this.inMs = inMs;
+  }
+}
+
+/** What the gate keeps about one appointment's pending write-back across runs (the engine's pending work). */
+export interface GateState {
+  /** Our clock when the change to write back was first decided on. */
+  graceSince?: number;
+}
+
+export const ADMIN_RESTORE_NOTICE =
+  "calbridge: this event was put back by an administrator: the change made to it in the calendar was held by the write-back guard and not sent to the booking service.";
+
+export class WritebackGate {
+  readonly #guard: WritebackGuard;
+  readonly #mapping: Mapping;
+  readonly #planner: Planner;
+  readonly #clock: Clock;
+
+  constructor(o: { guard: WritebackGuard; mapping: Mapping; planner: Planner; clock: Clock }) {
+    this.#guard = o.guard;
+    this.#mapping = o.mapping;
+    this.#planner = o.planner;
+    this.#clock = o.clock;
+  }
+
+  get guard(): WritebackGuard {
+    return this.#guard;
+  }
+
+  /**
+   * The action to carry out now, or WritebackWaits. Actions other than write-backs pass unchanged. An administrator's
+   * "restore" turns a held write-back into putting the event back; "apply" sends it.
+   */
+  async pass(
+    action: Action,
+    c: { appt: Snapshot | null; link: Link | undefined; override: SyncRequest["override"]; state: GateState },
+  ): Promise<Action> {
+    if (action.kind !== "writeback_cancel" && action.kind !== "writeback_reschedule") return action;
+    const { appointmentId: id, therapistId } = action;
+    if (c.override === "apply") return action;
+    if (c.override === "restore") {
+      const restore = c.appt && c.link ? this.#planner.restoreOf(id, c.appt, c.link, ADMIN_RESTORE_NOTICE) : undefined;
+      return restore ?? action;
+    }
+    if (await this.#guard.isHeld(id)) throw new WritebackWaits("held", action);
+    this.#guard.note(therapistId, id);
+    const now = this.#clock.now();
+    c.state.graceSince ??= now;
+    const wb = this.#mapping.writeback(therapistId);
+    const graceMs = (action.kind === "writeback_cancel" ? wb.cancel_grace_seconds : wb.reschedule_grace_seconds) * 1000;
+    const remaining = c.state.graceSince + graceMs - now;
+    if (remaining > 0) throw new WritebackWaits("grace", action, remaining);
+    const verdict = await this.#guard.admit({
+      appointmentId: id,
+      therapistId,
+      kind: action.kind === "writeback_cancel" ? "cancel" : "reschedule",
+      ...(action.kind === "writeback_reschedule" ? { startTime: action.startTime } : {}),
+    });
+    if (verdict === "held") throw new WritebackWaits("held", action);
+    return action;
+  }
+
+  /** An action was carried out: a write-back sent keeps counting in the window; anything else ends the intent. */
+  done(action: Action, link: Link | undefined): Promise<void> {
+    const sent = action.kind === "writeback_cancel" || action.kind === "writeback_reschedule";
+    const therapistId = link?.therapistId ?? ("therapistId" in action ? action.therapistId : undefined);
+    return this.#guard.settled(therapistId, action.appointmentId, sent);
+  }
+}

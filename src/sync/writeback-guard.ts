@@ -1,0 +1,156 @@
+// Owns the write-back guard: a therapist's calendar changes that would cancel or reschedule appointments are counted
+// over a sliding window, and when there are more than a small share of that therapist's events (a phone app wiping a
+// calendar, "delete all", a compromised account) they are held, not sent, until a person decides
+// (`calbridge writeback held --apply | --restore`). While a therapist's hold is open, every new write-back joins it.
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
+import type { Table } from "../store/store.ts";
+
+export type WritebackKind = "cancel" | "reschedule";
+
+/** A write-back the guard holds back: what it would have sent, for whom, since when. */
+export interface HeldWriteback {
+  appointmentId: string;
+  therapistId: string;
+  kind: WritebackKind;
+  /** The new start a reschedule would send. */
+  startTime?: string;
+  heldAt: number;
+  /** Why the hold opened (counts and limit), or that it joined an open hold. */
+  reason: string;
+}
+
+export interface GuardLimits {
+  windowMs: number;
+  /** Share of the therapist's managed events that may be written back within the window. */
+  maxRatio: number;
+  /** A therapist may always write back this many within the window, whatever the share. */
+  floor: number;
+}
+
+export interface GuardMetrics {
+  held: { set(labels: { therapist: string }, value: number): void };
+  tripped: { inc(labels: { therapist: string }): void };
+}
+
+export interface WritebackGuardOptions {
+  holds: Table<HeldWriteback>;
+  limits: GuardLimits;
+  /** Managed events of a therapist's calendar, as last counted (the reconciliation counts them). */
+  managedCount(therapistId: string): number | undefined;
+  clock: Clock;
+  logger: Logger;
+  metrics?: GuardMetrics;
+}
+
+export class WritebackGuard {
+  readonly #o: WritebackGuardOptions;
+  /** Per therapist, the appointments with a write-back wanted lately, and when it was first wanted. */
+  readonly #intents = new Map<string, Map<string, number>>();
+  /** Appointments this process knows to be held (the store is the truth; another process may release them). */
+  readonly #heldIds = new Set<string>();
+
+  constructor(options: WritebackGuardOptions) {
+    this.#o = options;
+  }
+
+  /** The limit of write-backs within the window for a therapist. */
+  limit(therapistId: string): number {
+    const managed = this.#o.managedCount(therapistId) ?? 0;
+    return Math.max(this.#o.limits.floor, Math.floor(this.#o.limits.maxRatio * managed));
+  }
+
+  /**
+   * A write-back is wanted for an appointment (seen at once, before any grace period): it counts from now on, so a
+   * bulk deletion is recognised as a whole before the first of its cancellations could be sent.
+   */
+  note(therapistId: string, appointmentId: string): void {
+    let byAppt = this.#intents.get(therapistId);
+    if (!byAppt) {
+      byAppt = new Map();
+      this.#intents.set(therapistId, byAppt);
+    }
+    if (!byAppt.has(appointmentId)) byAppt.set(appointmentId, this.#o.clock.now());
+  }
+
+  /**
+   * The appointment's sync ended: a hold of it is dropped, and unless a write-back was sent (`sent`), it stops
+   * counting (the event came back, the booking changed on its own). Costs nothing for an appointment never held.
+   */
+  async settled(therapistId: string | undefined, appointmentId: string, sent = false): Promise<void> {
+    // A write-back that was sent keeps counting until the window passes: a slow bulk deletion adds up.
+    if (therapistId && !sent) this.#intents.get(therapistId)?.delete(appointmentId);
+    if (!this.#heldIds.delete(appointmentId)) return;
+    if (await this.#o.holds.delete(appointmentId)) await this.#refresh(therapistId);
+  }
+
+  /** Held now (read from the store: an administrator may have released it from another process). */
+  async isHeld(appointmentId: string): Promise<boolean> {
+    const held = (await this.#o.holds.get(appointmentId)) !== undefined;
+    if (held) this.#heldIds.add(appointmentId);
+    else this.#heldIds.delete(appointmentId);
+    return held;
+  }
+
+  /**
+   * Whether this write-back may be sent now; if not, it is recorded as held. Held when the therapist's hold is open, or
+   * when more appointments than the limit wanted a write-back within the window.
+   */
+  async admit(entry: Omit<HeldWriteback, "heldAt" | "reason">): Promise<"send" | "held"> {
+    const { therapistId, appointmentId } = entry;
+    if (await this.isHeld(appointmentId)) return "held";
+    this.note(therapistId, appointmentId);
+    const now = this.#o.clock.now();
+    const byAppt = this.#intents.get(therapistId)!;
+    for (const [id, at] of byAppt) if (now - at > this.#o.limits.windowMs) byAppt.delete(id);
+    const open = await this.heldOf(therapistId);
+    const wanted = byAppt.size;
+    const limit = this.limit(therapistId);
+    if (open.length === 0 && wanted <= limit) return "send";
+    const minutes = Math.round(this.#o.limits.windowMs / 60_000);
+    const reason =
+      open.length > 0
+        ? `joined the open hold of ${therapistId}`
+        : `${wanted} calendar changes of ${therapistId} would be written back within ${minutes} min (limit ${limit})`;
+    await this.#o.holds.set(appointmentId, { ...entry, heldAt: now, reason });
+    this.#heldIds.add(appointmentId);
+    if (open.length === 0) {
+      this.#o.metrics?.tripped.inc({ therapist: therapistId });
+      this.#o.logger.error(
+        { therapist_id: therapistId, wanted, limit, window_minutes: minutes },
+        `write-back guard: ${wanted} cancellations or moves from ${therapistId}'s calendar within ${minutes} minutes (limit ${limit}); they are held, nothing is sent to the booking service. Run \`calbridge writeback held --therapist ${therapistId}\`, then --apply to send them or --restore to put the events back.`,
+      );
+    }
+    await this.#refresh(therapistId);
+    return "held";
+  }
+
+  /** Every held write-back, or one therapist's. */
+  async held(therapistId?: string): Promise<HeldWriteback[]> {
+    const out: HeldWriteback[] = [];
+    for await (const [, h] of this.#o.holds.entries()) if (!therapistId || h.therapistId === therapistId) out.push(h);
+    return out.sort((a, b) => a.heldAt - b.heldAt);
+  }
+
+  heldOf(therapistId: string): Promise<HeldWriteback[]> {
+    return this.held(therapistId);
+  }
+
+  /** Sets the held gauge of every therapist from the store (another process may have released holds). */
+  async refreshAll(therapistIds: readonly string[]): Promise<Map<string, number>> {
+    const counts = new Map(therapistIds.map((t) => [t, 0]));
+    const held = await this.held();
+    this.#heldIds.clear();
+    for (const h of held) {
+      this.#heldIds.add(h.appointmentId);
+      counts.set(h.therapistId, (counts.get(h.therapistId) ?? 0) + 1);
+    }
+    for (const [t, n] of counts) this.#o.metrics?.held.set({ therapist: t }, n);
+    return counts;
+  }
+
+  async #refresh(therapistId: string | undefined): Promise<void> {
+    if (!therapistId) return;
+    this.#o.metrics?.held.set({ therapist: therapistId }, (await this.heldOf(therapistId)).length);
+  }
+}
