@@ -209,6 +209,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     store,
     logger: logger.child({ component: "push" }),
     isLeader: () => lease.isLeader,
+    registry,
   });
 
   // Any replica's last successful reconciliation (the leader writes it to the shared store), so a standby stays ready.

@@ -74,7 +74,7 @@ describe("two listeners", () => {
     });
     expect(delivered.status).toBe(200);
     // ...and the push route (here without push configured: a notification names no channel we know).
-    expect((await fetch(`${pub}/webhooks/google`, { method: "POST" })).status).toBe(404);
+    expect((await fetch(`${pub}/webhooks/google`, { method: "POST" })).status).toBe(400);
   });
 
   it("the admin one serves /status, /status.html, /metrics, /readyz and /healthz, and no webhook route", async () => {
