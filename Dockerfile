@@ -2,6 +2,7 @@
 # unprivileged `node` user, with its SQLite store on the /data volume.
 #   docker build -t calbridge .
 #   docker run -v calbridge-data:/data -v ./calbridge.yaml:/config/calbridge.yaml:ro -e BOOKING_API_KEY -p 8080:8080 calbridge
+# (publish 8080 only, behind TLS; never the admin port 9090).
 
 # --- build stage: every dependency (TypeScript, the native sqlite3 addon, built from source when no prebuilt
 # binary can be fetched), `tsc` into dist/, then the dev dependencies (typescript, biome, vitest, the `node`
@@ -41,10 +42,15 @@ RUN mkdir -p /data /config \
   && ln -s /data /app/data
 VOLUME /data
 USER node
+# Only the public listener (webhooks.listen: booking webhook, Google push, /healthz) is exposed; the admin listener
+# (admin.listen, default 127.0.0.1:9090: /status, /metrics, /readyz) stays inside (see README, Deployment).
 EXPOSE 8080
-# Liveness through node itself (slim has no curl); set CALBRIDGE_HEALTHCHECK_URL when webhooks.listen uses another port.
+# Liveness through node itself (slim has no curl), on the admin listener's /healthz: it runs inside the container, so
+# the loopback admin port is reachable, it needs no token, and it is not subject to the public listener's connection
+# cap, so a flood of connections to the public port cannot get a healthy daemon marked unhealthy and restarted. Set
+# CALBRIDGE_HEALTHCHECK_URL when admin.listen is not on 127.0.0.1:9090.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch(process.env.CALBRIDGE_HEALTHCHECK_URL||'http://127.0.0.1:8080/healthz',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "fetch(process.env.CALBRIDGE_HEALTHCHECK_URL||'http://127.0.0.1:9090/healthz',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["node", "dist/cli.js"]
 CMD ["run"]

@@ -52,16 +52,22 @@ export async function benchLatency(opts: BenchLatencyOptions = {}): Promise<Reco
   const drainMs = opts.drainMs ?? 30_000;
   const world = await startWorld({ therapists, rateLimit, seed: 23 });
   const port = await freePort();
-  const config = { ...world.config, webhooks: { ...world.config.webhooks, listen: `127.0.0.1:${port}` } };
+  const adminPort = await freePort();
+  const config = {
+    ...world.config,
+    webhooks: { ...world.config.webhooks, listen: `127.0.0.1:${port}` },
+    admin: { ...world.config.admin, listen: `127.0.0.1:${adminPort}` },
+  };
   const configFile = writeConfigYaml(config, world.dir);
   const daemon = spawnCli(configFile, ["run"]);
   const base = `http://127.0.0.1:${port}`;
+  const admin = `http://127.0.0.1:${adminPort}`;
   let stopped: Awaited<ReturnType<typeof stopChild>> | undefined;
   try {
     const ready = await waitFor(async () => {
       if (daemon.child.exitCode !== null) throw new Error(`daemon exited with ${daemon.child.exitCode}`);
       try {
-        return (await fetch(`${base}/readyz`)).ok;
+        return (await fetch(`${admin}/readyz`)).ok;
       } catch {
         return false;
       }
@@ -169,7 +175,7 @@ export async function benchLatency(opts: BenchLatencyOptions = {}): Promise<Reco
     clearInterval(watcher);
     look();
 
-    const status = (await fetch(`${base}/status`, { headers: { accept: "application/json" } })
+    const status = (await fetch(`${admin}/status`, { headers: { accept: "application/json" } })
       .then((r) => r.json())
       .catch(() => undefined)) as { deadLetters?: number } | undefined;
     const booking = bookingCounts(world.booking.requests.slice(b0));

@@ -63,7 +63,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     description: "calbridge demo",
   });
   write(`calbridge demo: booking simulator ${world.booking.url}, calendar emulator ${world.google.rootUrl}`);
-  write(`daemon at ${app.http!.url} (status: ${app.http!.url}/status, metrics: ${app.http!.url}/metrics)`);
+  write(`daemon at ${app.http!.url} (status: ${app.admin!.url}/status, metrics: ${app.admin!.url}/metrics)`);
   write("bookings are created, moved and cancelled every few seconds; a therapist moves an event now and then.\n");
 
   let steps = 0;

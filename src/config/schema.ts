@@ -163,7 +163,11 @@ export const ConfigSchema = z
     }),
     webhooks: z
       .strictObject({
-        listen: listen.default("0.0.0.0:8080").describe("Address of the daemon's HTTP server."),
+        listen: listen
+          .default("0.0.0.0:8080")
+          .describe(
+            "Address of the public listener: the booking webhook, POST /webhooks/google and /healthz, nothing else. Expose it behind TLS.",
+          ),
         path: z.string().startsWith("/").default("/webhooks/booking").describe("Path of the booking webhook route."),
         signing_secrets: z
           .array(secret("signing secret"))
@@ -179,12 +183,48 @@ export const ConfigSchema = z
           )
           .default(300)
           .describe("Maximum age (and future skew) of a signature timestamp, in seconds (at most 300)."),
-        max_body_bytes: z.number().int().positive().default(1_048_576).describe("Larger bodies are answered 413."),
+        max_body_bytes: z
+          .number()
+          .int()
+          .positive()
+          .default(65_536)
+          .describe(
+            "Largest webhook body: a larger Content-Length is answered 413 before the body is read, a chunked body is cut off at it.",
+          ),
+        max_connections: z
+          .number()
+          .int()
+          .positive()
+          .default(512)
+          .describe("Open connections to the public listener at most; connections beyond it are closed at once."),
+        max_buffered_bytes: z
+          .number()
+          .int()
+          .positive()
+          .default(33_554_432)
+          .describe(
+            "Webhook bodies held in memory at once, over every request in flight; a request that would go over is answered 503 with Retry-After.",
+          ),
         public_url: httpsUrl("sync.clinic")
           .optional()
           .describe("Where the booking service delivers; `doctor` looks for it in GET /v1/webhooks."),
       })
       .describe("The booking service's signed webhooks."),
+    admin: z
+      .strictObject({
+        listen: listen
+          .default("127.0.0.1:9090")
+          .describe(
+            "Address of the admin listener: /status, /status.html, /metrics, /readyz and /healthz. Never expose it to the internet.",
+          ),
+        bearer_token: secret("admin.bearer_token")
+          .optional()
+          .describe(
+            "When set, every admin route but /healthz requires `Authorization: Bearer <token>`; use a ${...} reference.",
+          ),
+      })
+      .prefault({})
+      .describe("The admin listener (status, metrics, readiness), for operators and Prometheus inside the network."),
     google: z
       .strictObject({
         api_root: url("www.googleapis")
@@ -318,11 +358,37 @@ export const ConfigSchema = z
           .min(2)
           .default(15)
           .describe("Leader lease (Redis) before a standby takes over."),
+        min_free_mb: z
+          .number()
+          .int()
+          .nonnegative()
+          .default(64)
+          .describe(
+            "SQLite: /readyz reports not ready when the store's folder has less free space than this, in MiB (0: no check).",
+          ),
       })
       .prefault({}),
     therapists: z.array(TherapistSchema).min(1, "map at least one therapist"),
   })
   .superRefine((cfg, ctx) => {
+    // Two listeners on one port clash when their hosts are the same or either is a wildcard (EADDRINUSE at start).
+    const split = (address: string) => {
+      const i = address.lastIndexOf(":");
+      return { host: address.slice(0, i), port: Number(address.slice(i + 1)) };
+    };
+    const wildcard = (host: string) => host === "0.0.0.0" || host === "[::]";
+    const [admin, pub] = [split(cfg.admin.listen), split(cfg.webhooks.listen)];
+    if (
+      admin.port !== 0 &&
+      admin.port === pub.port &&
+      (admin.host === pub.host || wildcard(admin.host) || wildcard(pub.host))
+    ) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["admin", "listen"],
+        message: `must use another port than webhooks.listen (${cfg.webhooks.listen}): the admin routes are never served on the public port`,
+      });
+    }
     const seen = new Map<string, number>();
     cfg.therapists.forEach((t, i) => {
       const first = seen.get(t.therapist_id);

@@ -23,8 +23,9 @@ import { EngineSink } from "../sync/webhook-sink.ts";
 import { WebhookInbox } from "../webhooks/inbox.ts";
 import { InboxProcessor } from "../webhooks/processor.ts";
 import { createWebhookHandler } from "../webhooks/route.ts";
-import { reconcileMaxAgeMs } from "./health.ts";
-import { createHttpServer, type HttpServer } from "./http.ts";
+import { adminRoutes } from "./admin.ts";
+import { reconcileMaxAgeMs, storeFolderOf } from "./health.ts";
+import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
 import type { StatusSnapshot } from "./status-page.ts";
@@ -34,8 +35,10 @@ export interface AppOptions {
   clock?: Clock;
   /** Folder relative store paths and key files are resolved against. */
   cwd?: string;
-  /** Override of webhooks.listen (tests use 127.0.0.1:0). */
+  /** Override of webhooks.listen, the public listener (tests use 127.0.0.1:0). */
   listen?: string;
+  /** Override of admin.listen (tests use 127.0.0.1:0). */
+  adminListen?: string;
   /** Start no timers of its own (cron, polling): for one-shot commands. */
   oneShot?: boolean;
   /** Retry policy of the engine (tests shorten it); sync.retry otherwise. */
@@ -61,8 +64,10 @@ export interface App {
   readonly processor: InboxProcessor;
   readonly lease: LeaderLease;
   readonly push: PushChannels;
-  /** Set once start() ran. */
+  /** The public listener (booking webhooks, Google push, /healthz); set once start() ran. */
   http: HttpServer | undefined;
+  /** The admin listener (/readyz, /metrics, /status, /healthz); set once start() ran. */
+  admin: HttpServer | undefined;
   reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
   status(): Promise<StatusSnapshot>;
   start(): Promise<void>;
@@ -221,6 +226,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     store,
     logger: logger.child({ component: "push" }),
     isLeader: () => lease.isLeader,
+    registry,
   });
 
   // Any replica's last successful reconciliation (the leader writes it to the shared store), so a standby stays ready.
@@ -393,18 +399,22 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     lease,
     push,
     http: undefined,
+    admin: undefined,
     reconcile: runReconcile,
     status,
     async start() {
       await sync.dead.load();
       app.http = await createHttpServer({
+        name: "public",
         listen: options.listen ?? config.webhooks.listen,
-        handlers: [
+        maxConnections: config.webhooks.max_connections,
+        routes: [
           createWebhookHandler({
             path: config.webhooks.path,
             secrets: config.webhooks.signing_secrets,
             toleranceSec: config.webhooks.tolerance_seconds,
             maxBodyBytes: config.webhooks.max_body_bytes,
+            maxBufferedBytes: config.webhooks.max_buffered_bytes,
             inbox,
             clock,
             logger, // binds component=webhooks itself
@@ -412,21 +422,48 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           }),
           push.handler,
         ],
-        health: {
-          storePing: async () => {
-            await store.ping();
-            await refreshLastReconcile();
-          },
-          lastReconcileAt: () => lastReconcileAt,
-          startedAt,
-          bookingReachable: () => bookingState,
-          status,
-        },
         registry,
         logger, // binds component=http itself
-        readiness: { maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron) },
-        clock,
       });
+      const adminListen = options.adminListen ?? config.admin.listen;
+      const storeFolder = storeFolderOf(config.store.url, options.cwd);
+      app.admin = await createHttpServer({
+        name: "admin",
+        listen: adminListen,
+        routes: [
+          adminRoutes({
+            health: {
+              storePing: async () => {
+                await store.ping();
+                await refreshLastReconcile();
+              },
+              // One small entry per replica, expiring by itself: proves writes still land (a full disk does not
+              // stop a ping).
+              storeWrite: () => meta.set(`readyz_probe:${lease.holderId}`, clock.now(), 600_000),
+              ...(storeFolder ? { storeFolder } : {}),
+              lastReconcileAt: () => lastReconcileAt,
+              startedAt,
+              bookingReachable: () => bookingState,
+              status,
+            },
+            registry,
+            readiness: {
+              maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron),
+              minFreeBytes: config.store.min_free_mb * 1024 * 1024,
+            },
+            clock,
+            ...(config.admin.bearer_token ? { bearerToken: config.admin.bearer_token } : {}),
+          }),
+        ],
+        registry,
+        logger,
+      });
+      if (!isLoopback(adminListen) && !config.admin.bearer_token) {
+        logger.warn(
+          { listen: adminListen },
+          "the admin listener is reachable from the network without admin.bearer_token: /status shows therapists and calendars to whoever reaches it",
+        );
+      }
       gauges = setInterval(() => {
         metrics.queueDepth.set({ queue: "sync" }, engine.queueDepth);
         metrics.queueDepth.set({ queue: "webhooks" }, inbox.pendingCount);
@@ -440,7 +477,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         );
       }, PURGE_MS);
       purge.unref();
-      logger.info({ url: app.http.url, therapists: config.therapists.length, store: store.kind }, "calbridge started");
+      logger.info(
+        { url: app.http.url, admin_url: app.admin.url, therapists: config.therapists.length, store: store.kind },
+        "calbridge started",
+      );
       if (notices) {
         // Every replica listens; the notice is a no-op unless this one's processor runs (it leads).
         stopNotices = await notices.subscribe(INBOX_ACCEPTED_CHANNEL, (id) => {
@@ -462,7 +502,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       if (purge) clearInterval(purge);
       const deadline = clock.now() + graceMs;
       app.http?.beginShutdown();
-      await app.http?.close(Math.min(graceMs, 5000));
+      app.admin?.beginShutdown();
+      await Promise.all([app.http?.close(Math.min(graceMs, 5000)), app.admin?.close(Math.min(graceMs, 5000))]);
       stopNotices?.();
       stopPushNotices?.();
       await lease.stop();

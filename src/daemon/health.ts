@@ -1,11 +1,21 @@
 // Owns the meaning of healthy and ready: the HealthSource the daemon exposes, and the readiness checks behind
-// GET /readyz (store answers, reconciliation recent, booking API reachable), each with the reason it fails.
+// GET /readyz (store answers and takes a write, its disk has room, reconciliation recent, booking API reachable), each
+// with the reason it fails.
+import { statfs } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
 import { createTask } from "node-cron";
 import type { StatusSnapshot } from "./status-page.ts";
 
 export interface HealthSource {
   /** Resolves when the store answers a round trip; rejects (or hangs) when it does not. */
   storePing(): Promise<void>;
+  /**
+   * Resolves when the store accepts a small write (a probe entry); rejects when it refuses writes (a full disk, a
+   * read-only file system, Redis over its maxmemory), which a ping alone does not show.
+   */
+  storeWrite(): Promise<void>;
+  /** The folder of a file-backed store (SQLite), whose free space is checked; undefined for Redis. */
+  storeFolder?: string;
   /**
    * Epoch ms of the last successful full reconciliation, by any replica (read it from the shared store, so a
    * standby stays ready while the leader reconciles), or undefined when there was none yet.
@@ -23,8 +33,10 @@ export interface ReadinessOptions {
   maxReconcileAgeMs?: number;
   /** After start, ready without a recent reconciliation for this long. Default: maxReconcileAgeMs. */
   startupGraceMs?: number;
-  /** A store ping slower than this fails the check. Default 2 s. */
+  /** A store ping or write probe slower than this fails the check. Default 2 s. */
   storeTimeoutMs?: number;
+  /** Less free space than this in the store's folder fails the check (0: no check). Default 64 MiB. */
+  minFreeBytes?: number;
 }
 
 export interface Check {
@@ -34,7 +46,7 @@ export interface Check {
 
 export interface Readiness {
   ready: boolean;
-  checks: { store: Check; reconcile: Check; booking: Check };
+  checks: { store: Check; store_write: Check; disk: Check; reconcile: Check; booking: Check };
 }
 
 const DEFAULT_MAX_AGE_MS = 45 * 60_000;
@@ -56,18 +68,57 @@ function seconds(ms: number): string {
   return `${Math.round(ms / 1000)}s`;
 }
 
-async function checkStore(source: HealthSource, timeoutMs: number): Promise<Check> {
+function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
   });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+async function checkStore(source: HealthSource, timeoutMs: number): Promise<Check> {
   try {
-    await Promise.race([source.storePing(), timeout]);
+    await withTimeout(source.storePing(), timeoutMs);
     return { ok: true, detail: "store answered" };
   } catch (err) {
-    return { ok: false, detail: `store unreachable: ${err instanceof Error ? err.message : String(err)}` };
-  } finally {
-    clearTimeout(timer);
+    return { ok: false, detail: `store unreachable: ${messageOf(err)}` };
+  }
+}
+
+async function checkStoreWrite(source: HealthSource, timeoutMs: number): Promise<Check> {
+  try {
+    await withTimeout(source.storeWrite(), timeoutMs);
+    return { ok: true, detail: "store took a write" };
+  } catch (err) {
+    return { ok: false, detail: `store refuses writes: ${messageOf(err)}` };
+  }
+}
+
+const MIB = 1024 * 1024;
+
+/** The folder of a sqlite:// store as openStore resolves it; undefined for Redis and in-memory stores. */
+export function storeFolderOf(storeUrl: string, cwd = process.cwd()): string | undefined {
+  if (!storeUrl.startsWith("sqlite://")) return undefined;
+  const path = storeUrl.slice("sqlite://".length);
+  return path === ":memory:" ? undefined : dirname(resolve(cwd, path));
+}
+
+async function checkDisk(folder: string | undefined, minFreeBytes: number): Promise<Check> {
+  if (folder === undefined) return { ok: true, detail: "no local store file" };
+  if (minFreeBytes <= 0) return { ok: true, detail: "free space not checked (store.min_free_mb is 0)" };
+  try {
+    const fs = await statfs(folder);
+    const free = fs.bavail * fs.bsize;
+    const shown = `${Math.floor(free / MIB)} MiB free in ${folder}`;
+    if (free >= minFreeBytes) return { ok: true, detail: shown };
+    return {
+      ok: false,
+      detail: `${shown}, below store.min_free_mb (${Math.round(minFreeBytes / MIB)} MiB): writes will soon fail`,
+    };
+  } catch (err) {
+    return { ok: false, detail: `free space of ${folder} unknown: ${messageOf(err)}` };
   }
 }
 
@@ -98,8 +149,14 @@ function checkBooking(source: HealthSource): Check {
 }
 
 export async function checkReadiness(source: HealthSource, options: ReadinessOptions, now: number): Promise<Readiness> {
-  const store = await checkStore(source, options.storeTimeoutMs ?? 2000);
+  const timeoutMs = options.storeTimeoutMs ?? 2000;
+  const [store, store_write, disk] = await Promise.all([
+    checkStore(source, timeoutMs),
+    checkStoreWrite(source, timeoutMs),
+    checkDisk(source.storeFolder, options.minFreeBytes ?? 64 * MIB),
+  ]);
   const reconcile = checkReconcile(source, options, now);
   const booking = checkBooking(source);
-  return { ready: store.ok && reconcile.ok && booking.ok, checks: { store, reconcile, booking } };
+  const checks = { store, store_write, disk, reconcile, booking };
+  return { ready: Object.values(checks).every((c) => c.ok), checks };
 }

@@ -1,40 +1,47 @@
-// Owns the daemon's HTTP server: pluggable routes (webhooks) tried in order, the built-in /healthz, /readyz,
-// /metrics and /status routes, precise 404/405 answers, and a shutdown that drains in-flight requests.
+// Owns one HTTP listener of the daemon (the public one or the admin one): routes tried in order, the built-in
+// /healthz, precise 404/405 answers, limits on connections and on slow requests, and a shutdown that drains in-flight
+// requests.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
-import type { Registry } from "prom-client";
-import { type Clock, systemClock } from "../clock.ts";
+import { Counter, type Registry } from "prom-client";
 import { type Logger, silentLogger } from "../log.ts";
-import { checkReadiness, type HealthSource, type ReadinessOptions } from "./health.ts";
-import { renderStatusHtml } from "./status-page.ts";
 
-/** Answers the request and returns true, or returns false (without touching `res`) when it is not its route. */
-export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
-
-export interface HttpServerOptions {
-  /** host:port, as in webhooks.listen; port 0 picks a free port. */
-  listen: string;
-  handlers?: RouteHandler[];
-  health: HealthSource;
-  registry: Registry;
-  logger?: Logger;
-  readiness?: ReadinessOptions;
-  clock?: Clock;
+/** What a route may know of the listener serving it. */
+export interface Listener {
+  /** Set once shutdown began: /healthz and /readyz answer 503 from then on. */
+  readonly shuttingDown: boolean;
 }
 
-export interface HttpServer {
+/** Answers the request and returns true, or returns false (without touching `res`) when it is not its route. */
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse, listener: Listener) => Promise<boolean>;
+
+export interface HttpServerOptions {
+  /** Names the listener in logs and metrics, e.g. "public" or "admin". */
+  name: string;
+  /** host:port, as in webhooks.listen; port 0 picks a free port. */
+  listen: string;
+  routes?: RouteHandler[];
+  logger?: Logger;
+  /** Counts connections refused over maxConnections (calbridge_http_connections_dropped_total{listener}). */
+  registry?: Registry;
+  /** Open connections at most; a connection beyond it is closed at once (node's server.maxConnections). */
+  maxConnections?: number;
+  /** A request must be received whole within this time (node's requestTimeout). Default 30 s. */
+  requestTimeoutMs?: number;
+  /** Its headers within this time (node's headersTimeout; a slowloris). Default 10 s. */
+  headersTimeoutMs?: number;
+}
+
+export interface HttpServer extends Listener {
   server: Server;
   /** Where the server can be reached, e.g. http://127.0.0.1:8080 (a wildcard host becomes loopback). */
   url: string;
   /** /healthz and /readyz answer 503 from now on; requests are still served. close() calls it too. */
   beginShutdown(): void;
-  readonly shuttingDown: boolean;
   /** Stops accepting connections, waits up to graceMs for in-flight requests, then cuts the rest. */
   close(graceMs: number): Promise<void>;
 }
-
-type Route = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
 export function parseListen(listen: string): { host: string; port: number } {
   const i = listen.lastIndexOf(":");
@@ -44,6 +51,12 @@ export function parseListen(listen: string): { host: string; port: number } {
     throw new Error(`http: "${listen}" is not host:port`);
   }
   return { host, port };
+}
+
+/** Whether a listen address can only be reached from this machine. */
+export function isLoopback(listen: string): boolean {
+  const { host } = parseListen(listen);
+  return host === "localhost" || host === "::1" || /^127\./.test(host);
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
@@ -57,53 +70,54 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
-function send(res: ServerResponse, status: number, type: string, body: string, headers: Record<string, string> = {}) {
-  res.writeHead(status, { "Content-Type": type, "Content-Length": Buffer.byteLength(body), ...headers });
-  res.end(body);
+/** Whether the request announces a body (a length above 0, or chunks). */
+export function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length.trim() !== "0");
 }
 
-const HTML_HEADERS = {
-  "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-  "X-Content-Type-Options": "nosniff",
-  "Cache-Control": "no-store",
-  Vary: "Accept",
-};
+/** A GET/HEAD-only route: 405 for other methods. */
+export function methodNotAllowed(res: ServerResponse, method: string, path: string): void {
+  sendJson(
+    res,
+    405,
+    { error: "method_not_allowed", message: `${method} is not allowed on ${path}; use GET` },
+    { Allow: "GET, HEAD" },
+  );
+}
+
+/** Lazily, once per registry: prom-client refuses a second metric of one name. */
+const dropped = new WeakMap<Registry, Counter<"listener">>();
+function droppedCounter(registry: Registry): Counter<"listener"> {
+  let counter = dropped.get(registry);
+  if (!counter) {
+    counter = new Counter({
+      name: "calbridge_http_connections_dropped_total",
+      help: "Connections closed at once because the listener had its maximum of open connections",
+      labelNames: ["listener"] as const,
+      registers: [registry],
+    });
+    dropped.set(registry, counter);
+  }
+  return counter;
+}
 
 export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
-  const { health, registry } = options;
-  const handlers = options.handlers ?? [];
-  const clock = options.clock ?? systemClock;
-  const log = (options.logger ?? silentLogger).child({ component: "http" });
+  const routes = options.routes ?? [];
+  const log = (options.logger ?? silentLogger).child({ component: "http", listener: options.name });
   const { host, port } = parseListen(options.listen);
   let shuttingDown = false;
   let inFlight = 0;
-
-  const status: Route = async (req, res) => {
-    const snapshot = await health.status();
-    const path = new URL(req.url ?? "/", "http://x").pathname;
-    if (path === "/status.html" || /\btext\/html\b/.test(req.headers.accept ?? "")) {
-      send(res, 200, "text/html; charset=utf-8", renderStatusHtml(snapshot), HTML_HEADERS);
-    } else sendJson(res, 200, snapshot, { Vary: "Accept" });
+  const listener: Listener = {
+    get shuttingDown() {
+      return shuttingDown;
+    },
   };
-  const healthz: Route = async (_req, res) => {
+
+  const healthz = (res: ServerResponse) => {
     if (shuttingDown) sendJson(res, 503, { status: "shutting_down" });
     else sendJson(res, 200, { status: "ok" });
   };
-  const readyz: Route = async (_req, res) => {
-    if (shuttingDown) return sendJson(res, 503, { status: "shutting_down" });
-    const r = await checkReadiness(health, options.readiness ?? {}, clock.now());
-    sendJson(res, r.ready ? 200 : 503, { status: r.ready ? "ready" : "not_ready", checks: r.checks });
-  };
-  const metrics: Route = async (_req, res) => {
-    send(res, 200, registry.contentType, await registry.metrics(), { "Cache-Control": "no-store" });
-  };
-  const routes = new Map<string, Route>([
-    ["/healthz", healthz],
-    ["/readyz", readyz],
-    ["/metrics", metrics],
-    ["/status", status],
-    ["/status.html", status],
-  ]);
 
   const dispatch = async (req: IncomingMessage, res: ServerResponse) => {
     const method = req.method ?? "GET";
@@ -111,40 +125,68 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     try {
       path = new URL(req.url ?? "/", "http://x").pathname;
     } catch {
-      return sendJson(res, 400, { error: "bad_request", message: "unparseable request target" });
-    }
-    const route = routes.get(path);
-    if (route) {
-      if (method === "GET" || method === "HEAD") return route(req, res);
       return sendJson(
         res,
-        405,
-        { error: "method_not_allowed", message: `${method} is not allowed on ${path}; use GET` },
-        { Allow: "GET, HEAD" },
+        400,
+        { error: "bad_request", message: "unparseable request target" },
+        { Connection: "close" },
       );
     }
-    for (const handler of handlers) if (await handler(req, res)) return;
-    sendJson(res, 404, { error: "not_found", message: `no route for ${method} ${path.slice(0, 200)}` });
+    if (path === "/healthz") {
+      if (method === "GET" || method === "HEAD") return healthz(res);
+      return methodNotAllowed(res, method, path);
+    }
+    for (const route of routes) if (await route(req, res, listener)) return;
+    // Nobody reads the body of an unknown route: the connection closes instead of draining it.
+    sendJson(
+      res,
+      404,
+      { error: "not_found", message: `no route for ${method} ${path.slice(0, 200)}` },
+      hasBody(req) ? { Connection: "close" } : {},
+    );
   };
 
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, (req, res) => {
-    const started = performance.now();
-    inFlight++;
-    // While draining, every answer closes its connection, so keep-alive clients cannot hold the server open.
-    if (shuttingDown) res.setHeader("Connection", "close");
-    res.once("close", () => {
-      inFlight--;
-      if (shuttingDown) server.closeIdleConnections();
-      const ms = Math.round(performance.now() - started);
-      log.debug({ method: req.method, path: req.url?.slice(0, 200), status: res.statusCode, ms }, "http request");
+  const server = createServer(
+    {
+      requestTimeout: options.requestTimeoutMs ?? 30_000,
+      headersTimeout: options.headersTimeoutMs ?? 10_000,
+      // How often node checks those two timeouts (default 30 s, which let a slow request live up to twice as long).
+      connectionsCheckingInterval: 1000,
+    },
+    (req, res) => {
+      const started = performance.now();
+      inFlight++;
+      // While draining, every answer closes its connection, so keep-alive clients cannot hold the server open.
+      if (shuttingDown) res.setHeader("Connection", "close");
+      res.once("close", () => {
+        inFlight--;
+        if (shuttingDown) server.closeIdleConnections();
+        const ms = Math.round(performance.now() - started);
+        log.debug({ method: req.method, path: req.url?.slice(0, 200), status: res.statusCode, ms }, "http request");
+      });
+      dispatch(req, res).catch((err: unknown) => {
+        log.error({ err, method: req.method, path: req.url?.slice(0, 200) }, "http: handler failed");
+        if (!res.headersSent)
+          sendJson(res, 500, { error: "internal_error", message: "the request failed; see the logs" });
+        else res.destroy();
+      });
+    },
+  );
+  if (options.maxConnections !== undefined) {
+    server.maxConnections = options.maxConnections;
+    const counter = options.registry ? droppedCounter(options.registry) : undefined;
+    let warnedAt = Number.NEGATIVE_INFINITY;
+    server.on("drop", () => {
+      counter?.inc({ listener: options.name });
+      // At most a line a minute: a flood must not flood the log too; the metric counts every connection.
+      if (performance.now() - warnedAt < 60_000) return;
+      warnedAt = performance.now();
+      log.warn(
+        { max_connections: options.maxConnections },
+        "http: connections refused, the listener has its maximum open (see calbridge_http_connections_dropped_total)",
+      );
     });
-    dispatch(req, res).catch((err: unknown) => {
-      log.error({ err, method: req.method, path: req.url?.slice(0, 200) }, "http: handler failed");
-      if (!res.headersSent)
-        sendJson(res, 500, { error: "internal_error", message: "the request failed; see the logs" });
-      else res.destroy();
-    });
-  });
+  }
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", (err: NodeJS.ErrnoException) => {

@@ -3,16 +3,31 @@
 // channel token and triggers an immediate incremental sync. Polling stays on: push delivery is not guaranteed.
 // With replicas, any one may receive a notification: each checks the channel against the shared store, but only the
 // leader polls; a standby acknowledges and hands the calendar to the leader as a notice (a hint, never the only copy).
+// The route is public and unauthenticated until the token is checked: a request with a body is refused unread, and a
+// channel is looked up by its id (one read), never by listing the store.
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { Counter, type Registry } from "prom-client";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import type { Config } from "../config/schema.ts";
 import { type Logger, secrets } from "../log.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
 import { describeError } from "../sync/errors.ts";
+import { RejectionLog } from "../webhooks/rejection-log.ts";
+import { hasBody } from "./http.ts";
 
 export const PUSH_PATH = "/webhooks/google";
+/**
+ * Google's limits on what it echoes in a notification's headers: a channel id of at most 64 characters, a token of at
+ * most 256 ("Get push notifications", developers.google.com/calendar/api/guides/push). Longer ones are not ours.
+ */
+const MAX_CHANNEL_ID = 64;
+const MAX_TOKEN = 256;
+/** A channel is also kept under this key, so a notification finds it in one read (the table is keyed by therapist). */
+const byId = (channelId: string) => `channel-id:${channelId}`;
+/** The by-id entry outlives its channel by a day, then expires by itself if nobody removed it. */
+const BY_ID_GRACE_MS = 24 * 3_600_000;
 const RENEW_BEFORE_MS = 24 * 3_600_000;
 const CHECK_EVERY_MS = 3_600_000;
 /** Therapist ids whose calendar a standby got a push notification for, published so the leader polls it at once. */
@@ -41,6 +56,8 @@ export class PushChannels {
    */
   readonly #known = new Map<string, Channel>();
   #timer: NodeJS.Timeout | undefined;
+  readonly #rejections: RejectionLog;
+  readonly #notifications: Counter<"result">;
 
   constructor(options: {
     config: Config;
@@ -51,6 +68,7 @@ export class PushChannels {
     logger: Logger;
     /** Whether this replica leads now: only the leader polls (engine writes, booking write-backs). */
     isLeader: () => boolean;
+    registry?: Registry;
   }) {
     this.#config = options.config;
     this.#calendars = options.calendars;
@@ -60,6 +78,13 @@ export class PushChannels {
     this.#notices = options.store.notices;
     this.#logger = options.logger;
     this.#isLeader = options.isLeader;
+    this.#rejections = new RejectionLog({ logger: options.logger, what: "push notifications" });
+    this.#notifications = new Counter({
+      name: "calbridge_push_notifications_total",
+      help: "Requests to POST /webhooks/google, by outcome",
+      labelNames: ["result"] as const,
+      registers: options.registry ? [options.registry] : [],
+    });
   }
 
   get enabled(): boolean {
@@ -68,7 +93,14 @@ export class PushChannels {
 
   async start(): Promise<void> {
     if (!this.enabled) return;
-    for await (const [, ch] of this.#channels.entries()) this.#known.set(ch.channelId, ch);
+    const missing: { key: string; value: Channel; ttlMs: number }[] = [];
+    for await (const [key, ch] of this.#channels.entries()) {
+      this.#known.set(ch.channelId, ch);
+      // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
+      if (!key.startsWith(byId(""))) missing.push({ key: byId(ch.channelId), value: ch, ttlMs: byIdTtl(ch) });
+    }
+    const present = await this.#channels.getMany(missing.map((m) => m.key));
+    await this.#channels.setMany(missing.filter((_, i) => present[i] === undefined));
     await this.renew();
     this.#timer = setInterval(() => void this.renew(), CHECK_EVERY_MS);
     this.#timer.unref();
@@ -89,16 +121,14 @@ export class PushChannels {
     void this.#poller.poll(therapistId).catch(() => {});
   }
 
-  /** The channel by id: from memory, else from the shared store (another replica opened it). */
+  /** The channel by id: from memory, else from the shared store (another replica opened it): one read. */
   async #channel(channelId: string): Promise<Channel | undefined> {
     const known = this.#known.get(channelId);
     if (known) return known;
-    for await (const [, ch] of this.#channels.entries()) {
-      if (ch.channelId !== channelId) continue;
-      this.#known.set(ch.channelId, ch);
-      return ch;
-    }
-    return undefined;
+    const ch = await this.#channels.get(byId(channelId));
+    if (!ch || ch.channelId !== channelId) return undefined;
+    this.#known.set(ch.channelId, ch);
+    return ch;
   }
 
   async #token(): Promise<string> {
@@ -132,7 +162,10 @@ export class PushChannels {
           ttlSeconds: push.ttl_seconds,
         });
         const channel: Channel = { therapistId, channelId, resourceId, token, expiration };
-        await this.#channels.set(therapistId, channel);
+        await this.#channels.setMany([
+          { key: therapistId, value: channel },
+          { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel) },
+        ]);
         this.#known.set(channelId, channel);
         this.#logger.info(
           { therapist_id: therapistId, channel_id: channelId, expiration: new Date(expiration).toISOString() },
@@ -141,6 +174,7 @@ export class PushChannels {
         if (current) {
           await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
           this.#known.delete(current.channelId);
+          await this.#channels.delete(byId(current.channelId)).catch(() => false); // else it expires by itself
         }
       } catch (err) {
         this.#logger.warn(
@@ -155,18 +189,36 @@ export class PushChannels {
   readonly handler = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
     const path = (req.url ?? "").split("?")[0];
     if (path !== PUSH_PATH) return false;
-    req.resume();
+    const refuse = (status: number, result: string, fields: Record<string, unknown>, message: string) => {
+      this.#notifications.inc({ result });
+      this.#rejections.record(result, { remote: req.socket.remoteAddress, ...fields }, message);
+      // The body (if any) is never read: the connection closes once the answer is out.
+      res.writeHead(status, { connection: "close" }).end();
+      return true;
+    };
     if (req.method !== "POST") {
-      res.writeHead(405, { allow: "POST" }).end();
+      this.#notifications.inc({ result: "method_not_allowed" });
+      res.writeHead(405, { allow: "POST", ...(hasBody(req) ? { connection: "close" } : {}) }).end();
       return true;
     }
+    // Google's notifications have no body (the headers carry everything); a body is not Google's.
+    if (hasBody(req)) return refuse(413, "body", {}, "push notification with a body refused unread");
     const channelId = header(req, "x-goog-channel-id");
     const token = header(req, "x-goog-channel-token") ?? "";
+    if (!channelId || channelId.length > MAX_CHANNEL_ID || token.length > MAX_TOKEN) {
+      return refuse(
+        400,
+        "bad_headers",
+        { channel_id_length: channelId?.length ?? 0, token_length: token.length },
+        "push notification without a channel id, or with a channel id or token longer than Google's",
+      );
+    }
     let channel: Channel | undefined;
     try {
-      channel = channelId ? await this.#channel(channelId) : undefined;
+      channel = await this.#channel(channelId);
     } catch (err) {
       // Not a verdict on the channel: a 404 would drop the notification for good (Google does not retry it).
+      this.#notifications.inc({ result: "store_error" });
       this.#logger.warn(
         { channel_id: channelId, err: describeError(err) },
         "push notification not checked: the store did not answer",
@@ -175,15 +227,17 @@ export class PushChannels {
       return true;
     }
     if (!channel || !sameSecret(token, channel.token)) {
-      this.#logger.warn(
+      return refuse(
+        404,
+        channel ? "wrong_token" : "unknown_channel",
         { channel_id: channelId },
         "push notification for an unknown channel or with a wrong token; ignored",
       );
-      res.writeHead(404).end();
-      return true;
     }
+    req.resume();
     res.writeHead(200).end();
     const state = header(req, "x-goog-resource-state");
+    this.#notifications.inc({ result: state === "sync" ? "sync" : "accepted" });
     if (state === "sync") return true;
     if (this.#isLeader()) {
       this.changed(channel.therapistId);
@@ -199,6 +253,11 @@ export class PushChannels {
     });
     return true;
   };
+}
+
+/** How long a channel's by-id entry lives: until its expiration, and a day more. */
+function byIdTtl(channel: Channel): number {
+  return Math.max(channel.expiration - Date.now(), 0) + BY_ID_GRACE_MS;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {

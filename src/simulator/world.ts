@@ -62,6 +62,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<World> {
   const raw: ConfigInput = {
     booking: { base_url: booking.url, api_key: booking.apiKey, requests_per_minute: 100_000 },
     webhooks: { listen: "127.0.0.1:0", signing_secrets: [WORLD_WEBHOOK_SECRET] },
+    admin: { listen: "127.0.0.1:0" },
     google: {
       api_root: google.rootUrl,
       token_url: google.tokenUrl,

@@ -1,38 +1,95 @@
-// Owns reading a request body as raw bytes under a size limit: refused up front when Content-Length is too big,
-// cut short as soon as a streamed body passes the limit.
+// Owns reading a request body as raw bytes under limits: its own size (refused up front when Content-Length is too
+// big, cut short as soon as a streamed body passes it), a share of the budget of bytes held across all requests in
+// flight, and an idle timeout between chunks, so a slow or huge body never holds memory for long.
 import type { IncomingMessage } from "node:http";
+import type { ByteBudget } from "./byte-budget.ts";
 
-export type RawBody = { ok: true; body: Buffer } | { ok: false; reason: "too_large" | "aborted" };
+export type RawBodyFailure = "too_large" | "over_budget" | "timeout" | "aborted";
 
-export function readRawBody(req: IncomingMessage, maxBytes: number): Promise<RawBody> {
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > maxBytes) return Promise.resolve({ ok: false, reason: "too_large" });
+export type RawBody =
+  | {
+      ok: true;
+      body: Buffer;
+      /** Gives the body's bytes back to the budget; call once the body is no longer needed. Idempotent. */
+      release(): void;
+    }
+  | { ok: false; reason: RawBodyFailure };
+
+export interface BodyLimits {
+  maxBytes: number;
+  /** Shared by every request in flight; reserved by Content-Length up front, or chunk by chunk when streamed. */
+  budget?: ByteBudget;
+  /** The body fails with "timeout" when no byte arrives for this long. Default: none. */
+  idleTimeoutMs?: number;
+}
+
+/** Content-Length as a number, or undefined when absent or unreadable (a chunked body). */
+export function declaredLength(req: IncomingMessage): number | undefined {
+  const value = req.headers["content-length"];
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+}
+
+export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<RawBody> {
+  const { maxBytes, budget } = limits;
+  const declared = declaredLength(req);
+  if (declared !== undefined && declared > maxBytes) return Promise.resolve({ ok: false, reason: "too_large" });
+  // With a Content-Length, its whole size is reserved before a byte is read: refused at once when it does not fit.
+  let reserved = 0;
+  if (declared !== undefined && budget) {
+    if (!budget.tryReserve(declared)) return Promise.resolve({ ok: false, reason: "over_budget" });
+    reserved = declared;
+  }
+  const release = () => {
+    budget?.release(reserved);
+    reserved = 0;
+  };
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const finish = (result: RawBody) => {
+    let timer: NodeJS.Timeout | undefined;
+    const armTimer = () => {
+      if (limits.idleTimeoutMs === undefined) return;
+      clearTimeout(timer);
+      timer = setTimeout(() => fail("timeout"), limits.idleTimeoutMs);
+    };
+    const done = () => {
+      clearTimeout(timer);
       req.off("data", onData);
       req.off("end", onEnd);
-      req.off("error", onError);
-      req.off("close", onError);
-      resolve(result);
+      req.off("error", onAborted);
+      req.off("close", onAborted);
+    };
+    const fail = (reason: RawBodyFailure) => {
+      done();
+      // Stop reading; the caller answers and closes the connection.
+      req.pause();
+      chunks.length = 0;
+      release();
+      resolve({ ok: false, reason });
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > maxBytes) {
-        // Stop reading; the caller answers 413 and closes the connection.
-        req.pause();
-        finish({ ok: false, reason: "too_large" });
-        return;
+      if (size > maxBytes) return fail("too_large");
+      if (budget && size > reserved) {
+        // Streamed (or longer than declared, which node's parser does not allow): reserve as it comes.
+        if (!budget.tryReserve(size - reserved)) return fail("over_budget");
+        reserved = size;
       }
       chunks.push(chunk);
+      armTimer();
     };
-    const onEnd = () => finish({ ok: true, body: Buffer.concat(chunks, size) });
-    const onError = () => finish({ ok: false, reason: "aborted" });
+    const onEnd = () => {
+      done();
+      resolve({ ok: true, body: Buffer.concat(chunks, size), release });
+    };
+    const onAborted = () => fail("aborted");
     req.on("data", onData);
     req.on("end", onEnd);
-    req.on("error", onError);
+    req.on("error", onAborted);
     // "close" before "end": the client went away mid-body.
-    req.on("close", onError);
+    req.on("close", onAborted);
+    armTimer();
   });
 }

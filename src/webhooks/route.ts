@@ -1,16 +1,20 @@
-// Owns the HTTP edge of booking webhooks: raw body under a limit, precise statuses, signature check, durable accept
-// into the inbox and only then 2xx; never throws, never answers 5xx except when the store fails (the sender retries).
+// Owns the HTTP edge of booking webhooks: the signature header judged before any byte of the body is read, the raw body
+// under its own limit, a shared memory budget and an idle timeout, precise statuses, the signature check, durable
+// accept into the inbox and only then 2xx; never throws, never answers 5xx except when the store fails or the memory
+// budget is spent (the sender retries).
 import { createHash } from "node:crypto";
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, secrets as logSecrets, silentLogger } from "../log.ts";
+import { ByteBudget } from "./byte-budget.ts";
 import { appointmentIdOf, parseEventBody, peekEventId } from "./event.ts";
 import type { WebhookInbox } from "./inbox.ts";
 import { webhookMetrics } from "./metrics.ts";
 import type { InboxProcessor } from "./processor.ts";
-import { readRawBody } from "./raw-body.ts";
-import { SIGNATURE_HEADER, secretHints, verifySignature } from "./signature.ts";
+import { declaredLength, readRawBody } from "./raw-body.ts";
+import { RejectionLog } from "./rejection-log.ts";
+import { checkSignatureHeader, SIGNATURE_HEADER, secretHints, verifySignature } from "./signature.ts";
 
 export interface WebhookHandlerOptions {
   /** The URL path served, e.g. /webhooks/booking; other paths are left to the caller. */
@@ -19,14 +23,20 @@ export interface WebhookHandlerOptions {
   secrets: string[];
   /** Accepted age (and advance) of the signature timestamp; default 300 s, as the booking service asks. */
   toleranceSec?: number;
-  /** Bodies above this are refused with 413; default 1 MiB. */
+  /** Bodies above this are refused with 413; default 64 KiB. */
   maxBodyBytes?: number;
+  /** Bytes of bodies held at once across all requests in flight; beyond it, 503 with Retry-After. Default 32 MiB. */
+  maxBufferedBytes?: number;
+  /** A body that sends nothing for this long is answered 408 and its connection closed. Default 10 s. */
+  bodyIdleTimeoutMs?: number;
   inbox: WebhookInbox;
   /** Nudged with each accepted id (a no-op when it already took the entry from the inbox). */
   processor?: InboxProcessor;
   clock?: Clock;
   logger?: Logger;
   registry?: Registry;
+  /** Period of the refused-request log summary (default one minute). */
+  rejectionLogPeriodMs?: number;
 }
 
 /** Resolves false when the request is not for this route; otherwise answers it and resolves true. */
@@ -40,13 +50,24 @@ const SHORT_REASON = {
   mismatch: "signature mismatch",
 } as const;
 
+/** Seconds a sender is asked to wait after a 503 for a spent memory budget. */
+const BUSY_RETRY_AFTER = "10";
+
 export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHandler {
   const { path, inbox, processor } = options;
   const secrets = [...options.secrets];
   const toleranceSec = options.toleranceSec ?? 300;
-  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024;
+  const budget = new ByteBudget(options.maxBufferedBytes ?? 32 * 1024 * 1024);
+  const bodyIdleTimeoutMs = options.bodyIdleTimeoutMs ?? 10_000;
   const clock = options.clock ?? systemClock;
   const log = (options.logger ?? silentLogger).child({ component: "webhooks" });
+  const rejections = new RejectionLog({
+    logger: log,
+    clock,
+    what: "webhook requests",
+    ...(options.rejectionLogPeriodMs !== undefined ? { periodMs: options.rejectionLogPeriodMs } : {}),
+  });
   const metrics = webhookMetrics(options.registry);
   metrics.watchPending(inbox);
   for (const secret of secrets) logSecrets.add(secret);
@@ -60,26 +81,67 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       reply(res, 200, body);
       metrics.responseSeconds.observe((performance.now() - startedAt) / 1000);
     };
+    const remote = req.socket.remoteAddress;
     if (req.method !== "POST") {
       count("method_not_allowed");
-      return reply(res, 405, { error: "method_not_allowed", message: "use POST" }, { allow: "POST" });
+      return refuse(res, 405, { error: "method_not_allowed", message: "use POST" }, { allow: "POST" });
     }
-    const read = await readRawBody(req, maxBodyBytes);
+    const header = req.headers[SIGNATURE_HEADER];
+    const signature = Array.isArray(header) ? header.join(",") : header;
+    // Judged before the body: a request without a plausible, current signature costs no memory and no reading.
+    const pre = checkSignatureHeader(signature, toleranceSec, clock.now());
+    if (!pre.ok) {
+      const timing = pre.reason === "stale" || pre.reason === "future";
+      count(timing ? "rejected_stale" : "rejected_signature");
+      rejections.record(pre.reason, { remote, body_read: false }, pre.message);
+      const status = timing ? 401 : 400;
+      return refuse(res, status, { error: pre.reason, message: SHORT_REASON[pre.reason] });
+    }
+    const read = await readRawBody(req, { maxBytes: maxBodyBytes, budget, idleTimeoutMs: bodyIdleTimeoutMs });
     if (!read.ok) {
       count(read.reason);
       if (read.reason === "aborted") return void log.debug("webhook request aborted by the client");
-      log.warn(
-        { max_body_bytes: maxBodyBytes, content_length: req.headers["content-length"] },
-        "webhook body too large",
+      if (read.reason === "too_large") {
+        rejections.record(
+          read.reason,
+          { remote, max_body_bytes: maxBodyBytes, content_length: declaredLength(req) },
+          "webhook body too large",
+        );
+        return refuse(res, 413, { error: "too_large", message: `body over ${maxBodyBytes} bytes` });
+      }
+      if (read.reason === "timeout") {
+        rejections.record(
+          read.reason,
+          { remote, idle_ms: bodyIdleTimeoutMs },
+          "webhook body stalled; connection closed",
+        );
+        return refuse(res, 408, { error: "timeout", message: "the body stopped arriving" });
+      }
+      rejections.record(
+        read.reason,
+        { remote, max_buffered_bytes: budget.limit, content_length: declaredLength(req) },
+        "webhook refused: the memory budget for bodies in flight is spent (a flood of uploads?); answering 503",
       );
-      return reply(
+      return refuse(
         res,
-        413,
-        { error: "too_large", message: `body over ${maxBodyBytes} bytes` },
-        { connection: "close" },
+        503,
+        { error: "busy", message: "too many bodies in flight; try again later" },
+        { "retry-after": BUSY_RETRY_AFTER },
       );
     }
-    const raw = read.body;
+    try {
+      await verified(req, res, read.body, ok);
+    } finally {
+      read.release();
+    }
+  }
+
+  async function verified(
+    req: IncomingMessage,
+    res: ServerResponse,
+    raw: Buffer,
+    ok: (body: object) => void,
+  ): Promise<void> {
     const header = req.headers[SIGNATURE_HEADER];
     const verdict = verifySignature({
       rawBody: raw,
@@ -91,8 +153,9 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     if (!verdict.ok) {
       const timing = verdict.reason === "stale" || verdict.reason === "future";
       count(timing ? "rejected_stale" : "rejected_signature");
-      const fields = { reason: verdict.reason, event_id: peekEventId(raw), remote: req.socket.remoteAddress };
-      log.warn(
+      const fields = { event_id: peekEventId(raw), remote: req.socket.remoteAddress };
+      rejections.record(
+        verdict.reason,
         verdict.reason === "mismatch" && hints.length > 0 ? { ...fields, hint: hints.join(" ") } : fields,
         verdict.message,
       );
@@ -158,6 +221,14 @@ function pathOf(url: string | undefined): string | undefined {
   if (url === undefined) return undefined;
   const q = url.indexOf("?");
   return q === -1 ? url : url.slice(0, q);
+}
+
+/**
+ * Answers without reading the body, and closes the connection as soon as the answer is out (node then destroys the
+ * socket instead of reading the rest of the body to keep the connection alive, which is what a flood wants).
+ */
+function refuse(res: ServerResponse, status: number, body: object, headers: OutgoingHttpHeaders = {}): void {
+  reply(res, status, body, { connection: "close", ...headers });
 }
 
 function reply(res: ServerResponse, status: number, body: object, headers: OutgoingHttpHeaders = {}): void {

@@ -1,5 +1,6 @@
-// Owns the webhook signature scheme (`X-Service-Signature: t=<unix>,v1=<hex>`): signing, and pure verification of
-// raw bytes against several secrets (rotation) and several v1 entries, in constant time, within a time tolerance.
+// Owns the webhook signature scheme (`X-Service-Signature: t=<unix>,v1=<hex>`): signing, the check of the header alone
+// (before any body is read), and pure verification of raw bytes against several secrets (rotation) and several v1
+// entries, in constant time, within a time tolerance.
 import { createHmac, timingSafeEqual } from "node:crypto";
 
 export const SIGNATURE_HEADER = "x-service-signature";
@@ -48,13 +49,11 @@ export function parseSignatureHeader(header: string): { timestamp: number; signa
   return { timestamp, signatures };
 }
 
-function matches(candidate: string, expected: Buffer): boolean {
-  const given = Buffer.from(candidate, "utf8");
-  return given.length === expected.length && timingSafeEqual(given, expected);
-}
-
-export function verifySignature(input: VerifyInput): VerifyResult {
-  const { rawBody, header, secrets, toleranceSec, nowMs } = input;
+function readHeader(
+  header: string | undefined,
+):
+  | { ok: true; timestamp: number; signatures: string[] }
+  | { ok: false; reason: "missing" | "malformed"; message: string } {
   if (header === undefined || header.trim() === "") {
     return {
       ok: false,
@@ -72,6 +71,50 @@ export function verifySignature(input: VerifyInput): VerifyResult {
         "Unable to extract timestamp and signatures from the X-Service-Signature header (expected t=<unix seconds>,v1=<hex>).",
     };
   }
+  return { ok: true, ...parsed };
+}
+
+export type HeaderCheck =
+  | { ok: true; timestamp: number }
+  | { ok: false; reason: Exclude<SignatureFailure, "mismatch">; message: string };
+
+/**
+ * What can be judged of a delivery before its body is read: the header is present, readable, and its timestamp
+ * within the tolerance. A request that fails here is refused without reading (or buffering) a byte of its body; one
+ * that passes still needs verifySignature over the raw body. The timestamp is not yet authenticated, so the messages
+ * say so.
+ */
+export function checkSignatureHeader(header: string | undefined, toleranceSec: number, nowMs: number): HeaderCheck {
+  const parsed = readHeader(header);
+  if (!parsed.ok) return parsed;
+  const ageMs = nowMs - parsed.timestamp * 1000;
+  const ageSec = Math.round(ageMs / 1000);
+  if (ageMs > toleranceSec * 1000) {
+    return {
+      ok: false,
+      reason: "stale",
+      message: `Signature timestamp ${ageSec}s old, tolerance ${toleranceSec}s: refused before reading the body (a replayed or forged delivery, or this host's clock is ahead?).`,
+    };
+  }
+  if (-ageMs > toleranceSec * 1000) {
+    return {
+      ok: false,
+      reason: "future",
+      message: `Signature timestamp ${-ageSec}s in the future, tolerance ${toleranceSec}s: refused before reading the body (is this host's clock behind?).`,
+    };
+  }
+  return { ok: true, timestamp: parsed.timestamp };
+}
+
+function matches(candidate: string, expected: Buffer): boolean {
+  const given = Buffer.from(candidate, "utf8");
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+export function verifySignature(input: VerifyInput): VerifyResult {
+  const { rawBody, header, secrets, toleranceSec, nowMs } = input;
+  const parsed = readHeader(header);
+  if (!parsed.ok) return parsed;
   const { timestamp, signatures } = parsed;
   // Every (secret, v1) pair is compared, so the time taken does not depend on which one matched.
   let matched = false;

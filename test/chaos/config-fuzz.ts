@@ -18,6 +18,7 @@ export const CONFIG_ENV = {
   GOOGLE_OAUTH_CLIENT_SECRET: "GOCSPX-fuzz-Zq81LmT0xR5vW2",
   GOOGLE_CHANNEL_TOKEN: "chan_fuzz_e4a9b7c1d6f3",
   BEN_REFRESH_TOKEN: "1//fuzz-refresh-token-9d8c7b6a5f4e",
+  CALBRIDGE_ADMIN_TOKEN: "admin_fuzz_7c2e9f1a4b6d",
 };
 
 const EXAMPLE = readFileSync(join(ROOT, "config/example.yaml"), "utf8");

@@ -58,7 +58,7 @@ async function nextAcknowledgment(count: () => number, maxMs: number): Promise<v
 
 async function status(d: Daemon): Promise<{ queues: { sync: number; webhooks: number } } | undefined> {
   try {
-    const res = await fetch(`${d.url}/status`, { headers: { accept: "application/json" } });
+    const res = await fetch(`${d.adminUrl}/status`, { headers: { accept: "application/json" } });
     return (await res.json()) as { queues: { sync: number; webhooks: number } };
   } catch {
     return undefined;

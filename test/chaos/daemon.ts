@@ -38,12 +38,21 @@ export function daemonEnv(world: World): NodeJS.ProcessEnv {
   };
 }
 
-/** Writes the world's config as the YAML an admin would, secrets as ${ENV} references; returns the file's path. */
-export function writeDaemonConfig(world: World, port: number, edit: (c: Config) => void = () => {}): string {
+/**
+ * Writes the world's config as the YAML an admin would, secrets as ${ENV} references, the public listener on `port`
+ * and the admin one on `adminPort`; returns the file's path.
+ */
+export function writeDaemonConfig(
+  world: World,
+  port: number,
+  edit: (c: Config) => void = () => {},
+  adminPort = 0,
+): string {
   const config = structuredClone(world.config) as Config;
   config.booking.api_key = "${BOOKING_API_KEY}";
   config.webhooks.signing_secrets = ["${BOOKING_WEBHOOK_SECRET}"];
   config.webhooks.listen = `127.0.0.1:${port}`;
+  config.admin.listen = `127.0.0.1:${adminPort}`;
   edit(config);
   const file = join(world.dir, `calbridge-${port}.yaml`);
   writeFileSync(file, stringify(config));
@@ -52,7 +61,10 @@ export function writeDaemonConfig(world: World, port: number, edit: (c: Config) 
 }
 
 export interface Daemon {
+  /** The public listener (webhooks, push, /healthz). */
   readonly url: string;
+  /** The admin listener (/status, /metrics, /readyz, /healthz). */
+  readonly adminUrl: string;
   readonly webhookUrl: string;
   /** The current process (a new one after each restart). */
   readonly child: ChildProcess;
@@ -75,11 +87,14 @@ export interface DaemonOptions {
   edit?: (c: Config) => void;
   /** How long start() waits for /healthz (default 30 s). */
   readyTimeoutMs?: number;
+  /** Added to (or overriding) the daemon's environment (NODE_OPTIONS, LOG_LEVEL, ...). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export async function daemonFor(world: World, options: DaemonOptions): Promise<Daemon> {
   const port = await freePort();
-  const configFile = writeDaemonConfig(world, port, options.edit);
+  const adminPort = await freePort();
+  const configFile = writeDaemonConfig(world, port, options.edit, adminPort);
   const url = `http://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
   let exited: Promise<number | null> = Promise.resolve(null);
@@ -90,6 +105,7 @@ export async function daemonFor(world: World, options: DaemonOptions): Promise<D
 
   const d: Daemon = {
     url,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
     webhookUrl: `${url}${world.config.webhooks.path}`,
     get child() {
       if (!child) throw new Error("daemon not started");
@@ -105,7 +121,7 @@ export async function daemonFor(world: World, options: DaemonOptions): Promise<D
       starts++;
       const proc = spawn(process.execPath, [CLI, "run", "--config", configFile], {
         cwd: ROOT,
-        env: daemonEnv(world),
+        env: { ...daemonEnv(world), ...options.env },
         stdio: ["ignore", "pipe", "pipe"],
       });
       child = proc;

@@ -14,6 +14,7 @@ const env = {
   GOOGLE_OAUTH_CLIENT_SECRET: "gsecret_123456",
   GOOGLE_CHANNEL_TOKEN: "chan_token_123456",
   BEN_REFRESH_TOKEN: "1//refresh-ben-123456",
+  CALBRIDGE_ADMIN_TOKEN: "admin-token-123456",
 };
 
 const minimal = `
@@ -55,6 +56,11 @@ describe("configuration", () => {
     expect(cfg.booking.requests_per_minute).toBe(60);
     expect(cfg.webhooks.listen).toBe("0.0.0.0:8080");
     expect(cfg.webhooks.tolerance_seconds).toBe(300);
+    expect(cfg.webhooks.max_body_bytes).toBe(65_536);
+    expect(cfg.webhooks.max_connections).toBe(512);
+    expect(cfg.webhooks.max_buffered_bytes).toBe(32 * 1024 * 1024);
+    expect(cfg.admin).toEqual({ listen: "127.0.0.1:9090" });
+    expect(cfg.store.min_free_mb).toBe(64);
     expect(cfg.sync.window).toEqual({ past_days: 7, future_days: 90 });
     expect(cfg.sync.writeback.reason).toBe("Cancelled in the therapist's calendar");
     expect(cfg.sync.max_delete_ratio).toBe(0.2);
@@ -263,6 +269,28 @@ therapists:
 
   it("reports YAML syntax errors with a line number", () => {
     expect(problems("booking:\n  base_url: [unclosed\n")[0]).toMatch(/^line \d+: /);
+  });
+
+  it("refuses an admin listener on the public listener's port, unless the hosts differ", () => {
+    const withAdmin = (pub: string, admin: string) =>
+      problems(minimal.replace("webhooks:\n", `webhooks:\n  listen: "${pub}"\n`) + `admin:\n  listen: "${admin}"\n`);
+    expect(withAdmin("0.0.0.0:8080", "127.0.0.1:8080")).toEqual([
+      "admin.listen: must use another port than webhooks.listen (0.0.0.0:8080): the admin routes are never served on the public port (line 14)",
+    ]);
+    expect(withAdmin("10.0.0.1:8080", "10.0.0.1:8080")).toHaveLength(1);
+    expect(withAdmin("10.0.0.1:8080", "127.0.0.1:8080")).toEqual([]);
+    expect(withAdmin("0.0.0.0:8080", "127.0.0.1:9090")).toEqual([]);
+    expect(withAdmin("127.0.0.1:0", "127.0.0.1:0")).toEqual([]);
+  });
+
+  it("keeps the admin bearer token out of messages and logs", () => {
+    const registry = new SecretRegistry();
+    const cfg = loadConfig("config/example.yaml", { env, secrets: registry });
+    expect(cfg.admin.bearer_token).toBe(env.CALBRIDGE_ADMIN_TOKEN);
+    expect(registry.scrub(`token ${env.CALBRIDGE_ADMIN_TOKEN}`)).toBe("token [REDACTED]");
+    expect(problems(`${minimal}admin:\n  bearer_token: " padded-token-123"\n`)[0]).toMatch(
+      /^admin.bearer_token: has leading spaces/,
+    );
   });
 
   it("reports a missing file clearly", () => {

@@ -4,6 +4,7 @@ import type { StatusSnapshot, TherapistStatus } from "../../src/daemon/status-pa
 
 export interface FakeHealth extends HealthSource {
   pingError: Error | "hang" | undefined;
+  writeError: Error | undefined;
   lastReconcile: number | undefined;
   booking: { ok: boolean; detail?: string };
   snapshot: StatusSnapshot;
@@ -27,6 +28,7 @@ export function fakeHealth(now: number): FakeHealth {
   const fake: FakeHealth = {
     startedAt: now - 60_000,
     pingError: undefined,
+    writeError: undefined,
     lastReconcile: now - 5 * 60_000,
     booking: { ok: true },
     snapshot: {
@@ -43,6 +45,7 @@ export function fakeHealth(now: number): FakeHealth {
       if (fake.pingError === "hang") return new Promise<void>(() => {});
       return fake.pingError ? Promise.reject(fake.pingError) : Promise.resolve();
     },
+    storeWrite: () => (fake.writeError ? Promise.reject(fake.writeError) : Promise.resolve()),
     lastReconcileAt: () => fake.lastReconcile,
     bookingReachable: () => fake.booking,
     status: async () => fake.snapshot,

@@ -126,7 +126,7 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
     // The standby is ready on the leader's reconciliations: each probe reads the time from the shared store.
     expect((await a.app.reconcile()).ok).toBe(true);
     const reconciledAt = await lastReconcile(a.app);
-    const ready = await fetch(`${b.app.http!.url}/readyz`);
+    const ready = await fetch(`${b.app.admin!.url}/readyz`);
     const readyBody = (await ready.json()) as { checks: { reconcile: { ok: boolean; detail: string } } };
     expect(ready.status).toBe(200);
     expect(readyBody.checks.reconcile.detail).toMatch(/^last successful reconciliation \d+s ago/);

@@ -1,7 +1,11 @@
-// Tests the daemon's HTTP server over real HTTP: each route, readiness reasons, escaping, 404/405, draining close().
+// Tests the daemon's HTTP listeners over real HTTP: the admin routes (readiness reasons, metrics, status and its
+// escaping, the bearer token), 404/405, limits on connections and slow requests, draining close().
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/clock.ts";
+import { adminRoutes } from "../../src/daemon/admin.ts";
 import { createHttpServer, type HttpServer, parseListen, type RouteHandler } from "../../src/daemon/http.ts";
 import { createMetrics } from "../../src/daemon/metrics.ts";
 import { captureLog } from "../support/log-capture.ts";
@@ -12,23 +16,39 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.close(0);
 });
 
-async function start(options: { handlers?: RouteHandler[]; storeTimeoutMs?: number } = {}) {
+interface StartOptions {
+  handlers?: RouteHandler[];
+  storeTimeoutMs?: number;
+  bearerToken?: string;
+  minFreeBytes?: number;
+}
+
+/** An admin listener (the admin routes after any extra handlers) over a fake HealthSource. */
+async function start(options: StartOptions = {}) {
   const clock = new ManualClock();
   const health = fakeHealth(clock.now());
   const metrics = createMetrics(new Registry());
   const log = captureLog();
   const http = await createHttpServer({
+    name: "admin",
     listen: "127.0.0.1:0",
-    handlers: options.handlers ?? [],
-    health,
+    routes: [
+      ...(options.handlers ?? []),
+      adminRoutes({
+        health,
+        registry: metrics.registry,
+        clock,
+        readiness: {
+          maxReconcileAgeMs: 45 * 60_000,
+          startupGraceMs: 10 * 60_000,
+          storeTimeoutMs: options.storeTimeoutMs ?? 200,
+          ...(options.minFreeBytes !== undefined ? { minFreeBytes: options.minFreeBytes } : {}),
+        },
+        ...(options.bearerToken ? { bearerToken: options.bearerToken } : {}),
+      }),
+    ],
     registry: metrics.registry,
     logger: log.logger,
-    clock,
-    readiness: {
-      maxReconcileAgeMs: 45 * 60_000,
-      startupGraceMs: 10 * 60_000,
-      storeTimeoutMs: options.storeTimeoutMs ?? 200,
-    },
   });
   servers.push(http);
   return { http, health, clock, metrics, log, get: (path: string, init?: RequestInit) => fetch(http.url + path, init) };
@@ -118,6 +138,147 @@ describe("readiness", () => {
       ok: false,
       detail: "booking API unreachable: 401 unauthorized: check booking.api_key",
     });
+  });
+
+  it("is not ready when the store answers pings but refuses writes, and says which check fails", async () => {
+    const { health, get } = await start();
+    health.writeError = new Error("SQLITE_FULL: database or disk is full");
+    const { status, body } = await readiness(get);
+    expect(status).toBe(503);
+    expect(body.checks.store!.ok).toBe(true);
+    expect(body.checks.store_write).toEqual({
+      ok: false,
+      detail: "store refuses writes: SQLITE_FULL: database or disk is full",
+    });
+  });
+
+  it("is not ready when the store's folder has less free space than the threshold (real statfs)", async () => {
+    const { health, get } = await start({ minFreeBytes: 2 ** 60 });
+    health.storeFolder = tmpdir();
+    const { status, body } = await readiness(get);
+    expect(status).toBe(503);
+    expect(body.checks.disk!.ok).toBe(false);
+    expect(body.checks.disk!.detail).toMatch(
+      new RegExp(`^\\d+ MiB free in ${tmpdir()}, below store.min_free_mb \\(\\d+ MiB\\): writes will soon fail$`),
+    );
+    expect(
+      Object.entries(body.checks)
+        .filter(([, c]) => !c.ok)
+        .map(([name]) => name),
+    ).toEqual(["disk"]);
+  });
+
+  it("checks the free space against the threshold, and not at all without a store folder or with 0", async () => {
+    const room = await start({ minFreeBytes: 1 });
+    room.health.storeFolder = tmpdir();
+    expect((await readiness(room.get)).body.checks.disk).toMatchObject({ ok: true, detail: /MiB free in/ });
+    const off = await start({ minFreeBytes: 0 });
+    off.health.storeFolder = tmpdir();
+    expect((await readiness(off.get)).body.checks.disk!.detail).toMatch(/not checked/);
+    const redis = await start({ minFreeBytes: 2 ** 60 });
+    expect((await readiness(redis.get)).body.checks.disk).toEqual({ ok: true, detail: "no local store file" });
+  });
+});
+
+describe("admin bearer token", () => {
+  const TOKEN = "admin-token-0123456789";
+
+  it("answers 401 with WWW-Authenticate without the token or with a wrong one, and serves the route with it", async () => {
+    const { get } = await start({ bearerToken: TOKEN });
+    for (const path of ["/readyz", "/metrics", "/status", "/status.html"]) {
+      for (const authorization of [undefined, "Bearer wrong-token", `Basic ${TOKEN}`, `Bearer ${TOKEN}x`, "Bearer"]) {
+        const res = await get(path, authorization ? { headers: { authorization } } : {});
+        expect(res.status, `${path} ${authorization}`).toBe(401);
+        expect(res.headers.get("www-authenticate")).toBe('Bearer realm="calbridge admin"');
+        expect(((await res.json()) as { error: string }).error).toBe("unauthorized");
+      }
+      const ok = await get(path, { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(ok.status, path).toBe(200);
+      await ok.body?.cancel();
+    }
+    // Refused before anything else: a wrong method without the token learns nothing either.
+    expect((await get("/metrics", { method: "POST", body: "{}" })).status).toBe(401);
+  });
+
+  it("leaves /healthz open, for liveness probes", async () => {
+    const { get } = await start({ bearerToken: TOKEN });
+    expect((await get("/healthz")).status).toBe(200);
+  });
+
+  it("is not asked for when none is configured", async () => {
+    const { get } = await start();
+    expect((await get("/metrics")).status).toBe(200);
+  });
+});
+
+describe("limits", () => {
+  it("closes connections beyond maxConnections at once, counts them, and warns once", async () => {
+    const registry = new Registry();
+    const log = captureLog();
+    const http = await createHttpServer({
+      name: "public",
+      listen: "127.0.0.1:0",
+      maxConnections: 2,
+      registry,
+      logger: log.logger,
+    });
+    servers.push(http);
+    const port = Number(new URL(http.url).port);
+    const open = () =>
+      new Promise<{ closed: Promise<void> }>((resolve) => {
+        const socket = connect(port, "127.0.0.1", () => resolve({ closed }));
+        const closed = new Promise<void>((r) => socket.once("close", () => r()));
+        socket.on("error", () => {});
+        sockets.push(socket);
+      });
+    const sockets: import("node:net").Socket[] = [];
+    try {
+      const held = [await open(), await open()];
+      await new Promise((r) => setTimeout(r, 50));
+      const extra = [await open(), await open()];
+      await Promise.all(extra.map((e) => e.closed));
+      let stillOpen = true;
+      void Promise.race(held.map((h) => h.closed)).then(() => {
+        stillOpen = false;
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(stillOpen).toBe(true);
+      expect(await registry.metrics()).toContain('calbridge_http_connections_dropped_total{listener="public"} 2');
+      expect(log.lines.filter((l) => String(l.msg).includes("maximum open"))).toHaveLength(1);
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+  });
+
+  it("answers 408 and closes a request whose body does not arrive within requestTimeoutMs", async () => {
+    const http = await createHttpServer({
+      name: "public",
+      listen: "127.0.0.1:0",
+      requestTimeoutMs: 300,
+      headersTimeoutMs: 300,
+      routes: [
+        async (req, res) => {
+          for await (const _ of req) {
+            // read the body
+          }
+          res.writeHead(200).end();
+          return true;
+        },
+      ],
+    });
+    servers.push(http);
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(Number(new URL(http.url).port), "127.0.0.1", () => {
+        socket.write("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{");
+      });
+      let text = "";
+      socket.on("data", (d) => {
+        text += String(d);
+      });
+      socket.on("close", () => resolve(text));
+      socket.on("error", () => {});
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
   });
 });
 
@@ -215,7 +376,7 @@ describe("routing", () => {
     expect((await get("/webhooks/booking", { method: "POST", body: "{}" })).status).toBe(202);
     expect((await get("/webhooks/other", { method: "POST", body: "{}" })).status).toBe(404);
     expect(seen).toEqual(["declines /webhooks/booking", "declines /webhooks/other"]);
-    // Built-in routes are not offered to the handlers.
+    // The built-in /healthz is not offered to the handlers.
     await get("/healthz");
     expect(seen).toHaveLength(2);
   });
@@ -240,11 +401,7 @@ describe("routing", () => {
   it("reports a port that is already taken", async () => {
     const { http } = await start();
     const port = new URL(http.url).port;
-    const other = createHttpServer({
-      listen: `127.0.0.1:${port}`,
-      health: fakeHealth(Date.now()),
-      registry: new Registry(),
-    });
+    const other = createHttpServer({ name: "admin", listen: `127.0.0.1:${port}` });
     await expect(other).rejects.toThrow(`cannot listen on 127.0.0.1:${port}: EADDRINUSE`);
   });
 });

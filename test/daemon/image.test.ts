@@ -1,8 +1,9 @@
 // Reproduces what the container image does, without a Docker engine: the build stage (`npm run build` into dist/),
 // then a clean folder with package.json + package-lock.json, `npm ci --omit=dev`, the built output and the reference
-// config; the daemon started from there with Node 24 against the simulators; /healthz, /readyz and /metrics answered;
+// config; the daemon started from there with Node 24 against the simulators; /healthz answered on both listeners,
+// /readyz and /metrics on the admin one only (the public one answers 404);
 // SIGTERM ends it with exit code 0. Slow (the native sqlite3 addon builds from source), so the install runs once.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { imageNodeOptions } from "../../bench/support.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { ConfigSchema } from "../../src/config/schema.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
 import { freePort } from "../support/redis.ts";
 
@@ -106,6 +108,7 @@ describe("the container image, reproduced in a clean folder", () => {
       // The world's config as an admin would write it: secrets as ${ENV} references, the store relative to the
       // working directory (the image's ./data, a volume), a fixed port instead of the world's 127.0.0.1:0.
       const port = await freePort();
+      const adminPort = await freePort();
       const config = {
         ...world.config,
         booking: { ...world.config.booking, api_key: "${BOOKING_API_KEY}" },
@@ -114,6 +117,7 @@ describe("the container image, reproduced in a clean folder", () => {
           listen: `127.0.0.1:${port}`,
           signing_secrets: ["${BOOKING_WEBHOOK_SECRET}"],
         },
+        admin: { listen: `127.0.0.1:${adminPort}` },
         store: { ...world.config.store, url: "sqlite://./data/calbridge.sqlite" },
       };
       const configFile = join(tmp, "calbridge.yaml");
@@ -150,6 +154,7 @@ describe("the container image, reproduced in a clean folder", () => {
       });
       const logs = () => stdout.split("\n").filter(Boolean);
       const base = `http://127.0.0.1:${port}`;
+      const admin = `http://127.0.0.1:${adminPort}`;
 
       // --- liveness: polled until the daemon answers (or fails early if it died)
       const deadline = Date.now() + 30_000;
@@ -168,7 +173,7 @@ describe("the container image, reproduced in a clean folder", () => {
       const started = logs()
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .find((l) => l.msg === "calbridge started");
-      expect(started).toMatchObject({ url: base, store: "sqlite", therapists: 2 });
+      expect(started).toMatchObject({ url: base, admin_url: admin, store: "sqlite", therapists: 2 });
       expect(existsSync(join(app, "data/calbridge.sqlite"))).toBe(true);
 
       // --- the compiled daemon does its job: the start-up reconciliation mirrors the seeded bookings
@@ -181,12 +186,25 @@ describe("the container image, reproduced in a clean folder", () => {
       while (!mirrored() && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
       expect(mirrored()).toBe(true);
 
-      // --- readiness and metrics
-      const readyz = await fetch(`${base}/readyz`);
+      // --- readiness and metrics, on the admin listener only
+      for (const path of ["/readyz", "/metrics", "/status"]) expect((await fetch(`${base}${path}`)).status).toBe(404);
+      expect((await fetch(`${admin}/healthz`)).status).toBe(200);
+      const readyz = await fetch(`${admin}/readyz`);
       const ready = (await readyz.json()) as { status: string; checks: Record<string, { ok: boolean }> };
       expect(readyz.status, JSON.stringify(ready)).toBe(200);
       expect(Object.values(ready.checks).every((c) => c.ok)).toBe(true);
-      const metrics = await fetch(`${base}/metrics`);
+      // The image's HEALTHCHECK command, as Docker runs it inside the container: the admin listener's /healthz, at
+      // the admin listener's default address unless CALBRIDGE_HEALTHCHECK_URL says otherwise.
+      const healthcheck = JSON.parse(
+        /^HEALTHCHECK [^\n]*\\\n\s*CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, "Dockerfile"), "utf8"))![1]!,
+      ) as string[];
+      expect(healthcheck.slice(0, 2)).toEqual(["node", "-e"]);
+      expect(healthcheck[2]).toContain(`'http://${ConfigSchema.shape.admin.parse({}).listen}/healthz'`);
+      const probe = (url: string) =>
+        spawnSync(NODE, ["-e", healthcheck[2]!], { env: { PATH, CALBRIDGE_HEALTHCHECK_URL: url }, timeout: 10_000 });
+      expect(probe(`${admin}/healthz`).status).toBe(0);
+      expect(probe(`http://127.0.0.1:${await freePort()}/healthz`).status).toBe(1);
+      const metrics = await fetch(`${admin}/metrics`);
       expect(metrics.status).toBe(200);
       expect(metrics.headers.get("content-type")).toMatch(/^text\/plain/);
       const text = await metrics.text();

@@ -56,7 +56,10 @@ describe("daemon logs", () => {
     // A forged delivery: refused and logged, with the reason but without the secret that would have signed it.
     const forged = await fetch(`${app.http!.url}${world.config.webhooks.path}`, {
       method: "POST",
-      headers: { "content-type": "application/json", "x-service-signature": "t=1,v1=00" },
+      headers: {
+        "content-type": "application/json",
+        "x-service-signature": `t=${Math.floor(Date.now() / 1000)},v1=00`,
+      },
       body: JSON.stringify({ id: "evt_forged", type: "appointment.created", data: { object: { id: apptId } } }),
     });
     expect(forged.status).toBe(401);

@@ -139,6 +139,49 @@ describe.skipIf(!redisTestsEnabled("push-ha"))("push notifications with two repl
     expect(world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(1);
   }, 30_000);
 
+  it("a forged notification costs one read, never a scan of the keyspace; an earlier build's channels are indexed at start", async () => {
+    const { world, a, b, pointAt } = await setUp();
+    const channel = await pointAt(a.app, b.app);
+    const client = createClient({ url: redis().url });
+    await client.connect();
+    cleanups.push(async () => {
+      await client.quit();
+    });
+    // Keys enough that a scan would show (each SCAN returns about COUNT keys of the whole database).
+    for (let i = 0; i < 20; i++) await client.set(`other:key:${i}`, "x");
+    const calls = async (command: string) => {
+      const info = await client.info("commandstats");
+      return Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, "m").exec(info)?.[1] ?? 0);
+    };
+    const [scans, gets] = [await calls("scan"), await calls("get")];
+    // The standby never led: its cache is empty, so every forged id is a question to the shared store.
+    for (let i = 0; i < 20; i++) {
+      const res = await request(`${b.app.http!.url}/webhooks/google`, {
+        method: "POST",
+        headers: {
+          "x-goog-channel-id": `forged-${i}`,
+          "x-goog-channel-token": TOKEN,
+          "x-goog-resource-state": "exists",
+        },
+      });
+      await res.body.dump();
+      expect(res.statusCode).toBe(404);
+    }
+    expect((await calls("scan")) - scans).toBe(0);
+    // One GET each (the lease and its renewals add a few of their own).
+    expect((await calls("get")) - gets).toBeGreaterThanOrEqual(20);
+    expect((await calls("get")) - gets).toBeLessThan(30);
+
+    // A channel an earlier build stored under its therapist only: the next leader's start gives it its by-id entry.
+    const channels = a.app.store.table<{ channelId: string }>("channels");
+    expect(await channels.get(`channel-id:${channel.id}`)).toMatchObject({ channelId: channel.id });
+    await channels.delete(`channel-id:${channel.id}`);
+    await a.app.push.start();
+    a.app.push.stop();
+    expect(await channels.get(`channel-id:${channel.id}`)).toMatchObject({ channelId: channel.id });
+    expect(world.google.channels.size).toBe(1);
+  }, 30_000);
+
   it("a replica that lost the lease acknowledges notifications for its old channel but leaves the poll to the new leader", async () => {
     const { world, cal, a, b, pointAt, moveInCalendar, movedBack } = await setUp();
     const channel = await pointAt(a.app, a.app);

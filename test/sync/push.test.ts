@@ -3,6 +3,7 @@
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { captureLog } from "../support/log-capture.ts";
 import { DAY, type Harness, harness, iso } from "./support.ts";
 
 let h: Harness | undefined;
@@ -79,6 +80,60 @@ describe("push channels", () => {
     }
     await new Promise((r) => setTimeout(r, 100));
     expect(h.world.google.requestLog.length).toBe(before);
+  });
+
+  it("refuses a body unread and headers over Google's limits, and logs a flood of forged notifications in one line", async () => {
+    const log = captureLog("debug");
+    h = await harness({
+      therapists: 1,
+      logger: log.logger,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    h.world.google.requireHttpsChannels = false;
+    await h.app.push.start();
+    const [channel] = [...h.world.google.channels.values()];
+    const url = `${h.app.http!.url}/webhooks/google`;
+    const headers = {
+      "x-goog-channel-id": channel!.id,
+      "x-goog-channel-token": "channel-token-0123456789",
+      "x-goog-resource-state": "exists",
+    };
+    const before = h.world.google.requestLog.length;
+    // Google's notifications have no body: one with a body is refused before it is read, and the connection closed.
+    const withBody = await request(url, { method: "POST", headers, body: "x".repeat(100_000) });
+    await withBody.body.dump();
+    expect(withBody.statusCode).toBe(413);
+    expect(withBody.headers.connection).toBe("close");
+    // Google's channel ids are at most 64 characters and tokens at most 256: longer ones are refused unlooked-up.
+    for (const extra of [
+      { "x-goog-channel-id": "c".repeat(65) },
+      { "x-goog-channel-token": "t".repeat(257) },
+      { "x-goog-channel-id": "" },
+    ]) {
+      const res = await request(url, { method: "POST", headers: { ...headers, ...extra } });
+      await res.body.dump();
+      expect(res.statusCode).toBe(400);
+    }
+    for (let i = 0; i < 30; i++) {
+      const res = await request(url, { method: "POST", headers: { ...headers, "x-goog-channel-id": `forged-${i}` } });
+      await res.body.dump();
+      expect(res.statusCode).toBe(404);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(h.world.google.requestLog.length).toBe(before); // nothing was synced
+    const warned = log.lines.filter((l) => l.component === "push" && l.level === 40);
+    expect(warned.map((l) => l.reason)).toEqual(["body", "bad_headers", "unknown_channel"]);
+    const metrics = await h.app.registry.metrics();
+    expect(metrics).toContain('calbridge_push_notifications_total{result="unknown_channel"} 30');
+    expect(metrics).toContain('calbridge_push_notifications_total{result="bad_headers"} 3');
+    // The real channel still works.
+    const ok = await request(url, { method: "POST", headers: { ...headers, "x-goog-resource-state": "sync" } });
+    await ok.body.dump();
+    expect(ok.statusCode).toBe(200);
   });
 
   it("renews a channel before it expires: the new one opens first, then the old one is stopped", async () => {

@@ -58,13 +58,16 @@ describe("webhook route", () => {
     expect(await h.inbox.get("evt_t")).toBeUndefined();
   });
 
-  it("rejects stale and future timestamps with 401", async () => {
+  it("rejects stale and future timestamps with 401, without reading the body", async () => {
     const h = await harness();
     const now = h.clock.now() / 1000;
     expect((await h.post(created("evt_s"), { timestampSec: now - 301 })).json).toMatchObject({ error: "stale" });
     const future = await h.post(created("evt_f"), { timestampSec: now + 301 });
     expect(future).toMatchObject({ status: 401, json: { error: "future" } });
-    expect(h.log.find((l) => l["reason"] === "future")).toMatchObject({ event_id: "evt_f" });
+    const line = h.log.find((l) => l["reason"] === "future");
+    expect(line).toMatchObject({ level: 40, body_read: false });
+    expect(line).not.toHaveProperty("event_id");
+    expect(await h.inbox.get("evt_s")).toBeUndefined();
   });
 
   it("rejects a missing or malformed signature header with 400", async () => {
@@ -119,7 +122,7 @@ describe("webhook route", () => {
     const res = await request(h.url + PATH, {
       method: "POST",
       body: Readable.from(chunks()),
-      headers: { "content-type": "application/json", "x-service-signature": "t=1,v1=00" },
+      headers: { "content-type": "application/json", "x-service-signature": `t=${h.clock.now() / 1000},v1=00` },
     });
     expect(res.statusCode).toBe(413);
     await res.body.dump();

@@ -2,7 +2,7 @@
 // sqlite store, a signing client (undici), a recording sink, and a store that can be made to fail on demand.
 import { mkdtempSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Registry } from "prom-client";
@@ -261,4 +261,56 @@ export async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
   for await (const item of iterable) out.push(item);
   return out;
+}
+
+export interface RawUpload {
+  /** Sends more of the body. */
+  write(data: string | Buffer): void;
+  /** The answer's status line and headers, as soon as they arrive (the body may still be unsent). */
+  readonly answer: Promise<{ status: number; head: string }>;
+  /** Resolves when the server closed the connection. */
+  readonly closed: Promise<void>;
+  /** Bytes of the body sent so far. */
+  readonly sent: number;
+  destroy(): void;
+}
+
+/**
+ * A POST opened on a raw socket: the request line and headers are sent at once, the body only when written, so a test
+ * can see what the server answers before (or without) reading a body.
+ */
+export function rawUpload(url: string, path: string, headers: Record<string, string | number>): RawUpload {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  socket.on("error", () => {});
+  let sent = 0;
+  let received = "";
+  let resolveAnswer!: (a: { status: number; head: string }) => void;
+  const answer = new Promise<{ status: number; head: string }>((r) => {
+    resolveAnswer = r;
+  });
+  const closed = new Promise<void>((r) => socket.once("close", () => r()));
+  socket.on("data", (d) => {
+    received += d.toString("latin1");
+    const end = received.indexOf("\r\n\r\n");
+    if (end >= 0) {
+      const head = received.slice(0, end);
+      resolveAnswer({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), head: head.toLowerCase() });
+    }
+  });
+  const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`);
+  socket.write(`POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\n${lines.join("")}\r\n`);
+  return {
+    write(data) {
+      if (socket.destroyed) return;
+      sent += Buffer.byteLength(data);
+      socket.write(data);
+    },
+    answer,
+    closed,
+    get sent() {
+      return sent;
+    },
+    destroy: () => socket.destroy(),
+  };
 }
