@@ -18,6 +18,8 @@ export const CONFIG_ENV = {
   GOOGLE_OAUTH_CLIENT_SECRET: "GOCSPX-fuzz-Zq81LmT0xR5vW2",
   GOOGLE_CHANNEL_TOKEN: "chan_fuzz_e4a9b7c1d6f3",
   BEN_REFRESH_TOKEN: "1//fuzz-refresh-token-9d8c7b6a5f4e",
+  NOTIFY_WEBHOOK_URL: "https://hooks.slack.com/services/T0FUZZ/B0FUZZ/fuzz-hook-token-7c2e",
+  SMTP_PASSWORD: "smtp-fuzz-password-41d9",
 };
 
 const EXAMPLE = readFileSync(join(ROOT, "config/example.yaml"), "utf8");
