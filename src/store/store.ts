@@ -1,5 +1,5 @@
-// Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, ...) on an
-// embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
+// Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, notifications, ...)
+// on an embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type KeyvSqlite from "@keyv/sqlite";
@@ -25,7 +25,17 @@ export interface Table<T> {
   entries(): AsyncIterable<[string, T]>;
 }
 
-export const TABLES = ["links", "eventindex", "tokens", "inbox", "dead", "meta", "credentials", "channels"] as const;
+export const TABLES = [
+  "links",
+  "eventindex",
+  "tokens",
+  "inbox",
+  "dead",
+  "meta",
+  "credentials",
+  "channels",
+  "notify",
+] as const;
 export type TableName = (typeof TABLES)[number];
 
 export interface Store {
