@@ -51,11 +51,22 @@ function webhookChannel(
         // undici's messages may carry the address (the chat's token): registered secrets are removed.
         throw new DeliveryError(`target ${name}: ${secrets.scrub((err as Error).message ?? String(err))}`);
       }
-      const text = await res.body.text().catch(() => "");
-      if (res.statusCode < 200 || res.statusCode >= 300) {
-        const said = text.trim().slice(0, 200);
-        throw new DeliveryError(`target ${name}: HTTP ${res.statusCode}${said ? ` ${secrets.scrub(said)}` : ""}`);
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        await res.body.dump().catch(() => {});
+        return;
       }
+      // The start of the answer says why (Slack: invalid_payload, no_text, ...); the rest is not read.
+      let text = "";
+      try {
+        for await (const chunk of res.body) {
+          text += String(chunk);
+          if (text.length >= 200) break;
+        }
+      } catch {
+        // what was read is enough
+      }
+      const said = text.trim().slice(0, 200);
+      throw new DeliveryError(`target ${name}: HTTP ${res.statusCode}${said ? ` ${secrets.scrub(said)}` : ""}`);
     },
     close() {},
   };

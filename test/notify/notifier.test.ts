@@ -8,6 +8,7 @@ import { BookingApiError } from "../../src/booking/errors.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { type Config, type ConfigInput, ConfigSchema } from "../../src/config/schema.ts";
 import { SecretRegistry } from "../../src/log.ts";
+import { MAX_QUEUED, NotifyLedger } from "../../src/notify/ledger.ts";
 import { Notifier, type NotifierOptions } from "../../src/notify/notifier.ts";
 import type { LiveView, TherapistView } from "../../src/notify/view.ts";
 import { openStore, type Store } from "../../src/store/store.ts";
@@ -284,6 +285,32 @@ describe("delivery", () => {
     expect(f.mail.mails[0]!.raw).not.toContain("Hunter2-very-secret");
     expect(f.mail.mails[0]!.subject).toBe("[unit] Google credentials of [REDACTED] (th_e) stopped working");
     expect(f.hook.posts[0]!.raw).not.toContain("Hunter2-very-secret");
+  });
+});
+
+describe("a target down for long", () => {
+  it("keeps the newest notices queued, counts the dropped ones, and sends one summary of it all", async () => {
+    const f = await fixture();
+    const ledger = new NotifyLedger(f.store);
+    const notices = Array.from({ length: 250 }, (_, i) => ({
+      id: `dead_letters:@${i}`,
+      condition: "dead_letters",
+      subject: "",
+      opened: i % 2 === 0,
+      at: i,
+      facts: { count: i },
+    }));
+    await ledger.commit(new Map(), new Map([["chat", notices]]));
+    const box = await ledger.outbox("chat");
+    expect(box.notices).toHaveLength(MAX_QUEUED);
+    expect(box.notices[0]!.at).toBe(50);
+    expect(box.dropped).toBe(50);
+    await f.notifier.check();
+    expect(f.hook.posts).toHaveLength(1);
+    const text = slackText(f, 0);
+    expect(text).toMatch(/^\*\[unit\] 200 changes: 100 new, 100 recovered\*/);
+    expect(text).toContain("… and 225 more (see /status and the log).");
+    expect((await ledger.outbox("chat")).notices).toEqual([]);
   });
 });
 
