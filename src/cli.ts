@@ -110,7 +110,8 @@ export function program(): Command {
     .command("doctor")
     .description("check the configuration, credentials, webhook endpoint, calendars, store and clock")
     .option("--json", "print the checks as JSON")
-    .action(async (o: { json?: boolean }) => {
+    .option("--notify-test", "also send a test message to every notification target")
+    .action(async (o: { json?: boolean; notifyTest?: boolean }) => {
       const config = load(cmd.opts());
       // An unreachable store is one failed check, not the end: the other checks run on a stand-in store.
       let storeError: unknown;
@@ -121,7 +122,7 @@ export function program(): Command {
       }
       const usable = storeError === undefined ? config : { ...config, store: { ...config.store, url: "memory://" } };
       const checks = await withApp(usable, quietLogger(), (app) =>
-        runDoctor(app, { storeError, storeUrl: config.store.url }),
+        runDoctor(app, { storeError, storeUrl: config.store.url, notifyTest: o.notifyTest === true }),
       );
       process.stdout.write(
         `${o.json ? JSON.stringify({ ok: checks.every((c) => c.status !== "fail"), checks }, null, 2) : formatChecks(checks)}\n`,

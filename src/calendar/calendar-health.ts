@@ -6,8 +6,15 @@ import type { GatewayMetrics } from "./metrics.ts";
 
 export interface GatewayHealth {
   credentials: "ok" | "broken" | "unknown";
+  /** While broken: Google's reason code (invalid_grant, unauthorized_client, ...) or the HTTP status. */
+  credentialsReason?: string;
   /** Epoch ms until which calls fail fast after quotaExceeded. */
   pausedUntil?: number;
+  /**
+   * A quota pause that no call has yet shown to be over: set when Google answered quotaExceeded, kept after the pause
+   * ran out until a call sent afterwards succeeds (notifications say "resumed" only then).
+   */
+  quotaPause?: { reason: string; until: number };
   lastError?: string;
 }
 
@@ -167,9 +174,14 @@ export class CalendarHealth {
 
   snapshot(): GatewayHealth {
     const health: GatewayHealth = { credentials: this.#credentials };
+    if (this.#credentials === "broken") {
+      const reason = this.#brokenError?.reason ?? this.#brokenError?.status;
+      if (reason !== undefined) health.credentialsReason = String(reason);
+    }
     if (this.#pausedUntil !== undefined && this.#o.clock.now() < this.#pausedUntil) {
       health.pausedUntil = this.#pausedUntil;
     }
+    if (this.#pausedUntil !== undefined) health.quotaPause = { reason: this.#pauseReason, until: this.#pausedUntil };
     if (this.#lastError) health.lastError = this.#lastError;
     return health;
   }

@@ -1,6 +1,8 @@
-// Owns `calbridge doctor`: one check per line (API key, webhook endpoint, each calendar, store, clock), each with a
-// fix-it hint when it fails, and a non-zero exit when anything is wrong.
+// Owns `calbridge doctor`: one check per line (API key, webhook endpoint, each calendar, store, clock, and with
+// --notify-test a test message to each notification target), each with a fix-it hint when it fails, and a non-zero
+// exit when anything is wrong.
 import { request } from "undici";
+import { endpointState } from "../booking/endpoints.ts";
 import { BookingApiError } from "../booking/errors.ts";
 import type { App } from "../daemon/app.ts";
 import { redactStoreUrl } from "../store/store.ts";
@@ -13,14 +15,14 @@ export interface Check {
   fix?: string;
 }
 
-const APPOINTMENT_EVENTS = ["appointment.created", "appointment.updated", "appointment.cancelled"];
-
 export interface DoctorOptions {
   now?: number;
   /** The configured store could not be opened (the app then runs on a stand-in): the store check reports this. */
   storeError?: unknown;
   /** store.url as configured (default: the app's). */
   storeUrl?: string;
+  /** Send a test message to every notification target (`--notify-test`). */
+  notifyTest?: boolean;
 }
 
 export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<Check[]> {
@@ -96,12 +98,35 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
   }
 
   checks.push(await clockCheck(config.booking.base_url, config.webhooks.tolerance_seconds, now));
+  if (options.notifyTest) checks.push(...(await notifyChecks(app)));
   checks.sort((a, b) => order(a.name) - order(b.name));
   return checks;
 }
 
 function order(name: string): number {
-  return ["booking API key", "webhook endpoint", "calendar", "store", "clock"].findIndex((p) => name.startsWith(p));
+  return ["booking API key", "webhook endpoint", "calendar", "store", "clock", "notify"].findIndex((p) =>
+    name.startsWith(p),
+  );
+}
+
+async function notifyChecks(app: App): Promise<Check[]> {
+  const results = await app.notifier.sendTest();
+  if (results.length === 0) {
+    return [
+      {
+        name: "notify",
+        status: "warn",
+        detail: "no notify.targets configured: nobody is told when something breaks",
+        fix: "add a chat webhook or an e-mail target under notify.targets",
+      },
+    ];
+  }
+  return results.map((r) => ({
+    name: `notify ${r.target}`,
+    status: r.ok ? "ok" : "fail",
+    detail: r.ok ? "test message sent; check that it arrived" : r.detail,
+    ...(r.ok ? {} : { fix: `check the address, credentials and format of notify target ${r.target}` }),
+  }));
 }
 
 async function webhookCheck(app: App): Promise<Check> {
@@ -129,8 +154,8 @@ async function webhookCheck(app: App): Promise<Check> {
       fix: "set webhooks.public_url to the HTTPS address the booking service delivers to",
     };
   }
-  const ours = endpoints.find((e) => String(e.url ?? e.endpoint ?? "") === url);
-  if (!ours) {
+  const found = endpointState(endpoints, url);
+  if (found.state === "missing") {
     return {
       name,
       status: "fail",
@@ -138,8 +163,7 @@ async function webhookCheck(app: App): Promise<Check> {
       fix: "add it in the dashboard (Settings > Webhooks) with the appointment.* events, and put its signing secret in webhooks.signing_secrets",
     };
   }
-  const disabled = ours.enabled === false || ours.disabled === true || ours.status === "disabled";
-  if (disabled) {
+  if (found.state === "disabled") {
     return {
       name,
       status: "fail",
@@ -147,13 +171,11 @@ async function webhookCheck(app: App): Promise<Check> {
       fix: "fix what made deliveries fail (see the dashboard's delivery log), then re-enable the endpoint in Settings > Webhooks",
     };
   }
-  const events = Array.isArray(ours.events) ? ours.events.map(String) : undefined;
-  const missing = events ? APPOINTMENT_EVENTS.filter((e) => !events.includes(e) && !events.includes("*")) : [];
-  if (missing.length > 0) {
+  if (found.missingEvents.length > 0) {
     return {
       name,
       status: "warn",
-      detail: `${url} is enabled but not subscribed to ${missing.join(", ")}`,
+      detail: `${url} is enabled but not subscribed to ${found.missingEvents.join(", ")}`,
       fix: "subscribe the endpoint to every appointment.* event in Settings > Webhooks",
     };
   }

@@ -208,5 +208,10 @@ function registerSecrets(cfg: Config, resolved: string[], registry: SecretRegist
   registry.add(cfg.google.oauth?.client_secret);
   registry.add(cfg.google.push?.token);
   for (const t of cfg.therapists) if (t.auth?.type === "oauth") registry.add(t.auth.refresh_token);
+  // A chat's incoming-webhook address is its credential (Slack's, Teams' and hookshot's carry the token in the path).
+  for (const target of cfg.notify.targets) {
+    if (target.type === "webhook") registry.add(target.url);
+    else registry.add(target.smtp.auth?.pass);
+  }
   for (const s of resolved) registry.add(s);
 }

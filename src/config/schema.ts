@@ -23,7 +23,7 @@ const httpsUrl = (what: string) =>
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 /** An http(s) URL that must be https unless it points at this machine (the value carries a Bearer API key). */
-const httpsUnlessLoopback = (what: string) =>
+const httpsUnlessLoopback = (what: string, carried = "the API key") =>
   url(what).refine(
     (v) => {
       try {
@@ -34,8 +34,7 @@ const httpsUnlessLoopback = (what: string) =>
       }
     },
     {
-      message:
-        "must be an https:// URL: over http:// the API key would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1])",
+      message: `must be an https:// URL: over http:// ${carried} would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1])`,
     },
   );
 
@@ -59,15 +58,13 @@ function secretWhitespaceProblem(value: string): string | undefined {
   return `has ${found.join(" and ")} (from the file or environment variable?); remove it`;
 }
 
-const secret = (what: string) =>
-  z
-    .string()
-    .min(1, `${what} is empty`)
-    .check((ctx) => {
-      const problem = secretWhitespaceProblem(ctx.value);
-      // The value is never part of the message (nor of the input kept on the issue): it is a secret.
-      if (problem) ctx.issues.push({ code: "custom", message: problem, input: "[secret]" });
-    });
+const noStrayWhitespace = (ctx: z.core.ParsePayload<string>) => {
+  const problem = secretWhitespaceProblem(ctx.value);
+  // The value is never part of the message (nor of the input kept on the issue): it is a secret.
+  if (problem) ctx.issues.push({ code: "custom", message: problem, input: "[secret]" });
+};
+
+const secret = (what: string) => z.string().min(1, `${what} is empty`).check(noStrayWhitespace);
 
 const timezone = z.string().refine(
   (tz) => {
@@ -143,8 +140,65 @@ export const TherapistSchema = z.strictObject({
   timezone: timezone.default("UTC").describe("IANA time zone of the therapist's events."),
   auth: TherapistAuthSchema.optional().describe("Overrides google.auth for this therapist."),
   writeback: WritebackSchema.partial().optional().describe("Overrides sync.writeback for this therapist."),
+  email: z
+    .email("expected an e-mail address")
+    .optional()
+    .describe(
+      "The therapist's own address: e-mailed about their own broken credentials by an e-mail target with `therapists: true`.",
+    ),
 });
 export type TherapistConfig = z.infer<typeof TherapistSchema>;
+
+const targetName = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,40}$/, "expected 1 to 40 letters, digits, _ or -")
+  .optional()
+  .describe("Name in logs and metrics (default: the type and its place in the list, e.g. webhook-1).");
+
+export const NotifyTargetSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("webhook").describe("webhook (a chat's incoming webhook) or email (SMTP)."),
+    name: targetName,
+    url: httpsUnlessLoopback("hooks.chat", "the webhook's token and the messages")
+      .check(noStrayWhitespace)
+      .describe("Incoming-webhook address; it holds the chat's secret token: use a ${...} reference."),
+    format: z
+      .enum(["slack", "matrix", "teams"])
+      .default("slack")
+      .describe("Payload: slack ({text}, also Mattermost), matrix (hookshot {text, html}) or teams (Workflows card)."),
+  }),
+  z.strictObject({
+    type: z.literal("email"),
+    name: targetName,
+    smtp: z
+      .strictObject({
+        host: z.string().min(1).describe("SMTP server."),
+        port: z.number().int().min(1).max(65535).default(587).describe("SMTP port."),
+        secure: z
+          .boolean()
+          .default(false)
+          .describe("TLS from the first byte (port 465); false upgrades with STARTTLS when the server offers it."),
+        auth: z
+          .strictObject({
+            user: z.string().min(1).describe("SMTP user name."),
+            pass: secret("notify.targets[].smtp.auth.pass").describe("SMTP password; use a ${...} reference."),
+          })
+          .optional()
+          .describe("SMTP login, when the server asks for one."),
+      })
+      .describe("The outgoing mail server."),
+    from: z.email("expected an e-mail address").describe("Sender address."),
+    to: z
+      .array(z.email("expected an e-mail address"))
+      .min(1, "at least one recipient")
+      .describe("Recipients of every notification."),
+    therapists: z
+      .boolean()
+      .default(false)
+      .describe("Also e-mail each OAuth therapist with an `email` about their own credentials (off by default)."),
+  }),
+]);
+export type NotifyTargetConfig = z.infer<typeof NotifyTargetSchema>;
 
 export const ConfigSchema = z
   .strictObject({
@@ -368,6 +422,48 @@ export const ConfigSchema = z
           ),
       })
       .prefault({}),
+    notify: z
+      .strictObject({
+        label: z
+          .string()
+          .min(1)
+          .max(60)
+          .default("calbridge")
+          .describe("Names this installation in every message (its subject starts with [label])."),
+        targets: z
+          .array(NotifyTargetSchema)
+          .default([])
+          .describe("Where messages go; none: conditions are tracked (and exported as metrics) but nobody is told."),
+        min_interval_seconds: z
+          .number()
+          .int()
+          .nonnegative()
+          .default(60)
+          .describe(
+            "Per target and recipient: at most one message this often; what comes up meanwhile is sent as one summary.",
+          ),
+        reconcile_failures: z
+          .number()
+          .int()
+          .positive()
+          .default(3)
+          .describe("Reconciliations failing in a row before a message."),
+        dead_letters_after_seconds: z
+          .number()
+          .int()
+          .nonnegative()
+          .default(300)
+          .describe("How long appointments must stay in the dead letters before a message (retries clear most)."),
+        webhook_check_hours: z
+          .number()
+          .positive()
+          .default(6)
+          .describe(
+            "How often GET /v1/webhooks is asked whether webhooks.public_url is registered and enabled (lowest priority).",
+          ),
+      })
+      .prefault({})
+      .describe("Messages to people when something breaks, and when it recovers."),
     therapists: z.array(TherapistSchema).min(1, "map at least one therapist"),
   })
   .superRefine((cfg, ctx) => {
@@ -389,6 +485,18 @@ export const ConfigSchema = z
         message: `must use another port than webhooks.listen (${cfg.webhooks.listen}): the admin routes are never served on the public port`,
       });
     }
+    const names = new Map<string, number>();
+    cfg.notify.targets.forEach((target, i) => {
+      const name = targetNameOf(target, i);
+      const first = names.get(name);
+      if (first !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["notify", "targets", i, "name"],
+          message: `duplicate target name "${name}" (first at notify.targets[${first}])`,
+        });
+      } else names.set(name, i);
+    });
     const seen = new Map<string, number>();
     cfg.therapists.forEach((t, i) => {
       const first = seen.get(t.therapist_id);
@@ -419,6 +527,11 @@ export const ConfigSchema = z
 
 export type Config = z.infer<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;
+
+/** A notification target's name: its own, or its type and place in the list ("webhook-1"). */
+export function targetNameOf(target: NotifyTargetConfig, index: number): string {
+  return target.name ?? `${target.type}-${index + 1}`;
+}
 
 /** The writeback settings in force for one therapist (global settings overlaid by the mapping's). */
 export function writebackFor(cfg: Config, therapist: TherapistConfig): WritebackConfig {

@@ -1,6 +1,6 @@
 // Owns the wiring of the daemon: from a validated Config to the running parts (store, booking client, one calendar
-// gateway per therapist, engine, webhook inbox and processor, calendar poller, scheduler, HTTP server, leader lease)
-// and their orderly start and stop.
+// gateway per therapist, engine, webhook inbox and processor, calendar poller, scheduler, HTTP server, leader lease,
+// notifications) and their orderly start and stop.
 import { createTask, type ScheduledTask } from "node-cron";
 import { Registry } from "prom-client";
 import { BookingClient } from "../booking/client.ts";
@@ -10,6 +10,8 @@ import { CalendarGateway } from "../calendar/gateway.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import { createLogger, type Logger } from "../log.ts";
+import { Notifier } from "../notify/notifier.ts";
+import { daemonView } from "../notify/view.ts";
 import { defaultHolderId, LeaderLease } from "../store/lease.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
@@ -45,6 +47,10 @@ export interface AppOptions {
   engine?: Partial<RetryPolicy>;
   /** Retries of one booking request (tests shorten it). */
   bookingMaxRetries?: number;
+  /** A therapist's reconnect link for notifications about broken OAuth credentials (the connect flow's link maker). */
+  reconnectLink?: (therapistId: string) => Promise<string | undefined>;
+  /** How often the notifier looks at the conditions (default 15 s). */
+  notifyIntervalMs?: number;
 }
 
 export interface App {
@@ -64,6 +70,7 @@ export interface App {
   readonly processor: InboxProcessor;
   readonly lease: LeaderLease;
   readonly push: PushChannels;
+  readonly notifier: Notifier;
   /** The public listener (booking webhooks, Google push, /healthz); set once start() ran. */
   http: HttpServer | undefined;
   /** The admin listener (/readyz, /metrics, /status, /healthz); set once start() ran. */
@@ -229,6 +236,27 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     registry,
   });
 
+  const notifier = new Notifier({
+    config,
+    store,
+    registry,
+    clock,
+    logger: logger.child({ component: "notify" }),
+    isLeader: () => lease.isLeader,
+    live: daemonView({ config, calendars, credentialErrors, deadLetters: () => sync.dead.count }),
+    listWebhooks: () => booking.listWebhooks({ priority: "reconcile" }),
+    // A new leader re-reads the dead letters, which the last leader may have changed since this replica started.
+    prepare: () => sync.dead.load().then(() => {}),
+    ...(options.reconnectLink ? { reconnectLink: options.reconnectLink } : {}),
+    ...(options.notifyIntervalMs ? { intervalMs: options.notifyIntervalMs } : {}),
+  });
+  const recordOutcome = (outcome: Parameters<Notifier["reconcileFinished"]>[0]) =>
+    notifier
+      .reconcileFinished(outcome)
+      .catch((err: unknown) =>
+        logger.warn({ err: describeError(err) }, "reconciliation outcome not recorded for notifications"),
+      );
+
   // Any replica's last successful reconciliation (the leader writes it to the shared store), so a standby stays ready.
   const meta = store.table<number>("meta");
   let lastReconcileAt: number | undefined = await meta.get("last_reconcile_success");
@@ -269,12 +297,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         const report = await reconcile(reconcileContext, opts);
         bookingState = { ok: true };
         if (!opts.dryRun && report.ok) lastReconcileAt = clock.now();
+        if (!opts.dryRun) await recordOutcome({ report });
         return report;
       } catch (err) {
         if (err instanceof BookingApiError && (err.kind === "auth" || err.kind === "transient")) {
           bookingState = { ok: false, detail: describeError(err) };
         }
         logger.error({ err: describeError(err) }, "reconciliation failed; nothing was deleted");
+        if (!opts.dryRun) await recordOutcome({ error: err });
         throw err;
       }
     })();
@@ -344,6 +374,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       });
       cron.start();
       void runReconcile().catch(() => {});
+      notifier.start();
     }
   };
   const stopLeaderWork = async () => {
@@ -354,6 +385,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     cron = undefined;
     poller.stop();
     push.stop();
+    await notifier.stop();
     // Webhook events in flight get a moment to finish; whatever the engine still holds is given up (their events stay
     // in the inbox, and the next leader replays and reconciles them).
     await processor.stop();
@@ -398,6 +430,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
     lease,
     push,
+    notifier,
     http: undefined,
     admin: undefined,
     reconcile: runReconcile,
@@ -520,6 +553,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       ]);
       clearTimeout(graceTimer);
       for (const gw of calendars.values()) gw.close();
+      notifier.close();
       await store.close();
       logger.info("calbridge stopped");
     },

@@ -1,5 +1,5 @@
-// Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, ...) on an
-// embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
+// Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, notifications, ...)
+// on an embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type KeyvSqlite from "@keyv/sqlite";
@@ -35,6 +35,7 @@ export const TABLES = [
   "credentials",
   "channels",
   "holds",
+  "notify",
 ] as const;
 export type TableName = (typeof TABLES)[number];
 

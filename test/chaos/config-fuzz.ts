@@ -19,6 +19,8 @@ export const CONFIG_ENV = {
   GOOGLE_CHANNEL_TOKEN: "chan_fuzz_e4a9b7c1d6f3",
   BEN_REFRESH_TOKEN: "1//fuzz-refresh-token-9d8c7b6a5f4e",
   CALBRIDGE_ADMIN_TOKEN: "admin_fuzz_7c2e9f1a4b6d",
+  NOTIFY_WEBHOOK_URL: "https://hooks.slack.com/services/T0FUZZ/B0FUZZ/fuzz-hook-token-7c2e",
+  SMTP_PASSWORD: "smtp-fuzz-password-41d9",
 };
 
 const EXAMPLE = readFileSync(join(ROOT, "config/example.yaml"), "utf8");

@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { Config } from "../../src/config/schema.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
+import { SMTP_PASS, SMTP_USER, startHookSink, startMailSink } from "../notify/support.ts";
 import { runCli, writeConfig } from "./support.ts";
 
 const PUBLIC_URL = "https://sync.example/webhooks/booking";
@@ -167,4 +168,53 @@ describe("calbridge doctor", () => {
     expect(r.stdout).toMatch(/^ok {3}calendar of th_ben: /m);
     expect(`${r.stdout}${r.stderr}`).not.toContain("hunter2secret");
   }, 20_000);
+
+  it("--notify-test sends a test message to every notification target and fails one that refuses it", async () => {
+    const mail = await startMailSink();
+    const hook = await startHookSink();
+    try {
+      const { file } = await healthy((c) => {
+        c.notify.targets = [
+          { type: "webhook", name: "chat", url: hook.url, format: "slack" },
+          {
+            type: "email",
+            name: "ops-mail",
+            smtp: { host: "127.0.0.1", port: mail.port, secure: false, auth: { user: SMTP_USER, pass: SMTP_PASS } },
+            from: "calbridge@clinic.test",
+            to: ["ops@clinic.test"],
+            therapists: false,
+          },
+        ];
+      });
+      const r = await runCli("doctor", "--notify-test", "--config", file);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^ok {3}notify chat: test message sent; check that it arrived$/m);
+      expect(r.stdout).toMatch(/^ok {3}notify ops-mail: test message sent; check that it arrived$/m);
+      expect(hook.posts.map((p) => String(p.body.text))).toEqual([
+        expect.stringMatching(/^\*\[calbridge\] Test notification\*\nThis is a test message from `calbridge doctor/),
+      ]);
+      expect(mail.mails.map((m) => m.subject)).toEqual(["[calbridge] Test notification"]);
+
+      hook.failNext(1, 404);
+      const json = await runCli("doctor", "--json", "--notify-test", "--config", file);
+      expect(json.code).toBe(1);
+      const checks = (JSON.parse(json.stdout) as { checks: Check[] }).checks;
+      expect(byName(checks, "notify")).toEqual([
+        {
+          name: "notify chat",
+          status: "fail",
+          detail: "target chat: HTTP 404 invalid_payload",
+          fix: "check the address, credentials and format of notify target chat",
+        },
+        { name: "notify ops-mail", status: "ok", detail: "test message sent; check that it arrived" },
+      ]);
+      // Without the flag nothing is sent.
+      expect((await runCli("doctor", "--config", file)).code).toBe(0);
+      expect(mail.mails).toHaveLength(2);
+      expect(json.stdout).not.toContain("secret-token");
+    } finally {
+      await mail.close();
+      await hook.close();
+    }
+  });
 });

@@ -15,6 +15,8 @@ const env = {
   GOOGLE_CHANNEL_TOKEN: "chan_token_123456",
   BEN_REFRESH_TOKEN: "1//refresh-ben-123456",
   CALBRIDGE_ADMIN_TOKEN: "admin-token-123456",
+  NOTIFY_WEBHOOK_URL: "https://hooks.slack.com/services/T0/B0/example-token",
+  SMTP_PASSWORD: "smtp-password-123456",
 };
 
 const minimal = `
@@ -295,6 +297,76 @@ therapists:
 
   it("reports a missing file clearly", () => {
     expect(() => loadConfig("/nonexistent/calbridge.yaml")).toThrow(/file not found/);
+  });
+
+  it("reads notification targets: defaults, secrets registered, and every kind of mistake named", () => {
+    const registry = new SecretRegistry();
+    const notify = `notify:
+  targets:
+    - { type: webhook, url: "\${HOOK_URL}" }
+    - type: email
+      smtp: { host: smtp.clinic.example, auth: { user: calbridge, pass: "\${SMTP_PASS}" } }
+      from: calbridge@clinic.example
+      to: [ops@clinic.example]
+`;
+    const hookUrl = "https://hooks.slack.com/services/T0/B0/abcdefghijkl";
+    const cfg = parseConfig(minimal + notify, {
+      env: { ...env, HOOK_URL: hookUrl, SMTP_PASS: "smtp-pass-123456" },
+      secrets: registry,
+    });
+    expect(cfg.notify).toMatchObject({
+      label: "calbridge",
+      min_interval_seconds: 60,
+      reconcile_failures: 3,
+      dead_letters_after_seconds: 300,
+      webhook_check_hours: 6,
+    });
+    expect(cfg.notify.targets[0]).toEqual({ type: "webhook", url: hookUrl, format: "slack" });
+    expect(cfg.notify.targets[1]).toMatchObject({ smtp: { port: 587, secure: false }, therapists: false });
+    expect(registry.scrub(`posting to ${hookUrl} with smtp-pass-123456`)).toBe("posting to [REDACTED] with [REDACTED]");
+    expect(parseConfig(minimal, { env, secrets: new SecretRegistry() }).notify.targets).toEqual([]);
+    // Written into the file as it is (not advised), the address is still a secret.
+    const literal = new SecretRegistry();
+    parseConfig(`${minimal}notify:\n  targets: [{ type: webhook, url: "${hookUrl}" }]\n`, { env, secrets: literal });
+    expect(literal.scrub(`to ${hookUrl}`)).toBe("to [REDACTED]");
+
+    const bad = `notify:
+  targets:
+    - { type: webhook, url: "http://hooks.example/x", format: discord }
+    - { type: webhook, name: webhook-1, url: "https://hooks.example/y" }
+    - { type: email, smtp: { host: "" }, from: nobody, to: [] }
+    - { type: pager }
+therapists:
+  - therapist_id: th_anna
+    calendar_id: anna@clinic.example
+    email: anna-at-clinic
+`;
+    const p = problems(minimal.replace(/therapists:[\s\S]*$/, "") + bad);
+    expect(p).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /^notify\.targets\[0\]\.url: must be an https:\/\/ URL: over http:\/\/ the webhook's token and the messages would travel in clear text/,
+        ),
+        expect.stringMatching(/^notify\.targets\[0\]\.format: expected one of "slack", "matrix", "teams"/),
+        expect.stringMatching(/^notify\.targets\[2\]\.smtp\.host: /),
+        expect.stringMatching(/^notify\.targets\[2\]\.from: expected an e-mail address/),
+        expect.stringMatching(/^notify\.targets\[2\]\.to: at least one recipient/),
+        expect.stringMatching(/^notify\.targets\[3\]\.type: unknown type/),
+        expect.stringMatching(/^therapists\[0\]\.email: expected an e-mail address/),
+      ]),
+    );
+    const dup = `notify:
+  targets:
+    - { type: webhook, url: "https://hooks.example/x" }
+    - { type: webhook, name: webhook-1, url: "https://hooks.example/y" }
+`;
+    expect(problems(minimal + dup)).toEqual([
+      'notify.targets[1].name: duplicate target name "webhook-1" (first at notify.targets[0]) (line 15)',
+    ]);
+    const stray = `notify:\n  targets:\n    - { type: webhook, url: "\${HOOK_URL}" }\n`;
+    expect(problems(minimal + stray, { ...env, HOOK_URL: `${hookUrl}\n` }).join("\n")).toMatch(
+      /^notify\.targets\[0\]\.url: has a trailing newline/,
+    );
   });
 
   it("exports a JSON Schema and the example documents every key of it, and only those", () => {

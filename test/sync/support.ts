@@ -1,5 +1,5 @@
 // Test support for the sync engine: a simulated world plus an App built from its config by the production wiring.
-import { type App, createApp } from "../../src/daemon/app.ts";
+import { type App, type AppOptions, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World, type WorldOptions } from "../../src/simulator/world.ts";
 
@@ -19,6 +19,8 @@ export async function harness(
   options: WorldOptions & {
     logger?: import("../../src/log.ts").Logger;
     engine?: Partial<import("../../src/sync/retry.ts").RetryPolicy>;
+    /** More options of the App (its own clock, a reconnect-link maker, ...). */
+    app?: Pick<AppOptions, "clock" | "reconnectLink">;
   } = {},
 ): Promise<Harness> {
   const world = await startWorld(options);
@@ -28,6 +30,7 @@ export async function harness(
     oneShot: true,
     listen: "127.0.0.1:0",
     ...(options.engine ? { engine: options.engine } : {}),
+    ...options.app,
   });
   const live = (t: string) => world.google.events(world.calendarOf(t)).filter((e) => e.status !== "cancelled");
   return {

@@ -1,0 +1,276 @@
+// Owns the conditions people are told about: for each, how it is observed (open, clear, or not known yet) and what
+// the message says when it opens and when it clears. Adding one is one entry in CONDITIONS (and, when it needs a
+// fact the view lacks, one field in view.ts). Messages name therapists, calendars and counts, never a customer.
+import type { Config } from "../config/schema.ts";
+import type { NotifyView, TherapistView } from "./view.ts";
+
+export type Facts = Record<string, string | number | boolean>;
+
+/** One subject of a condition as observed now. `open` undefined: not known yet (the stored state stands). */
+export interface Observation {
+  /** The thing concerned within the condition ("" when the condition is about the whole daemon). */
+  subject: string;
+  open: boolean | undefined;
+  therapistId?: string;
+  /** What the message needs; kept in the store with the notice, so only safe values (ids, counts, codes). */
+  facts: Facts;
+}
+
+/** A condition that opened or cleared: what is queued for each recipient. */
+export interface Notice {
+  id: string;
+  condition: string;
+  subject: string;
+  opened: boolean;
+  at: number;
+  therapistId?: string;
+  facts: Facts;
+}
+
+export interface Text {
+  title: string;
+  text: string;
+  link?: { label: string; url: string };
+}
+
+export interface DescribeContext {
+  config: Config;
+  /** admins: the configured recipients; therapist: the therapist concerned (e-mail). */
+  audience: "admins" | "therapist";
+  /** The therapist's reconnect link, when the condition asks for one and the maker gave one. */
+  reconnectLink?: string;
+}
+
+export interface ConditionKind {
+  /** Stable id: the prefix of its keys in the store (never rename one). */
+  readonly id: string;
+  observe(view: NotifyView, config: Config): Observation[];
+  describe(notice: Notice, ctx: DescribeContext): Text;
+  /** How long an observation must stay open before it counts (absorbs what retries clear by themselves). */
+  holdMs?(config: Config): number;
+  /** Its notices also go to the therapist concerned (e-mail targets with `therapists: true`, OAuth therapists). */
+  readonly tellsTherapist?: boolean;
+  /** Its opening message carries the therapist's reconnect link (OAuth therapists). */
+  readonly reconnect?: boolean;
+}
+
+const who = (config: Config, therapistId: string | undefined): string => {
+  const t = config.therapists.find((x) => x.therapist_id === therapistId);
+  return t?.name ? `${t.name} (${therapistId})` : String(therapistId);
+};
+
+const firstName = (config: Config, therapistId: string | undefined): string =>
+  config.therapists.find((x) => x.therapist_id === therapistId)?.name ?? "";
+
+const utc = (ms: number): string => `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")} UTC`;
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+const perTherapist = (
+  view: NotifyView,
+  fn: (t: TherapistView) => Omit<Observation, "subject" | "therapistId">,
+): Observation[] => view.therapists.map((t) => ({ subject: t.id, therapistId: t.id, ...fn(t) }));
+
+const credentials: ConditionKind = {
+  id: "credentials",
+  tellsTherapist: true,
+  reconnect: true,
+  observe: (view) =>
+    perTherapist(view, (t) => ({
+      open: t.credentials === "unknown" ? undefined : t.credentials !== "ok",
+      facts: {
+        auth: t.auth,
+        setup: t.credentials === "setup",
+        ...(t.reason ? { reason: t.reason } : {}),
+        ...(t.impersonate ? { subject: t.impersonate } : {}),
+      },
+    })),
+  describe(n, { config, audience, reconnectLink }) {
+    const name = who(config, n.therapistId);
+    const link = reconnectLink ? { link: { label: "Reconnect the calendar", url: reconnectLink } } : {};
+    if (audience === "therapist") {
+      const hello = firstName(config, n.therapistId) ? `Hello ${firstName(config, n.therapistId)}, ` : "";
+      return n.opened
+        ? {
+            title: "Your Google Calendar is no longer updated",
+            text:
+              `${hello}calbridge can no longer reach your Google Calendar: Google refused its access. New and changed ` +
+              "appointments will not appear there until it is reconnected." +
+              (reconnectLink ? " Open the link below to reconnect it." : " The clinic's administrator has been told."),
+            ...link,
+          }
+        : { title: "Your Google Calendar is connected again", text: "Your appointments appear in it again." };
+    }
+    if (!n.opened) {
+      return { title: `Google credentials of ${name} work again`, text: "Their appointments are mirrored again." };
+    }
+    const oauth = n.facts.auth === "oauth";
+    const fix = oauth
+      ? reconnectLink
+        ? "Send them the reconnect link below."
+        : `Reconnect their calendar (\`calbridge authorize --therapist ${n.therapistId}\`).`
+      : `Check the service account's key and its domain-wide delegation for ${n.facts.subject ?? "their address"}.`;
+    if (n.facts.setup) {
+      const why =
+        n.facts.reason === "not_connected"
+          ? "No refresh token is stored for them: their calendar was never connected."
+          : "calbridge could not load their credentials at start (the log says why).";
+      return { title: `${name} has no usable Google credentials`, text: `${why} ${fix}`, ...link };
+    }
+    const reason = n.facts.reason ? ` (${n.facts.reason})` : "";
+    const testing =
+      oauth && n.facts.reason === "invalid_grant"
+        ? ' (An OAuth consent screen left in "Testing" issues refresh tokens that expire after 7 days.)'
+        : "";
+    return {
+      title: `Google credentials of ${name} stopped working`,
+      text:
+        `Google refused calbridge's access to their calendar${reason}. Their appointments are not mirrored and their ` +
+        `calendar changes are not read until this is fixed; nothing is lost meanwhile. ${fix}${testing}`,
+      ...link,
+    };
+  },
+};
+
+const quotaPause: ConditionKind = {
+  id: "quota_pause",
+  observe: (view) =>
+    perTherapist(view, (t) => ({
+      // Without a call since the start, nothing is known (a pause does not outlive a restart, quotas do).
+      open: t.quotaPause ? true : t.credentials === "unknown" || t.credentials === "setup" ? undefined : false,
+      facts: t.quotaPause ? { reason: t.quotaPause.reason, until: t.quotaPause.until } : ({} as Facts),
+    })),
+  describe(n, { config }) {
+    const name = who(config, n.therapistId);
+    if (!n.opened) {
+      return {
+        title: `Calendar of ${name} resumed`,
+        text: "Google accepts calls to it again; calbridge is catching up.",
+      };
+    }
+    const reason = String(n.facts.reason ?? "quotaExceeded");
+    return {
+      title: `Google paused the calendar of ${name} (${reason})`,
+      text:
+        `Google answered ${reason}: the calendar's usage limit is used up. calbridge leaves it alone until ` +
+        `${utc(Number(n.facts.until))} and then tries again; nothing is lost meanwhile. If this recurs, ask Google ` +
+        "for more Calendar API quota.",
+    };
+  },
+};
+
+const deadLetters: ConditionKind = {
+  id: "dead_letters",
+  holdMs: (config) => config.notify.dead_letters_after_seconds * 1000,
+  observe: (view) => [
+    {
+      subject: "",
+      open: view.deadLetters === undefined ? undefined : view.deadLetters > 0,
+      facts: { count: view.deadLetters ?? 0 },
+    },
+  ],
+  describe: (n) =>
+    n.opened
+      ? {
+          title: `${plural(Number(n.facts.count), "appointment")} failed to sync`,
+          text:
+            "They are in the dead letters after failing repeatedly and are tried again by each reconciliation. " +
+            "The log says why (search it for the appointment ids); /status shows the count.",
+        }
+      : { title: "No appointments left in the dead letters", text: "Every appointment synced again." },
+};
+
+const massDeleteGuard: ConditionKind = {
+  id: "mass_delete_guard",
+  observe: (view) => [
+    {
+      subject: "",
+      open: view.reconcile?.guard?.tripped,
+      facts: { destructive: view.reconcile?.guard?.destructive ?? 0, managed: view.reconcile?.guard?.managed ?? 0 },
+    },
+  ],
+  describe: (n) =>
+    n.opened
+      ? {
+          title: "The mass-deletion guard held a reconciliation",
+          text:
+            `It would have removed ${n.facts.destructive} of ${n.facts.managed} managed events; nothing was deleted or ` +
+            "cancelled. Read the plan with `calbridge reconcile --dry-run`; if it is right, apply it with " +
+            "`calbridge reconcile --force`.",
+        }
+      : { title: "The mass-deletion guard is clear", text: "The last reconciliation looked sane and ran in full." },
+};
+
+const bookingEndpoint: ConditionKind = {
+  id: "booking_endpoint",
+  observe: (view, config) => [
+    {
+      subject: "",
+      // Checked against webhooks.public_url only; an answer about an earlier address says nothing.
+      open:
+        view.endpoint && view.endpoint.url === config.webhooks.public_url
+          ? view.endpoint.state !== "enabled"
+          : undefined,
+      facts: view.endpoint ? { state: view.endpoint.state, url: view.endpoint.url } : ({} as Facts),
+    },
+  ],
+  describe(n) {
+    if (!n.opened) {
+      return {
+        title: "The booking webhook endpoint is enabled again",
+        text: `${n.facts.url} receives the booking service's webhooks again.`,
+      };
+    }
+    return n.facts.state === "disabled"
+      ? {
+          title: "The booking service's webhook endpoint is DISABLED",
+          text:
+            `No webhooks reach ${n.facts.url}: the booking service disables an endpoint after 7 failed deliveries. ` +
+            "Only the reconciliation keeps calendars current meanwhile. Fix the cause (the dashboard's delivery log " +
+            "shows it), then re-enable the endpoint in Settings > Webhooks.",
+        }
+      : {
+          title: "The booking webhook endpoint is not registered",
+          text:
+            `GET /v1/webhooks lists no endpoint for ${n.facts.url}, so no webhooks arrive; only the reconciliation ` +
+            "keeps calendars current. Add it in Settings > Webhooks with the appointment events.",
+        };
+  },
+};
+
+const reconcileFailing: ConditionKind = {
+  id: "reconcile_failing",
+  observe: (view, config) => [
+    {
+      subject: "",
+      open: view.reconcile === undefined ? undefined : view.reconcile.failures >= config.notify.reconcile_failures,
+      facts: {
+        failures: view.reconcile?.failures ?? 0,
+        ...(view.reconcile?.lastError ? { error: view.reconcile.lastError } : {}),
+      },
+    },
+  ],
+  describe: (n) =>
+    n.opened
+      ? {
+          title: `Reconciliation failed ${n.facts.failures} times in a row`,
+          text:
+            `Last error: ${n.facts.error ?? "unknown"}. Calendars may fall behind (webhooks still apply changes); ` +
+            "the log has the details.",
+        }
+      : { title: "Reconciliation succeeds again", text: "The last reconciliation ran without failures." },
+};
+
+/** Every condition, in the order their messages are listed in a summary. */
+export const CONDITIONS: readonly ConditionKind[] = [
+  credentials,
+  quotaPause,
+  deadLetters,
+  massDeleteGuard,
+  bookingEndpoint,
+  reconcileFailing,
+];
+
+export function conditionById(id: string): ConditionKind | undefined {
+  return CONDITIONS.find((c) => c.id === id);
+}

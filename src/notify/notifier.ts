@@ -1,0 +1,289 @@
+// Owns telling people: on the leader, every interval, it observes each condition, records what opened or cleared
+// (level-triggered: one message when a condition opens, none while it stays open, one when it clears; the state lives
+// in the store), queues the notices per recipient, and delivers each queue as one message at most every
+// min_interval_seconds, retrying a failed target with backoff. It runs on a timer of its own and never blocks sync.
+import { hostname } from "node:os";
+import type { Registry } from "prom-client";
+import { type Clock, systemClock } from "../clock.ts";
+import type { Config } from "../config/schema.ts";
+import { secrets as defaultSecrets, type Logger, type SecretRegistry, silentLogger } from "../log.ts";
+import type { Store } from "../store/store.ts";
+import { describeError } from "../sync/errors.ts";
+import { type Channel, channelsFor } from "./channels.ts";
+import { CONDITIONS, conditionById, type Notice, type Text } from "./conditions.ts";
+import { EndpointCheck } from "./endpoint-check.ts";
+import { type ConditionState, NotifyLedger, type Outbox } from "./ledger.ts";
+import { type NotifyMetrics, notifyMetrics } from "./metrics.ts";
+import { afterReconcile, type ReconcileOutcome } from "./outcomes.ts";
+import { compose, type Message } from "./render.ts";
+import type { LiveView, NotifyView } from "./view.ts";
+
+export interface NotifierOptions {
+  config: Config;
+  store: Store;
+  registry: Registry;
+  clock?: Clock;
+  logger?: Logger;
+  /** Only the leader observes and sends. */
+  isLeader(): boolean;
+  live(): LiveView;
+  listWebhooks(): Promise<Record<string, unknown>[]>;
+  /** The therapist's reconnect link (the connect flow's link maker); undefined when there is none. */
+  reconnectLink?: (therapistId: string) => Promise<string | undefined>;
+  /** Run once before the first check of a leadership term (re-read what another leader may have changed). */
+  prepare?: () => Promise<unknown>;
+  /** How often conditions are observed and queues delivered (default 15 s). */
+  intervalMs?: number;
+  /** Recipients (default: from config.notify.targets). */
+  channels?: Channel[];
+  secrets?: SecretRegistry;
+  random?: () => number;
+}
+
+export interface TestResult {
+  target: string;
+  ok: boolean;
+  detail: string;
+}
+
+/** First retry of a failed target; doubles per failure up to BACKOFF_MAX_MS. */
+export const BACKOFF_BASE_MS = 30_000;
+export const BACKOFF_MAX_MS = 30 * 60_000;
+
+export class Notifier {
+  readonly channels: readonly Channel[];
+  readonly #o: NotifierOptions;
+  readonly #config: Config;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #ledger: NotifyLedger;
+  readonly #metrics: NotifyMetrics;
+  readonly #endpoint: EndpointCheck;
+  readonly #secrets: SecretRegistry;
+  /** When each condition was first seen open (for conditions that must stay open a while before they count). */
+  readonly #openSince = new Map<string, number>();
+  #chain: Promise<void> = Promise.resolve();
+  #stop: AbortController | undefined;
+  #loop: Promise<void> | undefined;
+
+  constructor(options: NotifierOptions) {
+    this.#o = options;
+    this.#config = options.config;
+    this.#clock = options.clock ?? systemClock;
+    this.#log = options.logger ?? silentLogger;
+    this.#secrets = options.secrets ?? defaultSecrets;
+    this.#ledger = new NotifyLedger(options.store);
+    this.#metrics = notifyMetrics(options.registry);
+    this.channels = options.channels ?? channelsFor(options.config);
+    this.#endpoint = new EndpointCheck({
+      url: options.config.webhooks.public_url,
+      everyMs: options.config.notify.webhook_check_hours * 3_600_000,
+      listWebhooks: options.listWebhooks,
+      ledger: this.#ledger,
+      clock: this.#clock,
+      logger: this.#log,
+      metrics: this.#metrics,
+    });
+  }
+
+  /** Checks now and then every interval, until stop() (leader work). */
+  start(): void {
+    if (this.#loop) return;
+    const stop = new AbortController();
+    this.#stop = stop;
+    const every = this.#o.intervalMs ?? 15_000;
+    this.#loop = (async () => {
+      await this.#o.prepare?.().catch((err: unknown) => this.#log.warn({ err: describeError(err) }, "prepare failed"));
+      while (!stop.signal.aborted) {
+        await this.check().catch((err: unknown) =>
+          this.#log.warn({ err: describeError(err) }, "notifications not checked; trying again next interval"),
+        );
+        await this.#clock.sleep(every, stop.signal).catch(() => {});
+      }
+    })();
+  }
+
+  /** Stops the timer; a delivery in flight is abandoned and stays queued (sent twice, perhaps; lost, never). */
+  async stop(): Promise<void> {
+    this.#stop?.abort();
+    await this.#loop;
+    await this.#chain;
+    this.#loop = undefined;
+    this.#stop = undefined;
+  }
+
+  close(): void {
+    for (const c of this.channels) c.close();
+  }
+
+  /** Observes, records and delivers once (one at a time); a no-op unless this replica leads. */
+  check(): Promise<void> {
+    const run = this.#chain.then(async () => {
+      if (!this.#o.isLeader()) return;
+      await this.#endpoint.runIfDue();
+      await this.#evaluate();
+      await Promise.all(this.channels.map((c) => this.#deliver(c)));
+    });
+    this.#chain = run.catch(() => {});
+    return run;
+  }
+
+  /** A non-dry-run reconciliation ended: the failure streak and the guard's state, kept in the store. */
+  async reconcileFinished(outcome: ReconcileOutcome): Promise<void> {
+    const facts = afterReconcile(await this.#ledger.reconcileFacts(), outcome, this.#clock.now());
+    await this.#ledger.setReconcileFacts(facts);
+    this.#metrics.reconcileFailures.set(facts.failures);
+  }
+
+  /** `calbridge doctor --notify-test`: one test message to every target, now, past queues and rate limits. */
+  async sendTest(): Promise<TestResult[]> {
+    const message = compose(
+      this.#config.notify.label,
+      [
+        {
+          title: "Test notification",
+          text:
+            `This is a test message from \`calbridge doctor --notify-test\` on ${hostname()}. ` +
+            "If you can read it, calbridge's notifications reach this target.",
+        },
+      ],
+      0,
+    );
+    return Promise.all(
+      this.channels
+        .filter((c) => c.audience === "admins")
+        .map(async (c): Promise<TestResult> => {
+          try {
+            await c.send(message);
+            return { target: c.target, ok: true, detail: "test message accepted" };
+          } catch (err) {
+            return { target: c.target, ok: false, detail: describeError(err) };
+          }
+        }),
+    );
+  }
+
+  async #evaluate(): Promise<void> {
+    const now = this.#clock.now();
+    const [reconcile, endpoint] = await Promise.all([this.#ledger.reconcileFacts(), this.#ledger.endpointFacts()]);
+    const view: NotifyView = {
+      ...this.#o.live(),
+      now,
+      ...(reconcile ? { reconcile } : {}),
+      ...(endpoint ? { endpoint } : {}),
+    };
+    this.#metrics.reconcileFailures.set(reconcile?.failures ?? 0);
+    const observed = CONDITIONS.flatMap((kind) =>
+      kind.observe(view, this.#config).map((o) => ({ kind, o, key: `${kind.id}:${o.subject}` })),
+    );
+    const stored = await this.#ledger.conditions(observed.map((x) => x.key));
+    const states = new Map<string, ConditionState>();
+    const notices: { notice: Notice; tellsTherapist: boolean }[] = [];
+    observed.forEach(({ kind, o, key }, i) => {
+      const wasOpen = stored[i]?.open ?? false;
+      let open = o.open;
+      if (open === true) {
+        const since = this.#openSince.get(key) ?? now;
+        this.#openSince.set(key, since);
+        if (!wasOpen && now - since < (kind.holdMs?.(this.#config) ?? 0)) open = undefined;
+      } else if (open === false) this.#openSince.delete(key);
+      if (open === undefined || open === wasOpen) return;
+      states.set(key, { open, since: now });
+      const notice: Notice = {
+        id: `${key}@${now}`,
+        condition: kind.id,
+        subject: o.subject,
+        opened: open,
+        at: now,
+        ...(o.therapistId ? { therapistId: o.therapistId } : {}),
+        facts: o.facts,
+      };
+      notices.push({ notice, tellsTherapist: kind.tellsTherapist === true });
+      this.#log.info(
+        { condition: kind.id, ...(o.subject ? { subject: o.subject } : {}), facts: o.facts },
+        open ? "condition opened: people are told" : "condition cleared: people are told",
+      );
+    });
+    const queued = new Map<string, Notice[]>();
+    for (const c of this.channels) {
+      const mine = notices
+        .filter((n) => c.audience === "admins" || (n.tellsTherapist && n.notice.therapistId === c.therapistId))
+        .map((n) => n.notice);
+      if (mine.length > 0) queued.set(c.id, mine);
+    }
+    await this.#ledger.commit(states, queued);
+  }
+
+  async #deliver(channel: Channel): Promise<void> {
+    const box = await this.#ledger.outbox(channel.id);
+    if (box.notices.length === 0 || this.#clock.now() < box.nextAt || !this.#o.isLeader()) return;
+    const message = await this.#message(channel, box);
+    if (!message) {
+      await this.#ledger.saveOutbox(channel.id, { notices: [], attempts: 0, nextAt: box.nextAt });
+      return;
+    }
+    const signal = this.#stop?.signal;
+    try {
+      await channel.send(message, signal);
+    } catch (err) {
+      if (signal?.aborted) return; // stopping: it stays queued for the next leader or start
+      const attempts = box.attempts + 1;
+      const full = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1));
+      const delay = Math.round(full * (0.5 + (this.#o.random ?? Math.random)() / 2));
+      this.#metrics.deliveries.inc({ target: channel.target, result: "failed" });
+      this.#log.warn(
+        { target: channel.target, attempts, retry_in_s: Math.round(delay / 1000), err: describeError(err) },
+        "notification not delivered; retried with backoff",
+      );
+      await this.#ledger.saveOutbox(channel.id, { ...box, attempts, nextAt: this.#clock.now() + delay });
+      return;
+    }
+    this.#metrics.deliveries.inc({ target: channel.target, result: "sent" });
+    this.#log.info(
+      {
+        target: channel.target,
+        notices: box.notices.length,
+        ...(channel.therapistId ? { therapist_id: channel.therapistId } : {}),
+      },
+      "notification sent",
+    );
+    const next = this.#clock.now() + this.#config.notify.min_interval_seconds * 1000;
+    await this.#ledger.saveOutbox(channel.id, { notices: [], attempts: 0, nextAt: next });
+  }
+
+  /** The queue as one message (a summary when it holds several notices); undefined when nothing in it is known. */
+  async #message(channel: Channel, box: Outbox): Promise<Message | undefined> {
+    const links = new Map<string, Promise<string | undefined>>();
+    const texts: Text[] = [];
+    let opened = 0;
+    for (const n of box.notices) {
+      const kind = conditionById(n.condition);
+      if (!kind) continue; // written by another version of calbridge
+      const wantsLink = kind.reconnect && n.opened && n.facts.auth === "oauth" && n.therapistId !== undefined;
+      let link: string | undefined;
+      if (wantsLink && n.therapistId) {
+        const id = n.therapistId;
+        if (!links.has(id)) links.set(id, this.#reconnectLink(id));
+        link = await links.get(id);
+      }
+      const t = kind.describe(n, {
+        config: this.#config,
+        audience: channel.audience,
+        ...(link ? { reconnectLink: link } : {}),
+      });
+      texts.push({ ...t, title: this.#secrets.scrub(t.title), text: this.#secrets.scrub(t.text) });
+      if (n.opened) opened++;
+    }
+    return texts.length > 0 ? compose(this.#config.notify.label, texts, opened, box.dropped ?? 0) : undefined;
+  }
+
+  async #reconnectLink(therapistId: string): Promise<string | undefined> {
+    if (!this.#o.reconnectLink) return undefined;
+    try {
+      return await this.#o.reconnectLink(therapistId);
+    } catch (err) {
+      this.#log.warn({ therapist_id: therapistId, err: describeError(err) }, "no reconnect link for the message");
+      return undefined;
+    }
+  }
+}
