@@ -9,6 +9,7 @@ import { main } from "../../src/cli.ts";
 import { createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
+import { answerConsent } from "../support/consent.ts";
 
 let world: World | undefined;
 afterEach(async () => {
@@ -34,7 +35,6 @@ describe("calbridge authorize", () => {
     client = world.google.registerOAuthClient();
     world.config.google.oauth = client;
     world.google.consent.subject = "ben@personal.test";
-    world.google.consent.approve = true;
     const file = join(world.dir, "calbridge.yaml");
     writeFileSync(file, stringify(world.config));
 
@@ -46,10 +46,8 @@ describe("calbridge authorize", () => {
       const url = printed.match(/https?:\/\/\S+authorize\S*/)?.[0];
       if (url) {
         printed = "";
-        void request(url).then(async (res) => {
-          await res.body.dump();
-          const location = res.headers.location;
-          if (typeof location === "string") await (await request(location)).body.dump();
+        void answerConsent(url).then(async (location) => {
+          await (await request(location)).body.dump();
         });
       }
       return true;
