@@ -11,6 +11,7 @@ import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
 import { type App, createApp } from "./daemon/app.ts";
 import { createLogger, type Logger } from "./log.ts";
+import { saveRefreshToken } from "./store/credentials.ts";
 import { openStore } from "./store/store.ts";
 
 const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
@@ -163,9 +164,10 @@ export function program(): Command {
       });
       const store = await openStore(config.store.url);
       try {
-        await store
-          .table("credentials")
-          .set(`oauth:${t.therapist_id}`, { refresh_token: result.refresh_token, at: Date.now() });
+        await saveRefreshToken(store, t.therapist_id, result.refresh_token, {
+          via: "authorize",
+          scopes: result.scopes,
+        });
       } finally {
         await store.close();
       }

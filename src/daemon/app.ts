@@ -10,6 +10,7 @@ import { CalendarGateway } from "../calendar/gateway.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import { createLogger, type Logger } from "../log.ts";
+import { loadRefreshToken } from "../store/credentials.ts";
 import { defaultHolderId, LeaderLease } from "../store/lease.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
@@ -71,8 +72,8 @@ async function authFor(config: Config, t: TherapistConfig, store: Store): Promis
   if (type === "oauth") {
     const oauth = config.google.oauth;
     if (!oauth) throw new Error("google.oauth is required for OAuth therapists");
-    const stored = await store.table<{ refresh_token: string }>("credentials").get(`oauth:${t.therapist_id}`);
-    const refreshToken = (t.auth?.type === "oauth" ? t.auth.refresh_token : undefined) ?? stored?.refresh_token;
+    const stored = await loadRefreshToken(store, t.therapist_id);
+    const refreshToken = (t.auth?.type === "oauth" ? t.auth.refresh_token : undefined) ?? stored;
     if (!refreshToken) {
       throw new Error(`no OAuth refresh token; run \`calbridge authorize --therapist ${t.therapist_id}\``);
     }
