@@ -25,7 +25,17 @@ export interface Table<T> {
   entries(): AsyncIterable<[string, T]>;
 }
 
-export const TABLES = ["links", "eventindex", "tokens", "inbox", "dead", "meta", "credentials", "channels"] as const;
+export const TABLES = [
+  "links",
+  "eventindex",
+  "tokens",
+  "inbox",
+  "dead",
+  "meta",
+  "credentials",
+  "channels",
+  "invites",
+] as const;
 export type TableName = (typeof TABLES)[number];
 
 export interface Store {
