@@ -134,7 +134,9 @@ const TherapistAuthSchema = z.discriminatedUnion("type", [
     type: z.literal("oauth"),
     refresh_token: secret("refresh_token")
       .optional()
-      .describe("Refresh token; omit to use the one stored by `calbridge authorize`."),
+      .describe(
+        "Refresh token; omit to use the one stored by the connect pages or `calbridge authorize` (one set here wins).",
+      ),
   }),
   z.strictObject({ type: z.literal("service_account") }),
 ]);

@@ -4,7 +4,7 @@
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { createInvite } from "../../src/connect/invite.ts";
-import { loadRefreshToken } from "../../src/store/credentials.ts";
+import { loadRefreshToken, saveRefreshToken } from "../../src/store/credentials.ts";
 import { runCli } from "../cli/support.ts";
 import { answerConsent, type ConsentChoice } from "../support/consent.ts";
 import { captureLog } from "../support/log-capture.ts";
@@ -149,7 +149,7 @@ describe("connect pages", () => {
   });
 
   it("reconnects a therapist whose token was revoked: /status and doctor say who and how, then sync resumes", async () => {
-    const log = captureLog("info");
+    const log = captureLog("debug");
     cw = await startConnectWorld({ logger: log.logger });
     const w = cw;
     await connectThrough(await w.invite());
@@ -174,7 +174,8 @@ describe("connect pages", () => {
 
     // The therapist consents again (a new grant: the emulator lets the account back in) through a new link.
     w.world.google.restoreAccess(BEN);
-    const { page } = await connectThrough(await w.invite());
+    const relink = await w.invite();
+    const { page, callback } = await connectThrough(relink);
     expect(page.status).toBe(200);
     expect((await w.app.status()).therapists[0]!.credentials.ok).toBe(true);
     await w.app.reconcile({ therapistId: "th_ben" }); // joins the backfill if it still runs
@@ -184,6 +185,60 @@ describe("connect pages", () => {
     );
     await w.app.reconcile({ therapistId: "th_ben" });
     expect(w.live().some((e) => JSON.stringify(e).includes(String(apt.id)))).toBe(true);
-    expect(log.raw.join("\n")).not.toContain(CONNECT_SECRET);
+    // Neither the secret, the link's token nor Google's code reaches a log line (the request lines included).
+    const text = log.raw.join("\n");
+    expect(text).toContain("/connect/callback");
+    for (const secret of [
+      CONNECT_SECRET,
+      new URL(relink).searchParams.get("invite")!,
+      callback.searchParams.get("code")!,
+    ]) {
+      expect(text).not.toContain(secret);
+    }
+  });
+
+  it("a token without the calendar scope (stored before scopes were checked) is named in /status, doctor and /metrics", async () => {
+    cw = await startConnectWorld();
+    const w = cw;
+    const oauth = w.world.config.google.oauth!;
+    await saveRefreshToken(w.app.store, "th_ben", w.world.google.issueRefreshToken(BEN, oauth.client_id, []), {
+      via: "authorize",
+    });
+    await w.app.credentialsChanged("th_ben");
+    await w.app.reconcile({ therapistId: "th_ben" });
+    const creds = (await w.app.status()).therapists[0]!.credentials;
+    expect(creds).toMatchObject({
+      ok: false,
+      reason: "insufficientPermissions",
+      reconnect: "calbridge invite --therapist th_ben",
+    });
+    expect(creds.hint).toContain('the box "See, edit, share and permanently delete all the calendars');
+    const metrics = await (await request(`${w.origin}/metrics`)).body.text();
+    expect(metrics).toContain(
+      'calbridge_google_credentials_broken{therapist="th_ben",reason="insufficientPermissions"} 1',
+    );
+    const doctor = await runCli("--config", w.file, "doctor");
+    expect(doctor.stdout).toMatch(/FAIL calendar of th_ben: .*insufficientPermissions/);
+    expect(doctor.stdout).toContain("have them tick that box");
+
+    // The Calendar API switched off in the project: the fix names the project.
+    w.world.google.project.calendarApiEnabled = false;
+    const off = await runCli("--config", w.file, "doctor", "--json");
+    const check = (JSON.parse(off.stdout) as { checks: { name: string; fix?: string }[] }).checks.find(
+      (c) => c.name === "calendar of th_ben",
+    );
+    expect(check?.fix).toContain(
+      `Enable the Google Calendar API in Google Cloud project ${w.world.google.project.number}`,
+    );
+    w.world.google.project.calendarApiEnabled = true;
+
+    // Reconnected with the box ticked: the broken series is gone, credentials work.
+    await connectThrough(await w.invite());
+    await w.app.reconcile({ therapistId: "th_ben" });
+    const fixed = (await w.app.status()).therapists[0]!.credentials;
+    expect(fixed.ok).toBe(true);
+    expect([fixed.reason, fixed.hint, fixed.reconnect]).toEqual([undefined, undefined, undefined]);
+    const after = await (await request(`${w.origin}/metrics`)).body.text();
+    expect(after).not.toContain('calbridge_google_credentials_broken{therapist="th_ben"');
   });
 });
