@@ -67,7 +67,8 @@ export class TherapistCalendars {
    */
   async install(therapistId: string): Promise<InstallResult> {
     const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
-    if (!t || !usesOAuth(this.#o.config, t)) return "unchanged";
+    // A token in the file wins over a stored one, here as at start.
+    if (!t || !usesOAuth(this.#o.config, t) || (t.auth?.type === "oauth" && t.auth.refresh_token)) return "unchanged";
     const token = await loadRefreshToken(this.#o.store, therapistId);
     if (!token) return "unchanged";
     const gw = this.map.get(therapistId);

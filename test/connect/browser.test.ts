@@ -34,7 +34,8 @@ function browserTestsEnabled(): boolean {
   return false;
 }
 
-describe.runIf(browserTestsEnabled())("connecting a calendar in Chromium", () => {
+// A real browser on a shared, busy machine: more time per test than the suite's default.
+describe.runIf(browserTestsEnabled())("connecting a calendar in Chromium", { timeout: 90_000 }, () => {
   let context: BrowserContext | undefined;
   let launchError: unknown;
   let profile = "";
