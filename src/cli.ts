@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Owns the command line: run, reconcile, doctor, demo, authorize, config-schema. Exit 0 ok, 1 failure,
+// Owns the command line: run, reconcile, doctor, demo, authorize, invite, config-schema. Exit 0 ok, 1 failure,
 // 2 usage or configuration error (printed one problem per line, never as a stack trace).
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
@@ -9,8 +9,10 @@ import { formatPlan } from "./cli/plan-output.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
+import { createInvite, inviteUrl, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
 import { type App, createApp } from "./daemon/app.ts";
 import { createLogger, type Logger } from "./log.ts";
+import { saveRefreshToken } from "./store/credentials.ts";
 import { openStore } from "./store/store.ts";
 
 const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
@@ -164,14 +166,43 @@ export function program(): Command {
       });
       const store = await openStore(config.store.url);
       try {
-        await store
-          .table("credentials")
-          .set(`oauth:${t.therapist_id}`, { refresh_token: result.refresh_token, at: Date.now() });
+        await saveRefreshToken(store, t.therapist_id, result.refresh_token, {
+          via: "authorize",
+          scopes: result.scopes,
+        });
       } finally {
         await store.close();
       }
       process.stdout.write(
         `authorized ${t.therapist_id}; the refresh token is stored in ${config.store.url.split("?")[0]}\n`,
+      );
+    });
+
+  cmd
+    .command("invite")
+    .description("print a signed, single-use link where a therapist connects (or reconnects) their Google Calendar")
+    .requiredOption("--therapist <id>", "therapist the link is for")
+    .option("--ttl <duration>", "how long the link works: 7d, 12h or 90m (at most 30d)", "7d")
+    .action((o: { therapist: string; ttl: string }) => {
+      const config = load(cmd.opts());
+      if (!config.connect) {
+        throw new ExitCode(
+          2,
+          "connect (public_url, secret, clinic_name) is not configured: add it (see config/example.yaml), or use calbridge authorize",
+        );
+      }
+      const problem = notConnectable(config, o.therapist);
+      if (problem) throw new ExitCode(2, `--therapist ${o.therapist}: ${problem}`);
+      const ttlMs = parseTtl(o.ttl);
+      if (ttlMs === undefined || ttlMs > MAX_TTL_MS) {
+        throw new ExitCode(2, `--ttl ${o.ttl}: expected a duration such as 7d, 12h or 90m, at most 30d`);
+      }
+      const { token, invite } = createInvite(o.therapist, { secret: config.connect.secret, ttlMs });
+      const t = config.therapists.find((x) => x.therapist_id === o.therapist);
+      process.stdout.write(`${inviteUrl(config.connect.public_url, token)}\n`);
+      process.stderr.write(
+        `Send this link to ${t?.name ?? o.therapist}: it works once, until ${new Date(invite.expiresAt).toISOString()}, ` +
+          "and connects the Google account they choose. Anyone holding it can connect a calendar, so send it privately.\n",
       );
     });
 

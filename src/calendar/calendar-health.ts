@@ -1,13 +1,17 @@
-// Owns one calendar's standing with Google: quota pause, broken credentials, missing calendar; each logged once.
+// Owns one calendar's standing with Google: quota pause, broken credentials (with the reason and its fix-it hint),
+// missing calendar; each logged once.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
-import { CalendarError } from "./errors.ts";
+import { credentialsHint, type HintContext } from "./credential-hints.ts";
+import { CalendarError, CREDENTIAL_REFUSALS } from "./errors.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 
 export interface GatewayHealth {
   credentials: "ok" | "broken" | "unknown";
-  /** While broken: Google's reason code (invalid_grant, unauthorized_client, ...) or the HTTP status. */
-  credentialsReason?: string;
+  /** While broken: Google's reason (invalid_grant, insufficientPermissions, accessNotConfigured, ...). */
+  reason?: string;
+  /** While broken: what a person must do. */
+  hint?: string;
   /** Epoch ms until which calls fail fast after quotaExceeded. */
   pausedUntil?: number;
   /**
@@ -18,6 +22,12 @@ export interface GatewayHealth {
   lastError?: string;
 }
 
+/** What proved the credentials work: a token obtained, a read answered, a write answered. */
+export type Evidence = "token" | "read" | "write";
+
+/** Refusals a read cannot disprove: the account may read (a read-only scope, a reader's share) but not write. */
+const WRITE_REFUSALS: ReadonlySet<string> = new Set(["insufficientPermissions", "requiredAccessLevel"]);
+
 export interface CalendarHealthOptions {
   therapistId: string;
   calendarId: string;
@@ -27,6 +37,10 @@ export interface CalendarHealthOptions {
   quotaPauseMs: number;
   /** While credentials are broken, one call per this interval is let through to test them again. */
   credentialProbeMs: number;
+  /** OAuth per therapist or a service account: the fix-it hints differ. */
+  authKind?: HintContext["authKind"];
+  /** The account calbridge acts as on this calendar (delegation subject), for the sharing hint. */
+  account?: string;
 }
 
 /** Admission decision for one request: whether to test broken credentials, and the pause generation it was sent in. */
@@ -34,6 +48,8 @@ export interface Admission {
   probe: boolean;
   /** Pauses begun before the request was sent; hand back to `succeeded()`. */
   generation: number;
+  /** The request changes the calendar (only a write's success disproves a refused write). */
+  write: boolean;
 }
 
 export class CalendarHealth {
@@ -47,6 +63,8 @@ export class CalendarHealth {
   #pauseReason = "";
   #calendarMissing = false;
   #lastError: string | undefined;
+  /** The reason label of the credentialsBroken series that is set, if any. */
+  #brokenLabel: string | undefined;
 
   constructor(options: CalendarHealthOptions) {
     this.#o = options;
@@ -57,8 +75,12 @@ export class CalendarHealth {
     return { calendar_id: this.#o.calendarId };
   }
 
-  /** Throws a fail-fast CalendarError while paused or broken; `probe` when a broken credential may be tried again. */
-  admit(operation: string, forceProbe = false): Admission {
+  /**
+   * Throws a fail-fast CalendarError while paused or broken; `probe` when a broken credential may be tried again.
+   * While only writes were refused (a read-only scope, a reader's share), reads are let through: they work, and the
+   * probe is kept for a write, the only call that can show the fix.
+   */
+  admit(operation: string, forceProbe = false, write = false): Admission {
     const generation = this.#pauseGeneration;
     const now = this.#o.clock.now();
     if (this.#pausedUntil !== undefined && now < this.#pausedUntil) {
@@ -68,10 +90,11 @@ export class CalendarHealth {
         { kind: "quota", status: 403, reason: this.#pauseReason },
       );
     }
-    if (this.#credentials !== "broken") return { probe: false, generation };
+    if (this.#credentials !== "broken") return { probe: false, generation, write };
+    if (!write && this.#refused(WRITE_REFUSALS)) return { probe: false, generation, write };
     if (forceProbe || now >= this.#nextProbe) {
       this.#nextProbe = now + this.#o.credentialProbeMs;
-      return { probe: true, generation };
+      return { probe: true, generation, write };
     }
     throw new CalendarError(
       `${operation}: Google credentials of therapist ${this.#o.therapistId} are broken ` +
@@ -80,12 +103,19 @@ export class CalendarHealth {
     );
   }
 
-  #fixHint(): string {
+  /** Broken for one of these reasons. */
+  #refused(reasons: ReadonlySet<string>): boolean {
     const reason = this.#brokenError?.reason;
-    if (reason === "unauthorized_client") {
-      return "Grant domain-wide delegation for the calendar scope to the service account, or fix `impersonate`.";
-    }
-    return `Run \`calbridge authorize --therapist ${this.#o.therapistId}\` (OAuth) or check the service-account key and delegation.`;
+    return this.#credentials === "broken" && reason !== undefined && reasons.has(reason);
+  }
+
+  #fixHint(): string {
+    return credentialsHint(this.#brokenError ?? {}, {
+      therapistId: this.#o.therapistId,
+      calendarId: this.#o.calendarId,
+      authKind: this.#o.authKind ?? "oauth",
+      ...(this.#o.account ? { account: this.#o.account } : {}),
+    });
   }
 
   /**
@@ -94,7 +124,7 @@ export class CalendarHealth {
    * when another one met quotaExceeded says nothing about the quota now.
    */
   succeeded(admission: Admission): void {
-    this.credentialsWork();
+    this.credentialsWork(admission.write ? "write" : "read");
     if (this.#pausedUntil !== undefined && admission.generation === this.#pauseGeneration) {
       this.#pausedUntil = undefined;
       this.#o.metrics.paused.set({ therapist: this.#o.therapistId }, 0);
@@ -106,23 +136,33 @@ export class CalendarHealth {
     }
   }
 
-  /** A token was obtained or a request succeeded. */
-  credentialsWork(): void {
+  /**
+   * A token was obtained or a request succeeded. Evidence that cannot disprove the refusal is not taken: a new token
+   * says nothing of a refusal by the API (scope, API switch, sharing), and a read nothing of a refused write.
+   */
+  credentialsWork(evidence: Evidence = "write"): void {
     if (this.#credentials === "broken") {
+      if (evidence === "token" && this.#refused(CREDENTIAL_REFUSALS)) return;
+      if (evidence === "read" && this.#refused(WRITE_REFUSALS)) return;
       this.#o.logger.info(this.#ids, "Google credentials work again");
     }
     this.#credentials = "ok";
     this.#brokenError = undefined;
     this.#o.metrics.credentialsOk.set({ therapist: this.#o.therapistId }, 1);
+    this.#setBrokenLabel(undefined);
   }
 
+  /** Logged once per cause: again only when the reason changes. */
   markBroken(err: CalendarError): void {
     this.#lastError = err.message;
-    this.#nextProbe = this.#o.clock.now() + this.#o.credentialProbeMs;
     this.#o.metrics.credentialsOk.set({ therapist: this.#o.therapistId }, 0);
-    if (this.#credentials === "broken") return;
+    const was = this.#credentials === "broken" ? this.#brokenError : undefined;
+    // A failed probe already set the next one; failing reads while only writes are refused must not postpone it.
+    if (this.#credentials !== "broken") this.#nextProbe = this.#o.clock.now() + this.#o.credentialProbeMs;
+    if (was && was.reason === err.reason) return;
     this.#credentials = "broken";
     this.#brokenError = err;
+    this.#setBrokenLabel(err.reason ?? (err.status ? String(err.status) : "unknown"));
     this.#o.logger.error(
       { ...this.#ids, status: err.status, reason: err.reason },
       `Google credentials rejected for therapist ${this.#o.therapistId}: ${err.message}. ` +
@@ -130,11 +170,21 @@ export class CalendarHealth {
     );
   }
 
+  #setBrokenLabel(reason: string | undefined): void {
+    const therapist = this.#o.therapistId;
+    if (this.#brokenLabel !== undefined && this.#brokenLabel !== reason) {
+      this.#o.metrics.credentialsBroken.remove({ therapist, reason: this.#brokenLabel });
+    }
+    if (reason !== undefined) this.#o.metrics.credentialsBroken.set({ therapist, reason }, 1);
+    this.#brokenLabel = reason;
+  }
+
   /** Clears the broken state (after re-authorization); the next call tries the credentials again. */
   reset(): void {
     this.#credentials = "unknown";
     this.#brokenError = undefined;
     this.#nextProbe = 0;
+    this.#setBrokenLabel(undefined);
   }
 
   pause(err: CalendarError): void {
@@ -176,7 +226,8 @@ export class CalendarHealth {
     const health: GatewayHealth = { credentials: this.#credentials };
     if (this.#credentials === "broken") {
       const reason = this.#brokenError?.reason ?? this.#brokenError?.status;
-      if (reason !== undefined) health.credentialsReason = String(reason);
+      if (reason !== undefined) health.reason = String(reason);
+      health.hint = this.#fixHint();
     }
     if (this.#pausedUntil !== undefined && this.#o.clock.now() < this.#pausedUntil) {
       health.pausedUntil = this.#pausedUntil;

@@ -18,6 +18,9 @@ const ANSWERS: ReadonlySet<CalendarErrorKind> = new Set([
   "forbidden",
 ]);
 
+/** Calls that change the calendar (only their success shows that a refused write works again). */
+const WRITES: ReadonlySet<string> = new Set(["events.insert", "events.update", "events.patch", "events.delete"]);
+
 export interface CallState {
   /** Some attempt may have been applied without our seeing the answer (lost response, timeout, 5xx). */
   ambiguous: boolean;
@@ -59,7 +62,8 @@ export class CallRunner {
 
   /**
    * Sends until success or a final error (a CalendarError). Retries rate limits, 5xx and network errors with backoff;
-   * pauses the calendar on quotaExceeded; after a 401 fetches a new token once, then declares the credentials broken.
+   * pauses the calendar on quotaExceeded; after a 401 fetches a new token once, then declares the credentials broken;
+   * a 403 insufficientPermissions, accessNotConfigured or requiredAccessLevel declares them broken at once.
    */
   async run<T>(
     operation: string,
@@ -69,8 +73,9 @@ export class CallRunner {
   ): Promise<T> {
     const { auth, health, metrics } = this.#o;
     let reauthorized = false;
+    const write = WRITES.has(operation);
     for (let attempt = 1; ; attempt++) {
-      const admission = health.admit(operation, options.probe);
+      const admission = health.admit(operation, options.probe, write);
       if (admission.probe) dropAccessToken(auth);
       try {
         const res = await send();
@@ -95,8 +100,9 @@ export class CallRunner {
           throw err;
         }
         if (err.kind === "auth") {
-          // A 401 from the API may be a token revoked early: fetch a new one once before declaring them broken.
-          if (!reauthorized && !err.tokenEndpoint) {
+          // A 401 from the API may be a token revoked early: fetch a new one once before declaring them broken. A 403
+          // refusal (scope, API switch, sharing) would come back the same with any token.
+          if (!reauthorized && !err.tokenEndpoint && err.status === 401) {
             reauthorized = true;
             dropAccessToken(auth);
             continue;

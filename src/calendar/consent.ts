@@ -1,10 +1,11 @@
-// Owns the OAuth consent flow of `calbridge authorize`: loopback redirect on 127.0.0.1, PKCE, state check, code exchange.
+// Owns the OAuth consent flow of `calbridge authorize`: loopback redirect on 127.0.0.1, PKCE, state check, code
+// exchange, and the check of the scopes Google granted (no token without the calendar scope).
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { secrets } from "../log.ts";
 import { expiresInSeconds, requestToken } from "./oauth-client.ts";
-import { CALENDAR_SCOPE } from "./service-account.ts";
+import { CALENDAR_SCOPE, grantedScopes, grantsCalendar, missingScopeAdvice } from "./scopes.ts";
 
 export interface ConsentFlowOptions {
   clientId: string;
@@ -28,20 +29,60 @@ export interface ConsentResult {
   refresh_token: string;
   access_token: string;
   expiry_date: number;
+  /** What Google granted (the token response's `scope`). */
+  scopes: string[];
+}
+
+/** Google's answer came back without the calendar scope: nothing may be stored. */
+export class MissingScopeError extends Error {
+  readonly granted: string[];
+  constructor(granted: string[]) {
+    super(
+      `Google granted no calendar access (granted: ${granted.join(" ") || "nothing"}); nothing was stored. ` +
+        `Run calbridge authorize again. ${missingScopeAdvice()}`,
+    );
+    this.name = "MissingScopeError";
+    this.granted = granted;
+  }
+}
+
+/** The scopes a token answer granted; an answer without `scope` granted what was asked (RFC 6749 section 5.1). */
+export function scopesOfAnswer(answer: Record<string, unknown>, requested: string[]): string[] {
+  return answer.scope === undefined ? requested : grantedScopes(answer.scope);
 }
 
 const CALLBACK_PATH = "/oauth2callback";
 
+const escapeHtml = (v: string) =>
+  v.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
 function page(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { "content-type": "text/html; charset=utf-8", connection: "close" });
-  res.end(`<!doctype html><meta charset="utf-8"><title>calbridge</title><p>${text}</p>`);
+  res.writeHead(status, {
+    "content-type": "text/html; charset=utf-8",
+    "content-security-policy": "default-src 'none'",
+    connection: "close",
+  });
+  res.end(`<!doctype html><meta charset="utf-8"><title>calbridge</title><p>${escapeHtml(text)}</p>`);
 }
 
-/** Waits for the one redirect that carries our state; answers the browser and resolves with the code. */
+/**
+ * Waits for the one redirect that carries our state and resolves with the code; the browser's answer is held until
+ * `reply` tells it the outcome (closing answers whatever is still held).
+ */
 function awaitCode(
   state: string,
   options: ConsentFlowOptions,
-): { listening: Promise<string>; code: Promise<string>; close: () => void } {
+): {
+  listening: Promise<string>;
+  code: Promise<string>;
+  reply: (status: number, text: string) => void;
+  close: () => void;
+} {
+  let held: ServerResponse | undefined;
+  const reply = (status: number, text: string) => {
+    if (held && !held.headersSent) page(held, status, text);
+    held = undefined;
+  };
   let settle: { resolve: (code: string) => void; reject: (err: Error) => void } | undefined;
   const code = new Promise<string>((resolve, reject) => {
     settle = { resolve, reject };
@@ -61,7 +102,8 @@ function awaitCode(
       settle?.reject(new Error(`consent was not granted: ${error ?? "the answer carried no code"}`));
       return;
     }
-    page(res, 200, "calbridge is authorized. You can close this tab.");
+    if (held) return page(res, 409, "An answer was already received. You can close this tab.");
+    held = res;
     settle?.resolve(value);
   });
   const timeout = setTimeout(
@@ -71,6 +113,7 @@ function awaitCode(
   const onAbort = () => settle?.reject(new Error("consent flow aborted"));
   options.signal?.addEventListener("abort", onAbort, { once: true });
   const close = () => {
+    reply(500, "calbridge authorize stopped before it finished; see the terminal.");
     clearTimeout(timeout);
     options.signal?.removeEventListener("abort", onAbort);
     server.closeAllConnections();
@@ -83,7 +126,7 @@ function awaitCode(
       resolve(`http://127.0.0.1:${port}${CALLBACK_PATH}`);
     });
   });
-  return { listening, code, close };
+  return { listening, code, reply, close };
 }
 
 /**
@@ -99,11 +142,12 @@ export async function runConsentFlow(options: ConsentFlowOptions): Promise<Conse
   try {
     const redirectUri = await waiter.listening;
     const url = new URL(options.authUrl);
+    const requested = options.scopes ?? [CALENDAR_SCOPE];
     const query: Record<string, string> = {
       client_id: options.clientId,
       redirect_uri: redirectUri,
       response_type: "code",
-      scope: (options.scopes ?? [CALENDAR_SCOPE]).join(" "),
+      scope: requested.join(" "),
       access_type: "offline",
       prompt: "consent",
       state,
@@ -115,11 +159,14 @@ export async function runConsentFlow(options: ConsentFlowOptions): Promise<Conse
     const open =
       options.openUrl ??
       ((u: string) => void process.stderr.write(`Open this address to authorize calbridge:\n${u}\n`));
-    await open(url.toString());
-    const code = await waiter.code;
+    // Not awaited before the code: a browser (or a test playing one) may wait for the page that follows the redirect,
+    // and that page is answered only once the exchange is done.
+    const opening = Promise.resolve().then(() => open(url.toString()));
+    opening.catch(() => {}); // a failure surfaces through the race below, or after the reply
+    const code = await Promise.race([waiter.code, opening.then(() => waiter.code)]);
     // One request: an authorization code is single-use, so a resent exchange (gaxios retries POSTs by default) could
     // only come back invalid_grant and hide the first answer's error. A failure is reported; authorize again.
-    const tokens = await requestToken({
+    const tokens = await exchange(waiter, {
       url: options.tokenUrl,
       form: {
         grant_type: "authorization_code",
@@ -135,17 +182,44 @@ export async function runConsentFlow(options: ConsentFlowOptions): Promise<Conse
     const refreshToken = typeof tokens.refresh_token === "string" ? tokens.refresh_token : undefined;
     secrets.add(refreshToken);
     secrets.add(tokens.access_token);
+    // Granular consent: the person may have left the calendar box unticked; the exchange succeeds all the same and
+    // every call would then answer 403 insufficientPermissions. Such a token is not worth storing.
+    const scopes = scopesOfAnswer(tokens, requested);
+    if (requested.includes(CALENDAR_SCOPE) && !grantsCalendar(scopes)) {
+      waiter.reply(
+        403,
+        `calbridge needs access to your calendars, and Google did not grant it. ${missingScopeAdvice()} Run calbridge authorize again; you can close this tab.`,
+      );
+      throw new MissingScopeError(scopes);
+    }
     if (!refreshToken) {
+      waiter.reply(400, "Google sent no lasting access; see the terminal. You can close this tab.");
       throw new Error(
         "Google returned no refresh token: remove calbridge's access at https://myaccount.google.com/permissions and run calbridge authorize again",
       );
     }
+    waiter.reply(200, "calbridge is authorized. You can close this tab.");
+    await opening;
     return {
       refresh_token: refreshToken,
       access_token: tokens.access_token,
       expiry_date: Date.now() + (expiresInSeconds(tokens) ?? 3600) * 1000,
+      scopes,
     };
   } finally {
     waiter.close();
+  }
+}
+
+/** The code exchange; a failure also tells the waiting browser. */
+async function exchange(
+  waiter: { reply: (status: number, text: string) => void },
+  req: Parameters<typeof requestToken>[0],
+): ReturnType<typeof requestToken> {
+  try {
+    return await requestToken(req);
+  } catch (err) {
+    waiter.reply(502, "Google did not accept the answer; see the terminal. You can close this tab.");
+    throw err;
   }
 }

@@ -65,9 +65,22 @@ export function tokenErrorKind(status: number, error: string | undefined): Calen
   return "invalid";
 }
 
+/**
+ * 403 reasons that no retry fixes and that concern the credentials, not one event: the token lacks a calendar scope
+ * (`insufficientPermissions`), the Calendar API is off in the Cloud project (`accessNotConfigured`), the account may
+ * not write to the calendar (`requiredAccessLevel`). They are "auth": the therapist's credentials are broken until a
+ * person fixes them (see calendar-health.ts for the hint each one gets).
+ */
+export const CREDENTIAL_REFUSALS: ReadonlySet<string> = new Set([
+  "insufficientPermissions",
+  "accessNotConfigured",
+  "requiredAccessLevel",
+]);
+
 /** Kind of a Google API error from its status and first `errors[].reason`. */
 export function apiErrorKind(status: number, reason: string | undefined, scope: ErrorScope): CalendarErrorKind {
   if (reason === "quotaExceeded" || reason === "dailyLimitExceeded") return "quota";
+  if (status === 403 && reason && CREDENTIAL_REFUSALS.has(reason)) return "auth";
   if (reason === "rateLimitExceeded" || reason === "userRateLimitExceeded") return "rate_limited";
   switch (status) {
     case 400:

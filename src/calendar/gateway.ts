@@ -1,9 +1,9 @@
 // Owns all calls to one therapist's Google Calendar: idempotent writes, listings, change feed, push channels, retries.
-import type { OAuth2Client } from "google-auth-library";
+import type { Credentials, OAuth2Client } from "google-auth-library";
 import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
 import { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
-import { type Logger, silentLogger } from "../log.ts";
+import { type Logger, secrets, silentLogger } from "../log.ts";
 import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
@@ -13,6 +13,8 @@ import { canonicalJson, fingerprint } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
 import { type OwnedLike, ownedPatch } from "./render.ts";
+import { canWriteEvents, grantedScopes } from "./scopes.ts";
+import { ServiceAccountCredentials } from "./service-account.ts";
 
 export type { GatewayHealth } from "./calendar-health.ts";
 export type CalendarEvent = calendar_v3.Schema$Event;
@@ -25,6 +27,8 @@ export interface CalendarGatewayOptions {
   auth: OAuth2Client;
   /** Sent on every request so per-user quota is charged per therapist, not to one service account. */
   quotaUser?: string;
+  /** The account calbridge acts as on this calendar (the delegation subject), named in fix-it hints. */
+  account?: string;
   clock?: Clock;
   logger?: Logger;
   registry?: Registry;
@@ -127,7 +131,24 @@ export class CalendarGateway {
   readonly #health: CalendarHealth;
   readonly #runner: CallRunner;
   readonly #pageSize: number;
-  readonly #onTokens = () => this.#health.credentialsWork();
+  readonly #oauth: boolean;
+  /**
+   * A new access token: the credentials work, unless the answer's `scope` shows that the grant cannot write events
+   * (a consent where the calendar box was left unticked): then they are broken before any API call fails.
+   */
+  readonly #onTokens = (tokens: Credentials) => {
+    const scopes = grantedScopes(tokens.scope);
+    if (this.#oauth && typeof tokens.scope === "string" && !canWriteEvents(scopes)) {
+      this.#health.markBroken(
+        new CalendarError(
+          `OAuth token refresh for calendar ${this.calendarId}: Google granted no calendar scope (granted: ${scopes.join(" ") || "none"})`,
+          { kind: "auth", status: 403, reason: "insufficientPermissions", tokenEndpoint: true },
+        ),
+      );
+      return;
+    }
+    this.#health.credentialsWork("token");
+  };
 
   constructor(options: CalendarGatewayOptions) {
     this.therapistId = options.therapistId;
@@ -141,6 +162,7 @@ export class CalendarGateway {
     });
     const metrics = gatewayMetrics(options.registry ?? new Registry());
     this.#pageSize = Math.min(2500, Math.max(1, options.pageSize ?? 2500));
+    this.#oauth = !(options.auth instanceof ServiceAccountCredentials);
     this.#health = new CalendarHealth({
       therapistId: this.therapistId,
       calendarId: this.calendarId,
@@ -149,6 +171,8 @@ export class CalendarGateway {
       metrics,
       quotaPauseMs: options.quotaPauseMs ?? 3_600_000,
       credentialProbeMs: options.credentialProbeMs ?? 600_000,
+      authKind: this.#oauth ? "oauth" : "service_account",
+      ...(options.account ? { account: options.account } : {}),
     });
     this.#runner = new CallRunner({
       calendarId: this.calendarId,
@@ -183,6 +207,21 @@ export class CalendarGateway {
   resetCredentials(): void {
     this.#health.reset();
     dropAccessToken(this.#auth);
+  }
+
+  /** Whether this gateway signs in with exactly this refresh token (OAuth). */
+  usesRefreshToken(refreshToken: string): boolean {
+    return this.#auth.credentials.refresh_token === refreshToken;
+  }
+
+  /**
+   * After a therapist reconnected (OAuth): use this refresh token from now on, drop the old access token, and forget
+   * that the old credentials were rejected. The next call fetches a token with the new grant.
+   */
+  useRefreshToken(refreshToken: string): void {
+    secrets.add(refreshToken);
+    this.#auth.setCredentials({ refresh_token: refreshToken });
+    this.#health.reset();
   }
 
   /**
@@ -467,8 +506,11 @@ export class CalendarGateway {
     }
   }
 
-  /** For `calbridge doctor`: the calendar is reachable and these credentials may write to it. Tries broken credentials too. */
-  async checkAccess(): Promise<{ ok: boolean; detail: string }> {
+  /**
+   * For `calbridge doctor`: the calendar is reachable and these credentials may write to it. Tries broken credentials
+   * too. `fix` is the hint for credentials found broken (missing scope, API switch, sharing, revoked token).
+   */
+  async checkAccess(): Promise<{ ok: boolean; detail: string; fix?: string }> {
     let calendar: calendar_v3.Schema$Calendar;
     try {
       calendar = await this.#runner.run(
@@ -478,7 +520,8 @@ export class CalendarGateway {
         { probe: true },
       );
     } catch (err) {
-      return { ok: false, detail: (err as Error).message };
+      const hint = this.#health.snapshot().hint;
+      return { ok: false, detail: (err as Error).message, ...(hint ? { fix: hint } : {}) };
     }
     const where = `calendar ${this.calendarId} (${calendar.summary ?? "no title"}, ${calendar.timeZone ?? "no time zone"})`;
     try {

@@ -5,6 +5,8 @@ export interface GatewayMetrics {
   requests: Counter<"method" | "status">;
   retries: Counter<"reason">;
   credentialsOk: Gauge<"therapist">;
+  /** 1 while a therapist's credentials are broken, labelled with Google's reason (absent otherwise). */
+  credentialsBroken: Gauge<"therapist" | "reason">;
   paused: Gauge<"therapist">;
 }
 
@@ -32,6 +34,14 @@ export function gatewayMetrics(registry: Registry): GatewayMetrics {
       name: "calbridge_google_credentials_ok",
       help: "1 while a therapist's Google credentials work, 0 once they were rejected (401, invalid_grant).",
       labelNames: ["therapist"],
+      registers,
+    }),
+    credentialsBroken: new Gauge({
+      name: "calbridge_google_credentials_broken",
+      help:
+        "1 while a therapist's Google credentials are broken, by Google's reason (invalid_grant, insufficientPermissions, " +
+        "accessNotConfigured, requiredAccessLevel, unauthorized_client, ...); no series while they work.",
+      labelNames: ["therapist", "reason"],
       registers,
     }),
     paused: new Gauge({

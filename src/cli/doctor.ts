@@ -5,6 +5,7 @@ import { request } from "undici";
 import { endpointState } from "../booking/endpoints.ts";
 import { BookingApiError } from "../booking/errors.ts";
 import type { App } from "../daemon/app.ts";
+import { connectCommand } from "../daemon/calendars.ts";
 import { redactStoreUrl } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 
@@ -63,10 +64,10 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
           status: "fail",
           detail: "no usable credentials",
           fix:
-            t.auth?.type === "oauth"
+            (t.auth?.type ?? config.google.auth.type) === "oauth"
               ? options.storeError
                 ? "its refresh token is kept in the store, which is unreachable: fix the store first"
-                : `run \`calbridge authorize --therapist ${t.therapist_id}\``
+                : `the therapist has not connected their calendar yet: run \`${connectCommand(config, t.therapist_id)}\`${config.connect ? " and send them the link" : ""}`
               : "check google.auth.key_file and the delegation of the service account",
         };
       }
@@ -78,7 +79,10 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
         ...(res.ok
           ? {}
           : {
-              fix: `share ${t.calendar_id} with the service account (or ${t.impersonate ?? "the therapist"}) with "Make changes to events", or fix calendar_id`,
+              // Broken credentials name their own fix (scope, API switch, sharing, a reconnect link to send).
+              fix:
+                res.fix ??
+                `share ${t.calendar_id} with the service account (or ${t.impersonate ?? "the therapist"}) with "Make changes to events", or fix calendar_id`,
             }),
       };
     }),

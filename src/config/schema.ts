@@ -66,6 +66,26 @@ const noStrayWhitespace = (ctx: z.core.ParsePayload<string>) => {
 
 const secret = (what: string) => z.string().min(1, `${what} is empty`).check(noStrayWhitespace);
 
+/**
+ * Where people's browsers reach the daemon: https, or http on a loopback host (Google accepts http redirect URIs only
+ * for localhost: https://developers.google.com/identity/protocols/oauth2/web-server#uri-validation). No query or
+ * fragment: paths are appended to it.
+ */
+const publicBaseUrl = url("sync.clinic").refine(
+  (v) => {
+    try {
+      const u = new URL(v);
+      return (u.protocol === "https:" || LOOPBACK_HOSTS.has(u.hostname)) && !u.search && !u.hash;
+    } catch {
+      return true; // `url` already reports it
+    }
+  },
+  {
+    message:
+      "must be an https:// address without query or fragment (Google accepts http:// redirect URIs only for localhost, 127.0.0.1 and [::1])",
+  },
+);
+
 const timezone = z.string().refine(
   (tz) => {
     try {
@@ -127,7 +147,9 @@ const TherapistAuthSchema = z.discriminatedUnion("type", [
     type: z.literal("oauth"),
     refresh_token: secret("refresh_token")
       .optional()
-      .describe("Refresh token; omit to use the one stored by `calbridge authorize`."),
+      .describe(
+        "Refresh token; omit to use the one stored by the connect pages or `calbridge authorize` (one set here wins).",
+      ),
   }),
   z.strictObject({ type: z.literal("service_account") }),
 ]);
@@ -289,11 +311,16 @@ export const ConfigSchema = z
           .describe("Where every token request goes, service-account assertions included."),
         auth_url: url("accounts.google")
           .default("https://accounts.google.com/o/oauth2/v2/auth")
-          .describe("OAuth consent page, used by `calbridge authorize`."),
+          .describe("OAuth consent page, used by `calbridge authorize` and the connect pages."),
         auth: GoogleAuthSchema.describe("Default credentials for every therapist."),
         oauth: z
           .strictObject({
-            client_id: z.string().min(1).describe("OAuth client id (Google Cloud console, type Desktop or Web)."),
+            client_id: z
+              .string()
+              .min(1)
+              .describe(
+                "OAuth client id (Google Cloud console): type Web application for the connect pages (redirect URI <connect.public_url>/connect/callback), Desktop app for `calbridge authorize` alone.",
+              ),
             client_secret: secret("google.oauth.client_secret").describe(
               "OAuth client secret; use a ${...} reference.",
             ),
@@ -311,6 +338,33 @@ export const ConfigSchema = z
         quota_pause_seconds: z.number().int().positive().default(3600).describe("Pause after quotaExceeded."),
       })
       .describe("Google Calendar access."),
+    connect: z
+      .strictObject({
+        public_url: publicBaseUrl.describe(
+          "Public address of the daemon's connect pages (https); invitation links are <public_url>/connect?invite=..., and <public_url>/connect/callback is the OAuth client's redirect URI.",
+        ),
+        secret: secret("connect.secret")
+          .check((ctx) => {
+            // An unresolved ${...} reference was already reported as such by the loader.
+            if (ctx.value.trim().length > 0 && ctx.value.length < 32 && !/^\$\{[^}]*\}$/.test(ctx.value)) {
+              ctx.issues.push({
+                code: "custom",
+                message: "too short: use at least 32 characters (e.g. the output of `openssl rand -base64 32`)",
+                input: "[secret]",
+              });
+            }
+          })
+          .describe("Signs invitation links (HMAC-SHA256); use a ${...} reference. Changing it voids every open link."),
+        clinic_name: z
+          .string()
+          .min(1)
+          .max(200)
+          .describe("The clinic's name, shown to therapists on the connect pages."),
+      })
+      .optional()
+      .describe(
+        "Web pages where OAuth therapists connect (or reconnect) their Google Calendar through a link from `calbridge invite`.",
+      ),
     sync: z
       .strictObject({
         window: z
@@ -497,6 +551,13 @@ export const ConfigSchema = z
         });
       } else names.set(name, i);
     });
+    if (cfg.connect && !cfg.google.oauth) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["google", "oauth"],
+        message: `required by connect: a Web application OAuth client whose redirect URI is ${cfg.connect.public_url.replace(/\/+$/, "")}/connect/callback`,
+      });
+    }
     const seen = new Map<string, number>();
     cfg.therapists.forEach((t, i) => {
       const first = seen.get(t.therapist_id);

@@ -5,10 +5,12 @@ import { createTask, type ScheduledTask } from "node-cron";
 import { Registry } from "prom-client";
 import { BookingClient } from "../booking/client.ts";
 import { BookingApiError } from "../booking/errors.ts";
-import { type CalendarAuth, createCalendarAuth } from "../calendar/auth.ts";
-import { CalendarGateway } from "../calendar/gateway.ts";
+import type { CalendarGateway } from "../calendar/gateway.ts";
 import { type Clock, systemClock } from "../clock.ts";
-import type { Config, TherapistConfig } from "../config/schema.ts";
+import type { Config } from "../config/schema.ts";
+import { countAppointments } from "../connect/count.ts";
+import { createInvite, inviteUrl, notConnectable } from "../connect/invite.ts";
+import { createConnectHandler } from "../connect/route.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { Notifier } from "../notify/notifier.ts";
 import { daemonView } from "../notify/view.ts";
@@ -26,6 +28,7 @@ import { WebhookInbox } from "../webhooks/inbox.ts";
 import { InboxProcessor } from "../webhooks/processor.ts";
 import { createWebhookHandler } from "../webhooks/route.ts";
 import { adminRoutes } from "./admin.ts";
+import { connectCommand, TherapistCalendars, usesOAuth } from "./calendars.ts";
 import { reconcileMaxAgeMs, storeFolderOf } from "./health.ts";
 import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
@@ -76,42 +79,28 @@ export interface App {
   /** The admin listener (/readyz, /metrics, /status, /healthz); set once start() ran. */
   admin: HttpServer | undefined;
   reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
+  /**
+   * A therapist's stored credentials changed (connect, authorize): every replica takes them up at once (no restart),
+   * and the leader backfills that therapist with a reconciliation.
+   */
+  credentialsChanged(therapistId: string): Promise<void>;
   status(): Promise<StatusSnapshot>;
   start(): Promise<void>;
   /** Stops accepting webhooks, drains the queues, closes the store; bounded by graceMs. */
   stop(graceMs?: number): Promise<void>;
 }
 
-/** Credentials of one therapist, or the reason there are none. */
-async function authFor(config: Config, t: TherapistConfig, store: Store): Promise<CalendarAuth> {
-  const type = t.auth?.type ?? config.google.auth.type;
-  if (type === "oauth") {
-    const oauth = config.google.oauth;
-    if (!oauth) throw new Error("google.oauth is required for OAuth therapists");
-    const stored = await store.table<{ refresh_token: string }>("credentials").get(`oauth:${t.therapist_id}`);
-    const refreshToken = (t.auth?.type === "oauth" ? t.auth.refresh_token : undefined) ?? stored?.refresh_token;
-    if (!refreshToken) {
-      throw new Error(`no OAuth refresh token; run \`calbridge authorize --therapist ${t.therapist_id}\``);
-    }
-    return createCalendarAuth({
-      type: "oauth",
-      clientId: oauth.client_id,
-      clientSecret: oauth.client_secret,
-      refreshToken,
-      tokenUrl: config.google.token_url,
-    });
-  }
-  if (config.google.auth.type !== "service_account") throw new Error("no service account configured");
-  return createCalendarAuth({
-    type: "service_account",
-    keyFile: config.google.auth.key_file,
-    tokenUrl: config.google.token_url,
-    ...(t.impersonate ? { subject: t.impersonate } : {}),
-  });
+/** A fresh single-use connect link for a therapist whose OAuth credentials broke (none for service accounts). */
+function reconnectLinkOf(config: Config, therapistId: string, now: number): string | undefined {
+  const connect = config.connect;
+  if (!connect || notConnectable(config, therapistId)) return undefined;
+  return inviteUrl(connect.public_url, createInvite(therapistId, { secret: connect.secret, now }).token);
 }
 
 /** Ids of webhook events accepted by a standby, published so the leader takes them from the shared inbox at once. */
 export const INBOX_ACCEPTED_CHANNEL = "calbridge:inbox:accepted";
+/** Therapist ids whose stored credentials changed on some replica: every replica takes them up. */
+export const CREDENTIALS_CHANGED_CHANNEL = "calbridge:credentials:changed";
 /** The leader's look through the shared inbox for entries whose notice was lost (pub/sub delivers at most once). */
 const INBOX_SWEEP_MS = 30_000;
 /** How often expired entries (webhook done marks after their 7 days, ...) are removed from the store. */
@@ -135,34 +124,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     registry,
   });
 
-  const calendars = new Map<string, CalendarGateway>();
-  const credentialErrors = new Map<string, string>();
-  for (const t of config.therapists) {
-    try {
-      const auth = await authFor(config, t, store);
-      calendars.set(
-        t.therapist_id,
-        new CalendarGateway({
-          therapistId: t.therapist_id,
-          calendarId: t.calendar_id,
-          apiRoot: config.google.api_root,
-          auth,
-          quotaUser: t.therapist_id,
-          clock,
-          logger: logger.child({ component: "calendar", therapist_id: t.therapist_id }),
-          registry,
-          quotaPauseMs: config.google.quota_pause_seconds * 1000,
-        }),
-      );
-    } catch (err) {
-      credentialErrors.set(t.therapist_id, describeError(err));
-      metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, 0);
-      logger.error(
-        { therapist_id: t.therapist_id, err: describeError(err) },
-        "therapist's calendar is not usable; its appointments wait",
-      );
-    }
-  }
+  const gateways = new TherapistCalendars({ config, store, clock, logger, registry, metrics });
+  await gateways.open();
+  const calendars = gateways.map;
+  const credentialErrors = gateways.errors;
 
   const syncLogger = logger.child({ component: "sync" });
   const sync = createSyncCore({
@@ -222,6 +187,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   }
   let stopNotices: (() => void) | undefined;
   let stopPushNotices: (() => void) | undefined;
+  let stopCredentialNotices: (() => void) | undefined;
   let sweep: NodeJS.Timeout | undefined;
   const sweepInbox = async () => {
     for await (const entry of inbox.pending()) await processor.notify(entry.id);
@@ -247,7 +213,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     listWebhooks: () => booking.listWebhooks({ priority: "reconcile" }),
     // A new leader re-reads the dead letters, which the last leader may have changed since this replica started.
     prepare: () => sync.dead.load().then(() => {}),
-    ...(options.reconnectLink ? { reconnectLink: options.reconnectLink } : {}),
+    ...(options.reconnectLink
+      ? { reconnectLink: options.reconnectLink }
+      : config.connect
+        ? { reconnectLink: async (therapistId: string) => reconnectLinkOf(config, therapistId, clock.now()) }
+        : {}),
     ...(options.notifyIntervalMs ? { intervalMs: options.notifyIntervalMs } : {}),
   });
   const recordOutcome = (outcome: Parameters<Notifier["reconcileFinished"]>[0]) =>
@@ -340,6 +310,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         const credError = credentialErrors.get(t.therapist_id);
         const ok = !credError && health?.credentials !== "broken";
         metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, ok ? 1 : 0);
+        const reconnect = !ok && usesOAuth(config, t) ? connectCommand(config, t.therapist_id) : undefined;
         return {
           therapistId: t.therapist_id,
           ...(t.name ? { name: t.name } : {}),
@@ -347,11 +318,51 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           lastSyncAt: iso(st?.lastSyncAt ?? poller.lastPollAt(t.therapist_id)),
           lastError: st?.lastError ? { at: iso(st.lastErrorAt) ?? "", message: st.lastError } : null,
           counts: { eventsMirrored: st?.writes ?? 0, writebacks: st?.writebacks ?? 0 },
-          credentials: { ok, ...(credError || health?.lastError ? { detail: credError ?? health?.lastError } : {}) },
+          credentials: {
+            ok,
+            ...(credError || health?.lastError ? { detail: credError ?? health?.lastError } : {}),
+            ...(!ok && health?.reason ? { reason: health.reason } : {}),
+            ...(!ok && health?.hint ? { hint: health.hint } : {}),
+            ...(reconnect ? { reconnect } : {}),
+          },
           pausedUntil: iso(health?.pausedUntil),
         };
       }),
     };
+  };
+
+  /** One therapist reconciled once the run in progress (if any) is over: a run that began before it had no gateway. */
+  const backfill = async (therapistId: string) => {
+    if (running) await running.catch(() => {});
+    await runReconcile({ therapistId });
+  };
+
+  /** Takes up a therapist's new stored credentials here; the leader also starts watching a new calendar and backfills. */
+  const takeUp = async (therapistId: string): Promise<void> => {
+    const result = await gateways.install(therapistId);
+    if (result === "unchanged" || !lease.isLeader || options.oneShot || stopping) return;
+    if (result === "created") {
+      // The poller watches the calendars it was started with: restart it to include the new one, and open its channel.
+      poller.stop();
+      poller.start();
+      void push.renew();
+    }
+    void backfill(therapistId).catch((err: unknown) =>
+      logger.warn(
+        { therapist_id: therapistId, err: describeError(err) },
+        "backfill after connecting failed; the next reconciliation retries",
+      ),
+    );
+  };
+
+  const credentialsChanged = async (therapistId: string): Promise<void> => {
+    await takeUp(therapistId);
+    await notices?.publish(CREDENTIALS_CHANGED_CHANNEL, therapistId).catch((err: unknown) => {
+      logger.warn(
+        { therapist_id: therapistId, err: describeError(err) },
+        "other replicas were not told of the new credentials; they take them up at their next start",
+      );
+    });
   };
 
   const startLeaderWork = () => {
@@ -434,6 +445,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     http: undefined,
     admin: undefined,
     reconcile: runReconcile,
+    credentialsChanged,
     status,
     async start() {
       await sync.dead.load();
@@ -454,6 +466,18 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             registry,
           }),
           push.handler,
+          ...(config.connect
+            ? [
+                createConnectHandler({
+                  config,
+                  store,
+                  clock,
+                  logger,
+                  connected: credentialsChanged,
+                  countAppointments: (therapistId) => countAppointments(booking, config, therapistId, clock.now()),
+                }),
+              ]
+            : []),
         ],
         registry,
         logger, // binds component=http itself
@@ -521,6 +545,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             logger.warn({ err: describeError(err), event_id: id }, "inbox notice not followed; the sweep retries");
           });
         });
+        // Another replica stored a therapist's new credentials: take them up here too (the leader backfills).
+        stopCredentialNotices = await notices.subscribe(CREDENTIALS_CHANGED_CHANNEL, (therapistId) => {
+          takeUp(therapistId).catch((err: unknown) => {
+            logger.warn({ therapist_id: therapistId, err: describeError(err) }, "new credentials not taken up");
+          });
+        });
         if (push.enabled) {
           // A standby's push notification: the leader polls that calendar now (a no-op on the others).
           stopPushNotices = await notices.subscribe(PUSH_CHANGED_CHANNEL, (therapistId) => push.changed(therapistId));
@@ -539,6 +569,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       await Promise.all([app.http?.close(Math.min(graceMs, 5000)), app.admin?.close(Math.min(graceMs, 5000))]);
       stopNotices?.();
       stopPushNotices?.();
+      stopCredentialNotices?.();
       await lease.stop();
       await leaderWork;
       await stopLeaderWork();
@@ -552,7 +583,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         }),
       ]);
       clearTimeout(graceTimer);
-      for (const gw of calendars.values()) gw.close();
+      gateways.close();
       notifier.close();
       await store.close();
       logger.info("calbridge stopped");

@@ -9,7 +9,17 @@ export interface TherapistStatus {
   lastSyncAt: string | null;
   lastError: { at: string; message: string } | null;
   counts: { eventsMirrored: number; writebacks: number };
-  credentials: { ok: boolean; detail?: string; checkedAt?: string };
+  credentials: {
+    ok: boolean;
+    detail?: string;
+    checkedAt?: string;
+    /** While failing: Google's reason (invalid_grant, insufficientPermissions, accessNotConfigured, ...). */
+    reason?: string;
+    /** While failing: what a person must do. */
+    hint?: string;
+    /** While failing, for an OAuth therapist: the command that makes their reconnect link. */
+    reconnect?: string;
+  };
   /** Set while the calendar is paused (quotaExceeded, revoked credentials). */
   pausedUntil: string | null;
 }
@@ -50,9 +60,12 @@ function therapistRow(t: TherapistStatus): string {
   const who = t.name
     ? `${escapeHtml(t.name)} <small>(${escapeHtml(t.therapistId)})</small>`
     : escapeHtml(t.therapistId);
-  const creds = t.credentials.ok
+  const c = t.credentials;
+  const creds = c.ok
     ? `<span class="ok">ok</span>`
-    : `<span class="bad">failing</span>${t.credentials.detail ? `: ${escapeHtml(t.credentials.detail)}` : ""}`;
+    : `<span class="bad">failing</span>${c.reason ? ` (${escapeHtml(c.reason)})` : ""}${c.detail ? `: ${escapeHtml(c.detail)}` : ""}` +
+      (c.hint ? `<br><b>Fix:</b> ${escapeHtml(c.hint)}` : "") +
+      (c.reconnect ? `<br><b>Needs a reconnect link:</b> <code>${escapeHtml(c.reconnect)}</code>` : "");
   const error = t.lastError
     ? `<span class="bad">${escapeHtml(t.lastError.message)}</span> (${dash(t.lastError.at)})`
     : "—";

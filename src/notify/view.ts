@@ -87,7 +87,7 @@ export function daemonView(parts: DaemonParts): () => LiveView {
       return {
         ...base,
         credentials: health.credentials,
-        ...(health.credentials === "broken" && health.credentialsReason ? { reason: health.credentialsReason } : {}),
+        ...(health.credentials === "broken" && health.reason ? { reason: health.reason } : {}),
         ...(health.quotaPause ? { quotaPause: health.quotaPause } : {}),
       };
     }),

@@ -36,6 +36,7 @@ export const TABLES = [
   "channels",
   "holds",
   "notify",
+  "invites",
 ] as const;
 export type TableName = (typeof TABLES)[number];
 

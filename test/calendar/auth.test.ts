@@ -18,6 +18,7 @@ import { CalendarGateway, type CalendarGatewayOptions } from "../../src/calendar
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { SecretRegistry } from "../../src/log.ts";
 import { type CalendarEmulator, startCalendarEmulator } from "../../src/simulator/calendar/index.ts";
+import { answerConsent } from "../support/consent.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { body } from "./helpers.ts";
 
@@ -346,7 +347,7 @@ describe("consent flow", () => {
       // A stray answer with another state is ignored; then the "browser" follows the real redirect.
       const callback = new URL(url).searchParams.get("redirect_uri")!;
       expect((await fetch(`${callback}?code=forged&state=wrong`)).status).toBe(400);
-      const res = await fetch(url);
+      const res = await fetch(await answerConsent(url));
       expect(res.status).toBe(200);
       expect(await res.text()).toMatch(/authorized/);
     });
@@ -374,7 +375,7 @@ describe("consent flow", () => {
     emulator.faults.next(1, { status: 503, reason: "backendError", target: "token" });
     const before = tokenRequests().length;
     const err = await consent(client, async (url) => {
-      await fetch(url);
+      await fetch(await answerConsent(url));
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CalendarError);
     expect(err).toMatchObject({ kind: "transient", tokenEndpoint: true, status: 503 });
@@ -389,10 +390,9 @@ describe("consent flow", () => {
 
   it("rejects when the user denies consent", async () => {
     const client = emulator.registerOAuthClient();
-    emulator.consent.approve = false;
     await expect(
       consent(client, async (url) => {
-        await fetch(url);
+        await fetch(await answerConsent(url, { action: "deny" }));
       }),
     ).rejects.toThrow(/access_denied/);
   });

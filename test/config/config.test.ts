@@ -17,6 +17,7 @@ const env = {
   CALBRIDGE_ADMIN_TOKEN: "admin-token-123456",
   NOTIFY_WEBHOOK_URL: "https://hooks.slack.com/services/T0/B0/example-token",
   SMTP_PASSWORD: "smtp-password-123456",
+  CALBRIDGE_CONNECT_SECRET: "connect-secret-0123456789abcdefghijklmnop",
 };
 
 const minimal = `

@@ -3,11 +3,18 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { type Clock, systemClock } from "../../clock.ts";
 import { handleApi } from "./api.ts";
+import { CONSENT_PATHS, ConsentPage, DECISION_PATH } from "./consent.ts";
 import { toResource } from "./event-model.ts";
 import { Faults, UsageLimits } from "./faults.ts";
 import { ApiError, googleErrorBody, parseJsonBody, queryOf, readBody, sendEmpty, sendError, sendJson } from "./http.ts";
 import { EventLister } from "./list.ts";
-import { OAuthServer, type ServiceAccountKeyJson, TokenError, type TokenRequestInfo } from "./oauth.ts";
+import {
+  type OAuthClientOptions,
+  OAuthServer,
+  type ServiceAccountKeyJson,
+  TokenError,
+  type TokenRequestInfo,
+} from "./oauth.ts";
 import { type Delivery, PushChannels } from "./push.ts";
 import { type AccessRole, type CalendarRecord, CalendarStore, type WriteCounters } from "./store.ts";
 
@@ -60,6 +67,7 @@ export class CalendarEmulator {
   readonly #lister: EventLister;
   readonly #push: PushChannels;
   readonly #oauth: OAuthServer;
+  readonly #consent: ConsentPage;
   #origin = "";
 
   constructor(options: CalendarEmulatorOptions = {}) {
@@ -68,6 +76,7 @@ export class CalendarEmulator {
     this.#lister = new EventLister(this.#store);
     this.#push = new PushChannels(this.#clock);
     this.#oauth = new OAuthServer(this.#clock, () => this.tokenUrl);
+    this.#consent = new ConsentPage(this.#oauth, this.#clock);
     if (options.accessTokenTtlSeconds) this.#oauth.accessTokenTtlSeconds = options.accessTokenTtlSeconds;
     this.limits = new UsageLimits(options.limits);
     this.autoNotify = options.autoNotify ?? false;
@@ -105,11 +114,16 @@ export class CalendarEmulator {
   registerServiceAccount(options: { clientEmail?: string; delegation?: boolean } = {}): ServiceAccountKeyJson {
     return this.#oauth.registerServiceAccount(options);
   }
-  registerOAuthClient(options: { clientId?: string; clientSecret?: string } = {}) {
+  /**
+   * An OAuth client as the Cloud console makes it: a Desktop app (default; loopback redirects) or a Web application
+   * (only `redirectUris`), optionally with its consent screen in "Testing" (refresh tokens die after 7 days).
+   */
+  registerOAuthClient(options: OAuthClientOptions = {}) {
     return this.#oauth.registerOAuthClient(options);
   }
-  issueRefreshToken(subject: string, clientId?: string): string {
-    return this.#oauth.issueRefreshToken(subject, clientId);
+  /** A refresh token as a finished consent would give it (the calendar scope unless `scopes` says otherwise). */
+  issueRefreshToken(subject: string, clientId?: string, scopes?: string[]): string {
+    return this.#oauth.issueRefreshToken(subject, clientId, scopes);
   }
   /** Revokes tokens of `subject` (or everyone): the API answers 401, the token endpoint invalid_grant/unauthorized_client. */
   revokeTokens(subject?: string): void {
@@ -126,9 +140,16 @@ export class CalendarEmulator {
   set omitExpiresIn(value: boolean) {
     this.#oauth.omitExpiresIn = value;
   }
-  /** Who approves on the consent page, and whether (false: redirect with error=access_denied). */
-  get consent(): { subject: string; approve: boolean } {
-    return this.#oauth.consent;
+  /** Who is signed in to Google in the browser that opens the consent page (login_hint names another account). */
+  get consent(): { subject: string } {
+    return this.#consent;
+  }
+  /**
+   * The Cloud project behind every client and key of this emulator. With `calendarApiEnabled` false every API call
+   * answers 403 accessNotConfigured, as Google does while the Calendar API is not enabled in the project.
+   */
+  get project(): { number: string; calendarApiEnabled: boolean } {
+    return this.#oauth.project;
   }
 
   // --- data ----------------------------------------------------------------------------------------------------------
@@ -237,11 +258,16 @@ export class CalendarEmulator {
     this.requestLog.push(entry);
     const raw = await readBody(req);
     if (url.pathname === "/token" && method === "POST") return this.#token(raw, entry, res);
-    if ((url.pathname === "/authorize" || url.pathname === "/o/oauth2/v2/auth") && method === "GET") {
-      const answer = this.#oauth.authorize(url);
-      entry.status = answer.status;
-      if (answer.location) res.writeHead(answer.status, { location: answer.location }).end();
-      else res.writeHead(answer.status, { "content-type": "text/plain" }).end(answer.text ?? "");
+    const consent =
+      CONSENT_PATHS.includes(url.pathname) && method === "GET"
+        ? this.#consent.show(url)
+        : url.pathname === DECISION_PATH && method === "POST"
+          ? this.#consent.decide(new URLSearchParams(raw))
+          : undefined;
+    if (consent) {
+      entry.status = consent.status;
+      if (consent.location) res.writeHead(consent.status, { location: consent.location }).end();
+      else res.writeHead(consent.status, { "content-type": "text/html; charset=utf-8" }).end(consent.html ?? "");
       return;
     }
     if (!url.pathname.startsWith(API_PREFIX)) {
@@ -289,7 +315,7 @@ export class CalendarEmulator {
     let body: unknown;
     const headers: Record<string, string> = {};
     try {
-      const subject = this.#oauth.authenticate(req.headers.authorization);
+      const subject = this.#oauth.authorizeApi(req.headers.authorization, method, url.pathname);
       entry.subject = subject;
       const limited = this.limits.check(quotaUser ?? subject, this.#clock.now());
       const fault = limited ?? this.faults.take("api", `${method} ${url.pathname}`);

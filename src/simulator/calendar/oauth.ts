@@ -1,10 +1,19 @@
-// Owns the emulator's OAuth side: service-account keys (RS256 JWT-bearer), OAuth clients, consent codes, tokens, revocation.
+// Owns the emulator's OAuth side: service-account keys (RS256 JWT-bearer), OAuth clients (desktop or web, "Testing"
+// consent screens), authorization codes with PKCE, tokens that remember their scopes, revocation, and the API-side
+// check of a bearer token (401, accessNotConfigured, insufficientPermissions). The consent page is consent.ts.
 import { createHash, createVerify, generateKeyPairSync, type KeyObject, randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.ts";
 import { ApiError } from "./http.ts";
+import { CALENDAR_SCOPE, scopesAllow } from "./scopes.ts";
 
 export const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-const CALENDAR_SCOPE_PREFIX = "https://www.googleapis.com/auth/calendar";
+/**
+ * A consent screen left in "Testing" (external users) issues refresh tokens that expire after 7 days: Google's
+ * "Using OAuth 2.0 to Access Google APIs", section Refresh token expiration
+ * (https://developers.google.com/identity/protocols/oauth2#expiration); reported in calcom/docker#336 and
+ * andrewramsay/ical_to_gcal_sync#28 ("Token keeps expiring after 7 days").
+ */
+export const TESTING_REFRESH_TOKEN_LIFETIME_MS = 7 * 86_400_000;
 /** The audience Google requires of an assertion (a key file's token_uri), wherever the assertion is posted. */
 export const GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token";
 
@@ -33,21 +42,53 @@ interface AccessToken {
   subject: string;
   expiresAt: number;
   revoked: boolean;
+  /** What the token may do: the scopes granted (consent) or asserted (service account). */
+  scopes: string[];
 }
 
 interface Grant {
   clientId: string;
   subject: string;
   revoked: boolean;
+  scopes: string[];
+  /** Set for clients whose consent screen is in "Testing": the refresh token dies then. */
+  expiresAt?: number;
 }
 
-interface PendingCode {
+/** An OAuth client as registered in the Cloud console. */
+export interface OAuthClientRecord {
+  secret: string;
+  /** Desktop app: any loopback redirect. Web application: only the registered redirect URIs. */
+  type: "desktop" | "web";
+  redirectUris: Set<string>;
+  /** The consent screen's publishing status is "Testing": refresh tokens expire after 7 days. */
+  testing: boolean;
+  /** The app name the consent page shows. */
+  name: string;
+}
+
+export interface OAuthClientOptions {
+  clientId?: string;
+  clientSecret?: string;
+  type?: "desktop" | "web";
+  redirectUris?: string[];
+  testing?: boolean;
+  name?: string;
+}
+
+/** What a person approved on the consent page: the code the redirect carries is exchanged for this. */
+export interface ApprovedConsent {
   clientId: string;
   redirectUri: string;
   subject: string;
   challenge: string | undefined;
   method: string;
   offline: boolean;
+  /** The scopes the person left ticked, and the sign-in scopes asked for. */
+  scopes: string[];
+}
+
+interface PendingCode extends ApprovedConsent {
   expiresAt: number;
 }
 
@@ -70,19 +111,19 @@ const b64json = (part: string): Record<string, unknown> => {
 };
 
 export class OAuthServer {
-  /** Who consents on the /authorize page, and whether they approve. */
-  consent = { subject: "therapist@clinic.example", approve: true };
   accessTokenTtlSeconds = 3599;
   /** Leave expires_in out of token responses (some proxies do); clients must still know the expiry. */
   omitExpiresIn = false;
   readonly #clock: Clock;
   readonly #tokenUrl: () => string;
   readonly #serviceAccounts = new Map<string, { key: KeyObject; delegation: boolean }>();
-  readonly #clients = new Map<string, string>();
+  readonly #clients = new Map<string, OAuthClientRecord>();
   readonly #refreshTokens = new Map<string, Grant>();
   readonly #accessTokens = new Map<string, AccessToken>();
   readonly #codes = new Map<string, PendingCode>();
   readonly #blocked = new Set<string>();
+  /** The Cloud project of every client and key here; the Calendar API can be switched off in it. */
+  readonly project = { number: "123456789012", calendarApiEnabled: true };
 
   constructor(clock: Clock, tokenUrl: () => string) {
     this.#clock = clock;
@@ -105,18 +146,37 @@ export class OAuthServer {
     };
   }
 
-  registerOAuthClient(options: { clientId?: string; clientSecret?: string } = {}) {
+  registerOAuthClient(options: OAuthClientOptions = {}) {
     const clientId = options.clientId ?? `${randomBytes(6).toString("hex")}.apps.googleusercontent.com`;
     const clientSecret = options.clientSecret ?? `GOCSPX-${randomBytes(18).toString("base64url")}`;
-    this.#clients.set(clientId, clientSecret);
+    this.#clients.set(clientId, {
+      secret: clientSecret,
+      type: options.type ?? "desktop",
+      redirectUris: new Set(options.redirectUris ?? []),
+      testing: options.testing ?? false,
+      name: options.name ?? "calbridge",
+    });
     return { client_id: clientId, client_secret: clientSecret };
   }
 
-  issueRefreshToken(subject: string, clientId?: string): string {
+  client(clientId: string): OAuthClientRecord | undefined {
+    return this.#clients.get(clientId);
+  }
+
+  issueRefreshToken(subject: string, clientId?: string, scopes: string[] = [CALENDAR_SCOPE]): string {
     const client = clientId ?? this.#clients.keys().next().value ?? this.registerOAuthClient().client_id;
     const token = `1//${randomBytes(24).toString("base64url")}`;
-    this.#refreshTokens.set(token, { clientId: client, subject, revoked: false });
+    const grant: Grant = { clientId: client, subject, revoked: false, scopes: [...scopes] };
+    if (this.#clients.get(client)?.testing) grant.expiresAt = this.#clock.now() + TESTING_REFRESH_TOKEN_LIFETIME_MS;
+    this.#refreshTokens.set(token, grant);
     return token;
+  }
+
+  /** A code for what a person approved on the consent page (single use, 10 minutes). */
+  issueCode(approved: ApprovedConsent): string {
+    const code = `4/${randomBytes(24).toString("base64url")}`;
+    this.#codes.set(code, { ...approved, expiresAt: this.#clock.now() + 600_000 });
+    return code;
   }
 
   /** Revokes issued access and refresh tokens (of one subject, or all) and refuses new grants for that subject. */
@@ -142,8 +202,7 @@ export class OAuthServer {
     return this.#blocked.has("*") || this.#blocked.has(subject);
   }
 
-  /** The subject of a bearer token, or a Google-style 401. */
-  authenticate(header: string | undefined): string {
+  #bearer(header: string | undefined): AccessToken {
     const token = header?.match(/^Bearer\s+(.+)$/i)?.[1];
     if (!token) {
       throw new ApiError(401, "required", "Login Required.", { locationType: "header", location: "Authorization" });
@@ -155,15 +214,48 @@ export class OAuthServer {
         location: "Authorization",
       });
     }
-    return entry.subject;
+    return entry;
   }
 
-  #issueAccess(subject: string): { access_token: string; expires_in?: number; token_type: "Bearer" } {
+  /** The subject of a bearer token, or a Google-style 401. */
+  authenticate(header: string | undefined): string {
+    return this.#bearer(header).subject;
+  }
+
+  /**
+   * The subject of a bearer token that may make this Calendar API call: 401 for a bad token; 403
+   * `accessNotConfigured` while the Calendar API is off in the project (the message and the usageLimits domain as
+   * reported in nextcloud/integration_google#16 and taylorwilsdon/google_workspace_mcp#126); 403
+   * `insufficientPermissions`, "Request had insufficient authentication scopes.", when the token's scopes do not
+   * cover the call (the body as quoted in analogdotnow/Analog#296 and mtanda/grafana-google-calendar-datasource#22:
+   * a token without a calendar scope, or a read-only one used to write).
+   */
+  authorizeApi(header: string | undefined, method: string, path: string): string {
+    const token = this.#bearer(header);
+    if (!this.project.calendarApiEnabled) {
+      const n = this.project.number;
+      throw new ApiError(
+        403,
+        "accessNotConfigured",
+        `Google Calendar API has not been used in project ${n} before or it is disabled. Enable it by visiting ` +
+          `https://console.developers.google.com/apis/api/calendar-json.googleapis.com/overview?project=${n} then ` +
+          "retry. If you enabled this API recently, wait a few minutes for the action to propagate to our systems and retry.",
+        { domain: "usageLimits" },
+      );
+    }
+    if (!scopesAllow(token.scopes, method, path)) {
+      throw new ApiError(403, "insufficientPermissions", "Request had insufficient authentication scopes.");
+    }
+    return token.subject;
+  }
+
+  #issueAccess(subject: string, scopes: string[]): { access_token: string; expires_in?: number; token_type: "Bearer" } {
     const token = `ya29.${randomBytes(32).toString("base64url")}`;
     this.#accessTokens.set(token, {
       subject,
       expiresAt: this.#clock.now() + this.accessTokenTtlSeconds * 1000,
       revoked: false,
+      scopes,
     });
     if (this.omitExpiresIn) return { access_token: token, token_type: "Bearer" };
     return { access_token: token, expires_in: this.accessTokenTtlSeconds, token_type: "Bearer" };
@@ -217,7 +309,7 @@ export class OAuthServer {
       );
     }
     const scopes = String(claims.scope ?? "").split(" ");
-    if (!scopes.some((sc) => sc.startsWith(CALENDAR_SCOPE_PREFIX))) {
+    if (!scopes.some((sc) => sc.startsWith(CALENDAR_SCOPE))) {
       throw new TokenError(400, "invalid_scope", "Invalid OAuth scope or ID token audience provided.");
     }
     const subject = typeof claims.sub === "string" ? claims.sub : String(claims.iss);
@@ -229,13 +321,13 @@ export class OAuthServer {
       );
     }
     if (this.#isBlocked(subject)) throw new TokenError(400, "invalid_grant", "Invalid grant: account not found");
-    return this.#issueAccess(subject);
+    return this.#issueAccess(subject, scopes.filter(Boolean));
   }
 
   #client(form: URLSearchParams, info: TokenRequestInfo): string {
     const clientId = form.get("client_id") ?? "";
     info.clientId = clientId;
-    const secret = this.#clients.get(clientId);
+    const secret = this.#clients.get(clientId)?.secret;
     if (secret === undefined || secret !== form.get("client_secret")) {
       throw new TokenError(401, "invalid_client", "The OAuth client was not found.");
     }
@@ -246,10 +338,11 @@ export class OAuthServer {
     const clientId = this.#client(form, info);
     const grant = this.#refreshTokens.get(form.get("refresh_token") ?? "");
     if (grant) info.subject = grant.subject;
-    if (!grant || grant.revoked || grant.clientId !== clientId || this.#isBlocked(grant.subject)) {
+    const expired = grant?.expiresAt !== undefined && grant.expiresAt <= this.#clock.now();
+    if (!grant || grant.revoked || expired || grant.clientId !== clientId || this.#isBlocked(grant.subject)) {
       throw new TokenError(400, "invalid_grant", "Token has been expired or revoked.");
     }
-    return { ...this.#issueAccess(grant.subject), scope: `${CALENDAR_SCOPE_PREFIX}` };
+    return { ...this.#issueAccess(grant.subject, grant.scopes), scope: grant.scopes.join(" ") };
   }
 
   #code(form: URLSearchParams, info: TokenRequestInfo): Record<string, unknown> {
@@ -263,48 +356,22 @@ export class OAuthServer {
     info.subject = pending.subject;
     if (pending.redirectUri !== form.get("redirect_uri"))
       throw new TokenError(400, "redirect_uri_mismatch", "Bad Request");
+    // PKCE (RFC 7636): the verifier must hash (S256) or equal (plain) the challenge sent to the consent page; Google's
+    // "OAuth 2.0 for Mobile & Desktop Apps", step 1 (https://developers.google.com/identity/protocols/oauth2/native-app).
     if (pending.challenge !== undefined) {
       const verifier = form.get("code_verifier") ?? "";
       const computed = pending.method === "S256" ? createHash("sha256").update(verifier).digest("base64url") : verifier;
-      if (computed !== pending.challenge) throw new TokenError(400, "invalid_grant", "Invalid code verifier.");
+      if (!verifier || computed !== pending.challenge) {
+        throw new TokenError(400, "invalid_grant", "Invalid code verifier.");
+      }
     }
-    const body: Record<string, unknown> = { ...this.#issueAccess(pending.subject), scope: CALENDAR_SCOPE_PREFIX };
-    if (pending.offline) body.refresh_token = this.issueRefreshToken(pending.subject, clientId);
+    // `scope` carries what was granted, which with granular consent may be less than what was asked for:
+    // https://developers.google.com/identity/protocols/oauth2/resources/granular-permissions
+    const body: Record<string, unknown> = {
+      ...this.#issueAccess(pending.subject, pending.scopes),
+      scope: pending.scopes.join(" "),
+    };
+    if (pending.offline) body.refresh_token = this.issueRefreshToken(pending.subject, clientId, pending.scopes);
     return body;
-  }
-
-  /** GET /authorize: approves at once (as `consent.subject`) by redirecting to redirect_uri with code and state. */
-  authorize(url: URL): { status: number; location?: string; text?: string } {
-    const q = url.searchParams;
-    const clientId = q.get("client_id") ?? "";
-    const redirectUri = q.get("redirect_uri") ?? "";
-    if (!this.#clients.has(clientId))
-      return { status: 401, text: "Error 401: invalid_client. The OAuth client was not found." };
-    let redirect: URL;
-    try {
-      redirect = new URL(redirectUri);
-    } catch {
-      return { status: 400, text: "Error 400: redirect_uri_mismatch" };
-    }
-    if (q.get("response_type") !== "code") return { status: 400, text: "Error 400: unsupported_response_type" };
-    const state = q.get("state");
-    if (state !== null) redirect.searchParams.set("state", state);
-    if (!this.consent.approve) {
-      redirect.searchParams.set("error", "access_denied");
-      return { status: 302, location: redirect.toString() };
-    }
-    const code = `4/${randomBytes(24).toString("base64url")}`;
-    this.#codes.set(code, {
-      clientId,
-      redirectUri,
-      subject: q.get("login_hint") ?? this.consent.subject,
-      challenge: q.get("code_challenge") ?? undefined,
-      method: q.get("code_challenge_method") ?? "plain",
-      offline: q.get("access_type") === "offline",
-      expiresAt: this.#clock.now() + 600_000,
-    });
-    redirect.searchParams.set("code", code);
-    redirect.searchParams.set("scope", q.get("scope") ?? "");
-    return { status: 302, location: redirect.toString() };
   }
 }

@@ -1,0 +1,69 @@
+// Owns the fix-it hint for broken Google credentials: one sentence per cause (revoked or expired token, missing
+// scope, Calendar API off in the project, no write access to the calendar, delegation not granted), shared by the
+// gateway's log line, /status and `calbridge doctor`.
+import { CALENDAR_SCOPE, CALENDAR_SCOPE_LABEL } from "./scopes.ts";
+
+export interface HintContext {
+  therapistId: string;
+  calendarId: string;
+  /** How the therapist's calendar is reached: per-therapist OAuth or a service account with delegation. */
+  authKind: "oauth" | "service_account";
+  /** The account that must have access (the delegation subject), when known. */
+  account?: string;
+}
+
+export interface RejectedCredentials {
+  reason?: string | undefined;
+  status?: number | undefined;
+  message?: string;
+}
+
+/** The command that gives an OAuth therapist new credentials. */
+export function reconnectCommand(therapistId: string): string {
+  return `calbridge invite --therapist ${therapistId}`;
+}
+
+function reconnect(ctx: HintContext): string {
+  return (
+    `Reconnect the therapist's Google account: \`${reconnectCommand(ctx.therapistId)}\` prints a link to send them ` +
+    `(or run \`calbridge authorize --therapist ${ctx.therapistId}\` on a machine with a browser)`
+  );
+}
+
+/** The Cloud project number in Google's accessNotConfigured message, if it names one. */
+function projectOf(message: string | undefined): string | undefined {
+  return message?.match(/project[= ](\d+)/)?.[1];
+}
+
+/** What a person must do about these rejected credentials. */
+export function credentialsHint(err: RejectedCredentials, ctx: HintContext): string {
+  const oauth = ctx.authKind === "oauth";
+  switch (err.reason) {
+    case "insufficientPermissions":
+      return oauth
+        ? `The Google account gave calbridge no calendar access (the box "${CALENDAR_SCOPE_LABEL}" was not ticked). ${reconnect(ctx)}, and have them tick that box.`
+        : `The service account's domain-wide delegation does not include the scope ${CALENDAR_SCOPE}: add it in the Google Workspace admin console (Security > API controls > Domain-wide delegation).`;
+    case "accessNotConfigured": {
+      const project = projectOf(err.message);
+      const where = project
+        ? `Google Cloud project ${project} (https://console.developers.google.com/apis/api/calendar-json.googleapis.com/overview?project=${project})`
+        : "the Google Cloud project of the OAuth client or service account";
+      return `Enable the Google Calendar API in ${where} (APIs & Services > Library > Google Calendar API > Enable), then wait a few minutes.`;
+    }
+    case "requiredAccessLevel":
+      return `The account ${ctx.account ?? "that calbridge signs in as"} may not change events in calendar ${ctx.calendarId}: share the calendar with it with "Make changes to events" (or fix therapists[].calendar_id).`;
+    case "unauthorized_client":
+      return "Grant domain-wide delegation for the calendar scope to the service account, or fix `impersonate`.";
+    case "invalid_grant":
+      if (oauth) {
+        return (
+          `The refresh token was revoked or has expired. ${reconnect(ctx)}. If this recurs every 7 days, the OAuth ` +
+          `consent screen is in "Testing": publish it (Google Cloud console > OAuth consent screen > Publish app).`
+        );
+      }
+      return "Check the service-account key (it may have been deleted or rotated) and its domain-wide delegation.";
+  }
+  return oauth
+    ? `${reconnect(ctx)}.`
+    : "Check the service-account key and its domain-wide delegation for the calendar scope.";
+}
