@@ -107,7 +107,7 @@ describe("conditional writes resent after an attempt that may have been applied"
     f = await setup({ clock });
     const id = eventIdFor("apt_restore_5xx");
     await f.gateway.upsert(id, body("v1"));
-    f.emulator.userDelete(CALENDAR_ID, id);
+    await f.api.events.delete({ calendarId: CALENDAR_ID, eventId: id }); // an API deletion: Google restores those
     // Google answers 503 to the restoring PUT, yet carried it out (here: the same PUT applied during the backoff).
     f.emulator.faults.next(1, { status: 503, reason: "backendError", match: /^PUT / });
     clock.onSleep = () =>
