@@ -82,7 +82,9 @@ describe("a series made by a person", () => {
       calendarId,
       requestBody: { ...body("Daily", "2026-10-23T08:00:00Z", "2026-10-23T08:30:00Z"), id: "dai1000001" },
     });
-    f.emulator.userEdit(calendarId, "dai1000001", { recurrence: ["RRULE:FREQ=DAILY;INTERVAL=2;UNTIL=20261029T235959Z"] });
+    f.emulator.userEdit(calendarId, "dai1000001", {
+      recurrence: ["RRULE:FREQ=DAILY;INTERVAL=2;UNTIL=20261029T235959Z"],
+    });
     const daily = await f.api.events.list({ calendarId, singleEvents: true, q: "Daily", orderBy: "startTime" });
     // 10:00 Berlin stays 10:00 after the switch to winter time on 2026-10-25: 08:00Z, then 09:00Z.
     expect(ids(daily)).toEqual([
@@ -176,7 +178,13 @@ describe("incremental sync of series", () => {
     const plain = (await f.api.events.list({ calendarId })).data.nextSyncToken!;
     f.emulator.userEdit(calendarId, "series0002", { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=2"] });
     const incExpanded = await f.api.events.list({ calendarId, singleEvents: true, syncToken: expanded });
-    expect(ids(incExpanded)).toEqual(["series0002_20261130T090000Z", "series0002_20261207T090000Z"]);
+    // The expanded listing held the single event, which is gone from it now: reported as deleted, id only.
+    expect(incExpanded.data.items?.map((e) => [e.id, e.status])).toEqual([
+      ["series0002", "cancelled"],
+      ["series0002_20261130T090000Z", "confirmed"],
+      ["series0002_20261207T090000Z", "confirmed"],
+    ]);
+    expect(Object.keys(incExpanded.data.items![0]!).sort()).toEqual(["etag", "id", "kind", "status"]);
     const incPlain = await f.api.events.list({ calendarId, syncToken: plain });
     expect(incPlain.data.items?.map((e) => [e.id, e.recurrence])).toEqual([
       ["series0002", ["RRULE:FREQ=WEEKLY;COUNT=2"]],
@@ -190,6 +198,14 @@ describe("incremental sync of series", () => {
         status: "cancelled",
         recurringEventId: "series0002",
       }),
+    ]);
+    // A shorter rule: the instance it drops is reported as deleted.
+    const shorter = deletion.data.nextSyncToken!;
+    f.emulator.userEdit(calendarId, "series0002", { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=1"] });
+    const dropped = await f.api.events.list({ calendarId, singleEvents: true, syncToken: shorter, showDeleted: true });
+    expect(dropped.data.items?.map((e) => [e.id, e.status, e.summary])).toEqual([
+      ["series0002_20261207T090000Z", "cancelled", undefined],
+      ["series0002_20261130T090000Z", "confirmed", "Weekly"],
     ]);
     // Google: "All other query parameters should be the same as for the initial synchronization".
     await expectGoogleError(f.api.events.list({ calendarId, syncToken: plain, singleEvents: true }), 400, "invalid");

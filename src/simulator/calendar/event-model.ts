@@ -35,6 +35,22 @@ export interface EventRecord {
   deletedAt?: number;
   /** The entry an events.move left behind on the source calendar: only its id is guaranteed, ever. */
   movedAway?: boolean;
+  /** History position of the insert (an incremental sync from before it never saw the event). */
+  createdSeq?: number;
+  /**
+   * Earlier shapes of a series (recurrence and times), each valid until the change at history position `until`: an
+   * incremental sync of expanded instances tells from them which instances vanished since its token.
+   */
+  shapes?: SeriesShape[];
+  /** A vanished instance reported by an incremental sync: nothing but its identity. */
+  vanished?: boolean;
+}
+
+export interface SeriesShape {
+  until: number;
+  recurrence: unknown;
+  start: ParsedTime;
+  end: ParsedTime;
 }
 
 /** The calendar an event belongs to, as far as rendering needs it. */

@@ -35,11 +35,11 @@ export interface ListFaults {
  * A listed event. A deleted one shows its details only when the request asked for deleted events: Google's reference
  * (Event.status) says deleted events keep their details on the organizer's calendar "so that they can be restored",
  * but "incremental sync requests with showDeleted set to false will not return these details"; the entry a move left
- * behind never has them.
+ * behind, and an instance that vanished from a series, never have them.
  */
 function shown(rec: EventRecord, cal: CalendarRecord, showDeleted: boolean): Record<string, unknown> {
   if (rec.status !== "cancelled") return toResource(rec, cal);
-  return showDeleted && !rec.movedAway ? toResource(rec, cal) : toDeletedResource(rec, cal);
+  return showDeleted && !rec.movedAway && !rec.vanished ? toResource(rec, cal) : toDeletedResource(rec, cal);
 }
 
 export class EventLister {

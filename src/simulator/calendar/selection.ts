@@ -3,7 +3,7 @@
 import type { EventRecord } from "./event-model.ts";
 import { ApiError } from "./http.ts";
 import { occurrences } from "./recurrence.ts";
-import { findInstance, HORIZON_MS, instancesOf, ruleOf } from "./series.ts";
+import { findInstance, HORIZON_MS, instancesOf, ruleOf, vanishedSince } from "./series.ts";
 import type { CalendarRecord } from "./store.ts";
 import { parseRfc3339 } from "./time.ts";
 
@@ -118,10 +118,10 @@ export function changedSince(cal: CalendarRecord, since: number, singleEvents: b
       const master = cal.events.get(rec.recurringEventId);
       if (master && master.seq > since) continue; // the series' own expansion reports it
       out.push(findInstance(cal, rec.id) ?? rec);
-    } else if (ruleOf(rec)) {
-      out.push(...instancesOf(cal, rec, now + HORIZON_MS));
     } else {
-      out.push(rec);
+      out.push(...vanishedSince(cal, rec, since, now + HORIZON_MS));
+      if (ruleOf(rec)) out.push(...instancesOf(cal, rec, now + HORIZON_MS));
+      else out.push(rec);
     }
   }
   return out;

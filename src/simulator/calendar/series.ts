@@ -1,6 +1,6 @@
 // Owns recurring series in the store's terms: the instances of a master (stored exceptions in their place), finding an
 // instance by its id, and how far a series without end is expanded.
-import type { EventRecord } from "./event-model.ts";
+import type { EventRecord, SeriesShape } from "./event-model.ts";
 import { occurrences, parseRecurrence, type Rule, splitInstanceId } from "./recurrence.ts";
 
 const DAY_MS = 86_400_000;
@@ -82,4 +82,37 @@ export function findInstance(cal: SeriesCalendar, id: string): EventRecord | und
   if (Number.isNaN(at)) return undefined;
   for (const rec of instancesOf(cal, master, at + DAY_MS + 1)) if (rec.id === id) return rec;
   return undefined;
+}
+
+/** The ids (with original starts) a shape of the event stood for in an expanded listing. */
+function idsOf(cal: SeriesCalendar, id: string, shape: Omit<SeriesShape, "until">, untilMs: number) {
+  if (shape.recurrence === undefined) return new Map([[id, undefined]]);
+  const zone = shape.start.stored.timeZone ?? cal.timeZone;
+  const out = new Map<string, EventRecord["start"] | undefined>();
+  for (const occ of occurrences(parseRecurrence(shape.recurrence), shape.start, shape.end, zone, untilMs)) {
+    out.set(`${id}_${occ.suffix}`, occ.start);
+  }
+  return out;
+}
+
+/**
+ * What an expanded listing made at history position `since` held of `rec` and holds no more: an event made into a
+ * series (its single entry), instances a changed rule no longer has. An incremental sync reports them as deleted, with
+ * nothing but their identity, so that a client's copy of the expanded listing stays right.
+ */
+export function vanishedSince(cal: SeriesCalendar, rec: EventRecord, since: number, untilMs: number): EventRecord[] {
+  if (!rec.shapes?.length || (rec.createdSeq ?? 0) > since) return [];
+  const then = rec.shapes.find((s) => s.until > since);
+  if (!then) return [];
+  const before = idsOf(cal, rec.id, then, untilMs);
+  const now = idsOf(cal, rec.id, { recurrence: rec.fields.recurrence, start: rec.start, end: rec.end }, untilMs);
+  const gone: EventRecord[] = [];
+  for (const [id, originalStart] of before) {
+    if (now.has(id)) continue;
+    const stub: EventRecord = { ...rec, id, fields: {}, status: "cancelled", vanished: true };
+    delete stub.shapes;
+    if (originalStart) Object.assign(stub, { recurringEventId: rec.id, originalStart, start: originalStart });
+    gone.push(stub);
+  }
+  return gone;
 }
