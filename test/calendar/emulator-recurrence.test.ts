@@ -70,6 +70,7 @@ describe("a series made by a person", () => {
     await weekly();
     const got = await f.api.events.get({ calendarId, eventId: "series0001_20261214T090000Z" });
     expect(got.data).toMatchObject({ recurringEventId: "series0001", status: "confirmed" });
+    expect(f.emulator.event(calendarId, "series0001_20261214T090000Z")).toEqual(got.data);
     await expectGoogleError(f.api.events.get({ calendarId, eventId: "series0001_20261215T090000Z" }), 404, "notFound");
     await expectGoogleError(f.api.events.get({ calendarId, eventId: "series0001_20261228T090000Z" }), 404, "notFound");
     const instances = await f.api.events.instances({ calendarId, eventId: "series0001", maxResults: 3 });

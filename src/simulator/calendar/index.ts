@@ -18,6 +18,7 @@ import {
   UsageLimits,
   type UsageSnapshot,
 } from "./quota.ts";
+import { findInstance } from "./series.ts";
 import { type AccessRole, type CalendarRecord, CalendarStore, type KindSwitches, type WriteCounters } from "./store.ts";
 
 export type { FaultSpec } from "./faults.ts";
@@ -166,14 +167,18 @@ export class CalendarEmulator {
   shareCalendar(id: string, subject: string, role: AccessRole = "writer"): void {
     this.#calendar(id).acl.set(subject, role);
   }
-  /** Every stored event of the calendar as Google would return it, deleted ones (status "cancelled") included. */
+  /**
+   * Every stored event of the calendar as Google would return it, deleted ones (status "cancelled") included: series
+   * masters and their stored exceptions, not the instances a series makes (see event()).
+   */
   events(calendarId: string): Record<string, unknown>[] {
     const cal = this.#calendar(calendarId);
     return [...cal.events.values()].map((r) => toResource(r, cal));
   }
+  /** The event as events.get returns it (an instance of a series too), or undefined where events.get answers 404. */
   event(calendarId: string, eventId: string): Record<string, unknown> | undefined {
     const cal = this.#calendar(calendarId);
-    const rec = cal.events.get(eventId);
+    const rec = findInstance(cal, eventId);
     return rec ? toResource(rec, cal) : undefined;
   }
   /**
