@@ -1,7 +1,8 @@
 // Tests what the emulator stores of an event through googleapis: PUT replaces the whole event, PATCH changes only what
 // it names; location, reminders, attendees, attachments and conference data as Google treats them.
-import type { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
+import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ServiceAccountCredentials } from "../../src/calendar/service-account.ts";
 import { body, CALENDAR_ID, expectGoogleError, type Fixture, setup } from "./helpers.ts";
 
 let f: Fixture;
@@ -130,6 +131,20 @@ describe("reminders", () => {
     });
   });
 
+  it("a patch merges into the stored reminders object (Google's patch semantics for nested objects)", async () => {
+    await f.api.events.insert({ calendarId, requestBody: { ...body("x"), id: "remind0003" } });
+    // The stored useDefault:true stays, so overrides alone conflict with it.
+    await expectGoogleError(
+      f.api.events.patch({
+        calendarId,
+        eventId: "remind0003",
+        requestBody: { reminders: { overrides: [{ method: "popup", minutes: 5 }] } },
+      }),
+      400,
+      "cannotUseDefaultRemindersAndSpecifyOverride",
+    );
+  });
+
   it("a change of reminders alone changes the etag but not updated", async () => {
     const { data: before } = await f.api.events.insert({ calendarId, requestBody: { ...body("x"), id: "remind0002" } });
     await new Promise((r) => setTimeout(r, 5));
@@ -169,5 +184,21 @@ describe("attendees, attachments, event types", () => {
       400,
       "invalid",
     );
+  });
+
+  it("refuses attendees to a service account acting as itself (403 forbiddenForServiceAccounts)", async () => {
+    const key = f.emulator.registerServiceAccount({ clientEmail: "robot@clinic.iam.gserviceaccount.com" });
+    f.emulator.shareCalendar(calendarId, key.client_email, "writer");
+    const robot = new calendar_v3.Calendar({
+      auth: new ServiceAccountCredentials({ key, tokenUrl: f.emulator.tokenUrl }),
+      rootUrl: f.emulator.rootUrl,
+      retry: false,
+    });
+    await expectGoogleError(
+      robot.events.insert({ calendarId, requestBody: { ...body("x"), attendees: [{ email: "guest@example.com" }] } }),
+      403,
+      "forbiddenForServiceAccounts",
+    );
+    expect((await robot.events.insert({ calendarId, requestBody: body("x") })).status).toBe(200);
   });
 });

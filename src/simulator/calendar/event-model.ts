@@ -196,10 +196,18 @@ export function mergePatch(target: Record<string, unknown>, patch: Record<string
   return out;
 }
 
-/** The record as a writable body again (the base a patch merges into). */
+/**
+ * The record as a writable body again: the base a patch merges into. Reminders are there as they read back (an event
+ * without its own reads useDefault:true), so a patch naming only `reminders.overrides` meets that useDefault. Patches
+ * merge nested objects (Google's extended-properties guide: a patch "allows you to manipulate some properties while
+ * leaving others untouched"), and sync tools found the same for reminders: they send useDefault and overrides
+ * together because a value left from before triggers 400 cannotUseDefaultRemindersAndSpecifyOverride. (One report,
+ * Echoes675/FamilyHQ's ReminderSemantics, saw reminders replaced whole; the merge is the general rule.)
+ */
 export function writableBody(rec: EventRecord, calendarZone: string): Record<string, unknown> {
   return {
     ...structuredClone(rec.fields),
+    reminders: readReminders(rec.fields.reminders, rec.start.allDay),
     start: { ...renderEventTime(rec.start.ms, rec.start.allDay, rec.start.stored, calendarZone), ...rec.start.stored },
     end: { ...renderEventTime(rec.end.ms, rec.end.allDay, rec.end.stored, calendarZone), ...rec.end.stored },
     status: rec.status,

@@ -61,7 +61,8 @@ export class PersonActions {
    * was: live, with a new etag and `updated`, so an incremental sync reports it as a change. It keeps its extended
    * properties: sync tools that find their events by them recognise a restored event as theirs again
    * (phw198/OutlookGoogleCalendarSync #2022: events restored from the Google Calendar trash are deleted again by the
-   * next sync; #1194 the same), and OGCS keeps its ids in the private properties (CustomProperty.cs).
+   * next sync; #1194 the same), and OGCS finds its events by the Outlook ids it keeps in their extended properties
+   * (its CustomProperty class).
    */
   undoDelete(cal: CalendarRecord, eventId: string): EventRecord {
     const rec = this.#deleted(cal, eventId, "userUndoDelete");

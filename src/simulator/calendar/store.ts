@@ -2,7 +2,7 @@
 // deleted), events.move, change history and sync tokens.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.ts";
-import { dropUnsupported, type WriteSupport } from "./event-fields.ts";
+import { dropUnsupported, readReminders, type WriteSupport } from "./event-fields.ts";
 import { type EventRecord, mergePatch, type ValidatedEvent, validateEvent, writableBody } from "./event-model.ts";
 import { ApiError } from "./http.ts";
 import { findInstance } from "./series.ts";
@@ -200,7 +200,9 @@ export class CalendarStore {
     const wasCancelled = rec.status === "cancelled";
     const status = v.status ?? statusDefault;
     const mainChanged = mainData(rec) !== mainData(v) || status !== rec.status;
-    const remindersChanged = JSON.stringify(rec.fields.reminders) !== JSON.stringify(v.fields.reminders);
+    const remindersChanged =
+      JSON.stringify(readReminders(rec.fields.reminders, rec.start.allDay)) !==
+      JSON.stringify(readReminders(v.fields.reminders, v.start.allDay));
     const shape = { recurrence: rec.fields.recurrence, start: rec.start, end: rec.end };
     const reshaped =
       rec.recurringEventId === undefined &&
