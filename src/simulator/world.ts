@@ -8,7 +8,7 @@ import type { Clock } from "../clock.ts";
 import { type Config, type ConfigInput, ConfigSchema } from "../config/schema.ts";
 import { secrets } from "../log.ts";
 import { type BookingSimulator, type BookingSimulatorOptions, startBookingSimulator } from "./booking/index.ts";
-import { type CalendarEmulator, startCalendarEmulator } from "./calendar/index.ts";
+import { type CalendarEmulator, type CalendarEmulatorOptions, startCalendarEmulator } from "./calendar/index.ts";
 
 export const WORLD_WEBHOOK_SECRET = "whsec_world_0123456789abcdef";
 
@@ -27,6 +27,11 @@ export interface WorldOptions {
   configure?: (raw: ConfigInput) => void;
   /** Store URL (default sqlite in `dir`). */
   storeUrl?: string;
+  /**
+   * Options of the Calendar emulator: Google's quotas (`limits`, on by default with Google's numbers), answer delay
+   * (`latencyMs`, `latencyJitterMs`), `autoNotify`. The world's `clock` drives the emulator too.
+   */
+  google?: Omit<CalendarEmulatorOptions, "clock" | "port" | "host">;
 }
 
 export interface World {
@@ -52,7 +57,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<World> {
     webhookTimeScale: options.webhookTimeScale ?? 1 / 60_000,
     ...(options.clock ? { clock: options.clock } : {}),
   });
-  const google = await startCalendarEmulator(options.clock ? { clock: options.clock } : {});
+  const google = await startCalendarEmulator({ ...options.google, ...(options.clock ? { clock: options.clock } : {}) });
   const key = google.registerServiceAccount({ clientEmail: "calbridge@world.iam.gserviceaccount.com" });
   const keyFile = join(dir, "sa.json");
   writeFileSync(keyFile, JSON.stringify(key), { mode: 0o600 });

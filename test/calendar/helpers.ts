@@ -5,7 +5,11 @@ import { expect } from "vitest";
 import { OAuthCredentials } from "../../src/calendar/auth.ts";
 import { CalendarError } from "../../src/calendar/errors.ts";
 import { CalendarGateway, type CalendarGatewayOptions } from "../../src/calendar/gateway.ts";
-import { type CalendarEmulator, startCalendarEmulator } from "../../src/simulator/calendar/index.ts";
+import {
+  type CalendarEmulator,
+  type CalendarEmulatorOptions,
+  startCalendarEmulator,
+} from "../../src/simulator/calendar/index.ts";
 
 export const SUBJECT = "anna@clinic.example";
 export const CALENDAR_ID = SUBJECT;
@@ -21,8 +25,11 @@ export interface Fixture {
   close(): Promise<void>;
 }
 
-export async function setup(overrides: Partial<CalendarGatewayOptions> = {}): Promise<Fixture> {
-  const emulator = await startCalendarEmulator();
+export async function setup(
+  overrides: Partial<CalendarGatewayOptions> = {},
+  emulatorOptions: CalendarEmulatorOptions = {},
+): Promise<Fixture> {
+  const emulator = await startCalendarEmulator(emulatorOptions);
   emulator.createCalendar(CALENDAR_ID, SUBJECT, { timeZone: "Europe/Berlin", summary: "Anna" });
   const client = emulator.registerOAuthClient();
   const auth = new OAuthCredentials({

@@ -38,6 +38,9 @@ export function raceTests(seed: number): void {
         expect(world.google.event(cal, eventIdFor(id))?.status).toBe("confirmed");
 
         // Both sides change between two syncs: the therapist deletes the event, staff move the appointment.
+        // until #14: booking_wins puts a person-deleted event back under the next generation of its id (Google
+        // refuses the old one)
+        world.google.kind.restorePersonDeletions = true;
         world.google.userDelete(cal, eventIdFor(id));
         const moved = start.getTime() + 2 * HOUR;
         world.booking.move(id, new Date(moved));
@@ -86,7 +89,7 @@ export function raceTests(seed: number): void {
         await app.engine.idle();
         expect(world.booking.get(id)?.status).toBe("cancelled");
         // Then brings it back (Google's "undo", or restored from the bin): the calendar shows a cancelled appointment.
-        world.google.userEdit(cal, eventId, { status: "confirmed" });
+        world.google.userUndoDelete(cal, eventId);
         await app.poller.poll("th_1");
         await app.engine.idle();
         const afterPoll = stateProblems(world);

@@ -55,6 +55,8 @@ describe("reconciliation", () => {
     sim.cancel(String(a!.id)); // missed cancel
     sim.reassign(String(b!.id), "th_3", { force: true }); // reassignment
     const cal2 = h.world.calendarOf("th_2");
+    // until #14: an event a person deleted is restored under the next generation of its id (Google refuses the old one)
+    h.world.google.kind.restorePersonDeletions = true;
     h.world.google.userDelete(cal2, eventIdFor(String(c!.id))); // deleted by hand
     h.world.google.userEdit(cal2, eventIdFor(String(d!.id)), { summary: "my own title" }); // edited by hand
     // An orphan: a managed event whose appointment the booking service does not know.

@@ -84,16 +84,7 @@ const shifted = (ms: number) => ({ dateTime: iso(ms) });
 
 /** The therapist's "change calendar" in Google: the event is gone from its calendar and in `to`'s with the same id. */
 function moveToCalendar(x: Harness, m: Awaited<ReturnType<typeof mirrored>>, to: string): void {
-  const ev = x.world.google.event(m.cal, m.eventId)!;
-  x.world.google.userDelete(m.cal, m.eventId);
-  x.world.google.userInsert(x.world.calendarOf(to), {
-    id: m.eventId,
-    summary: ev.summary,
-    description: ev.description,
-    start: ev.start,
-    end: ev.end,
-    extendedProperties: ev.extendedProperties,
-  });
+  x.world.google.userMove(m.cal, m.eventId, x.world.calendarOf(to)); // "Change calendar" in Google's UI
 }
 
 describe("write-back", () => {
@@ -167,6 +158,8 @@ describe("write-back", () => {
 
   it("a change to an appointment that is not confirmed is restored with the reason", async () => {
     h = await twoWay();
+    // until #14: an event a person deleted is put back under the next generation of its id (Google refuses the old one)
+    h.world.google.kind.restorePersonDeletions = true;
     const m = await mirrored(h);
     h.world.booking.complete(m.id);
     await settle(h);
@@ -183,6 +176,8 @@ describe("write-back", () => {
       h = await twoWay((c) => {
         c.sync = { ...c.sync, writeback: { reassign } };
       });
+      // until #14: a moved event is put back under the next generation of its id (Google refuses the old one)
+      h.world.google.kind.restorePersonDeletions = true;
       const m = await mirrored(h, "th_1");
       moveToCalendar(h, m, "th_2");
       await settle(h);
@@ -300,6 +295,8 @@ describe("write-back", () => {
     h = await twoWay((c) => {
       c.sync = { ...c.sync, writeback: { reschedule: false, cancel: false } };
     });
+    // until #14: an event a person deleted is put back under the next generation of its id (Google refuses the old one)
+    h.world.google.kind.restorePersonDeletions = true;
     const m = await mirrored(h);
     h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
     await settle(h);

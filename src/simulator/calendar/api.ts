@@ -1,5 +1,6 @@
 // Owns the routing of the emulated Calendar API v3 (/calendar/v3/...) onto the store, lister and push channels.
 
+import { writeSupport } from "./event-fields.ts";
 import { toResource } from "./event-model.ts";
 import type { Faults } from "./faults.ts";
 import { ApiError } from "./http.ts";
@@ -15,13 +16,15 @@ export interface ApiRequest {
   body: Record<string, unknown>;
   subject: string;
   ifMatch: string | undefined;
+  /** The token is a service account's own (no domain-wide delegation). */
+  serviceAccountItself?: boolean;
 }
 
 export interface ApiAnswer {
   status: number;
   body?: unknown;
-  /** The calendar whose events changed (for automatic notifications). */
-  changed?: string;
+  /** The calendars whose events changed (for automatic notifications). */
+  changed?: string[];
 }
 
 export interface ApiContext {
@@ -40,6 +43,17 @@ function countEmails(ctx: ApiContext, req: ApiRequest, attendees: unknown): void
   }
 }
 
+/**
+ * Google's reference (Event.attendees): "Service accounts need to use domain-wide delegation of authority to populate
+ * the attendee list"; the error is 403 forbiddenForServiceAccounts.
+ */
+function checkAttendees(req: ApiRequest): void {
+  const attendees = req.body.attendees;
+  if (req.serviceAccountItself && Array.isArray(attendees) && attendees.length > 0) {
+    throw new ApiError(403, "forbiddenForServiceAccounts");
+  }
+}
+
 function calendarResource(cal: CalendarRecord) {
   return {
     kind: "calendar#calendar",
@@ -50,6 +64,7 @@ function calendarResource(cal: CalendarRecord) {
   };
 }
 
+/** faults.refuseRestore: every restore is refused, also of an event the API deleted. */
 function refuseRestore(ctx: ApiContext, cal: CalendarRecord, eventId: string, body: Record<string, unknown>): void {
   const rec = cal.events.get(eventId);
   if (
@@ -68,27 +83,44 @@ function eventRoute(ctx: ApiContext, req: ApiRequest, cal: CalendarRecord, event
     case "GET":
       return { status: 200, body: toResource(store.get(cal, eventId), cal) };
     case "PUT": {
+      checkAttendees(req);
       refuseRestore(ctx, cal, eventId, req.body);
-      const rec = store.update(cal, eventId, req.body, req.ifMatch);
+      const rec = store.update(cal, eventId, req.body, req.ifMatch, writeSupport(req.query));
       countEmails(ctx, req, rec.fields.attendees);
-      return { status: 200, body: toResource(rec, cal), changed: cal.id };
+      return { status: 200, body: toResource(rec, cal), changed: [cal.id] };
     }
     case "PATCH": {
+      checkAttendees(req);
       refuseRestore(ctx, cal, eventId, req.body);
-      const rec = store.patch(cal, eventId, req.body, req.ifMatch);
+      const rec = store.patch(cal, eventId, req.body, req.ifMatch, writeSupport(req.query));
       countEmails(ctx, req, rec.fields.attendees);
-      return { status: 200, body: toResource(rec, cal), changed: cal.id };
+      return { status: 200, body: toResource(rec, cal), changed: [cal.id] };
     }
     case "DELETE":
       countEmails(ctx, req, cal.events.get(eventId)?.fields.attendees);
       store.delete(cal, eventId, req.ifMatch);
-      return { status: 204, changed: cal.id };
+      return { status: 204, changed: [cal.id] };
   }
   throw new ApiError(405, "badRequest", "Method Not Allowed");
 }
 
+/** POST .../events/{eventId}/move?destination=...: writer access on both calendars. */
+function moveRoute(ctx: ApiContext, req: ApiRequest, from: CalendarRecord, eventId: string): ApiAnswer {
+  const destination = req.query.destination;
+  if (typeof destination !== "string" || !destination) {
+    throw new ApiError(400, "required", "Required parameter: destination", {
+      locationType: "parameter",
+      location: "destination",
+    });
+  }
+  const to = ctx.store.resolve(destination, req.subject, "write");
+  const rec = ctx.store.move(from, eventId, to);
+  ctx.store.counters.moves += 1;
+  return { status: 200, body: toResource(rec, to), changed: [from.id, to.id] };
+}
+
 function calendarRoute(ctx: ApiContext, req: ApiRequest, rest: string[]): ApiAnswer {
-  const [calendarId, collection, eventId, extra] = rest;
+  const [calendarId, collection, eventId, action, extra] = rest;
   if (calendarId === undefined) throw new ApiError(404, "notFound");
   const need = WRITE_METHODS.has(req.method) && eventId !== "watch" ? "write" : "read";
   const cal = ctx.store.resolve(calendarId, req.subject, need);
@@ -97,13 +129,21 @@ function calendarRoute(ctx: ApiContext, req: ApiRequest, rest: string[]): ApiAns
   if (eventId === undefined) {
     if (req.method === "GET") return { status: 200, body: ctx.lister.list(cal, req.query, ctx.faults) };
     if (req.method === "POST") {
-      const rec = ctx.store.insert(cal, req.body);
+      checkAttendees(req);
+      const rec = ctx.store.insert(cal, req.body, writeSupport(req.query));
       countEmails(ctx, req, rec.fields.attendees);
-      return { status: 200, body: toResource(rec, cal), changed: cal.id };
+      return { status: 200, body: toResource(rec, cal), changed: [cal.id] };
     }
     throw new ApiError(405, "badRequest", "Method Not Allowed");
   }
-  if (eventId === "watch" && req.method === "POST") return { status: 200, body: ctx.push.watch(cal, req.body) };
+  if (eventId === "watch" && action === undefined && req.method === "POST") {
+    return { status: 200, body: ctx.push.watch(cal, req.body) };
+  }
+  if (action === "move" && req.method === "POST") return moveRoute(ctx, req, cal, eventId);
+  if (action === "instances" && req.method === "GET") {
+    return { status: 200, body: ctx.lister.instances(cal, ctx.store.get(cal, eventId), req.query, ctx.faults) };
+  }
+  if (action !== undefined) throw new ApiError(404, "notFound");
   return eventRoute(ctx, req, cal, eventId);
 }
 

@@ -1,5 +1,14 @@
 // Owns the emulator's event model: which fields are writable, validation, patch merging, the resource Google returns.
+import {
+  CREATABLE_EVENT_TYPES,
+  cleanAttachments,
+  cleanAttendees,
+  cleanConferenceData,
+  cleanReminders,
+  readReminders,
+} from "./event-fields.ts";
 import { ApiError } from "./http.ts";
+import { occurrences, parseRecurrence } from "./recurrence.ts";
 import { type ParsedTime, parseEventTime, renderEventTime } from "./time.ts";
 
 export interface EventRecord {
@@ -15,6 +24,33 @@ export interface EventRecord {
   /** Position in the calendar's change history (sync tokens compare it). */
   seq: number;
   sequence: number;
+  /** "default", "outOfOffice", "focusTime" or "workingLocation"; fixed at creation. */
+  eventType: string;
+  /** For an instance of a recurring event (a stored exception, or one built on the fly): its series. */
+  recurringEventId?: string;
+  /** For an instance: where the series puts it (its id's suffix); immutable. */
+  originalStart?: ParsedTime;
+  /** Who deleted the event, while it is deleted: a person in Google's UI, or an API call. */
+  deletedBy?: "person" | "api";
+  deletedAt?: number;
+  /** The entry an events.move left behind on the source calendar: only its id is guaranteed, ever. */
+  movedAway?: boolean;
+  /** History position of the insert (an incremental sync from before it never saw the event). */
+  createdSeq?: number;
+  /**
+   * Earlier shapes of a series (recurrence and times), each valid until the change at history position `until`: an
+   * incremental sync of expanded instances tells from them which instances vanished since its token.
+   */
+  shapes?: SeriesShape[];
+  /** A vanished instance reported by an incremental sync: nothing but its identity. */
+  vanished?: boolean;
+}
+
+export interface SeriesShape {
+  until: number;
+  recurrence: unknown;
+  start: ParsedTime;
+  end: ParsedTime;
 }
 
 /** The calendar an event belongs to, as far as rendering needs it. */
@@ -34,6 +70,8 @@ const WRITABLE = [
   "extendedProperties",
   "reminders",
   "attendees",
+  "attachments",
+  "conferenceData",
   "recurrence",
   "source",
   "guestsCanModify",
@@ -88,9 +126,10 @@ export interface ValidatedEvent {
   start: ParsedTime;
   end: ParsedTime;
   status: string | undefined;
+  eventType: string | undefined;
 }
 
-/** Checks a full event body (insert, update) and keeps only writable fields. */
+/** Checks a full event body (insert, update, a patch merged onto the event) and keeps only writable fields. */
 export function validateEvent(body: Record<string, unknown>, calendarZone: string): ValidatedEvent {
   const fields: Record<string, unknown> = {};
   for (const key of WRITABLE) {
@@ -112,11 +151,33 @@ export function validateEvent(body: Record<string, unknown>, calendarZone: strin
   const props = validateExtendedProperties(body.extendedProperties);
   if (props) fields.extendedProperties = props;
   else delete fields.extendedProperties;
+  if (fields.reminders !== undefined) fields.reminders = cleanReminders(fields.reminders);
+  if (fields.attendees !== undefined) fields.attendees = cleanAttendees(fields.attendees);
+  if (fields.attachments !== undefined) fields.attachments = cleanAttachments(fields.attachments);
+  if (fields.conferenceData !== undefined) fields.conferenceData = cleanConferenceData(fields.conferenceData);
+  const eventType = typeof body.eventType === "string" ? body.eventType : undefined;
+  if (eventType !== undefined && !CREATABLE_EVENT_TYPES.includes(eventType)) {
+    throw new ApiError(400, "invalid", `Invalid eventType value: ${eventType} events cannot be created here.`);
+  }
   const start = parseEventTime(body.start, "start", calendarZone);
   const end = parseEventTime(body.end, "end", calendarZone);
   if (end.ms < start.ms) throw new ApiError(400, "timeRangeEmpty");
+  if (fields.recurrence !== undefined) checkSeries(fields.recurrence, start, end, calendarZone);
   const status = typeof body.status === "string" ? body.status : undefined;
-  return { fields, start, end, status };
+  return { fields, start, end, status, eventType };
+}
+
+/**
+ * A recurring event. Google's reference (EventDateTime.timeZone): "For recurring events this field is required and
+ * specifies the time zone in which the recurrence is expanded"; without it Google answers 400 "Missing time zone
+ * definition for start time." The rule itself must be in the subset recurrence.ts expands.
+ */
+function checkSeries(recurrence: unknown, start: ParsedTime, end: ParsedTime, calendarZone: string): void {
+  if (!start.allDay && !start.stored.timeZone) {
+    throw new ApiError(400, "invalid", "Missing time zone definition for start time.");
+  }
+  const rule = parseRecurrence(recurrence);
+  occurrences(rule, start, end, start.stored.timeZone ?? calendarZone, Number.POSITIVE_INFINITY).next();
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -135,10 +196,18 @@ export function mergePatch(target: Record<string, unknown>, patch: Record<string
   return out;
 }
 
-/** The record as a writable body again (the base a patch merges into). */
+/**
+ * The record as a writable body again: the base a patch merges into. Reminders are there as they read back (an event
+ * without its own reads useDefault:true), so a patch naming only `reminders.overrides` meets that useDefault. Patches
+ * merge nested objects (Google's extended-properties guide: a patch "allows you to manipulate some properties while
+ * leaving others untouched"), and sync tools found the same for reminders: they send useDefault and overrides
+ * together because a value left from before triggers 400 cannotUseDefaultRemindersAndSpecifyOverride. (One report,
+ * Echoes675/FamilyHQ's ReminderSemantics, saw reminders replaced whole; the merge is the general rule.)
+ */
 export function writableBody(rec: EventRecord, calendarZone: string): Record<string, unknown> {
   return {
     ...structuredClone(rec.fields),
+    reminders: readReminders(rec.fields.reminders, rec.start.allDay),
     start: { ...renderEventTime(rec.start.ms, rec.start.allDay, rec.start.stored, calendarZone), ...rec.start.stored },
     end: { ...renderEventTime(rec.end.ms, rec.end.allDay, rec.end.stored, calendarZone), ...rec.end.stored },
     status: rec.status,
@@ -162,10 +231,12 @@ export function toResource(rec: EventRecord, cal: EventOwner): Record<string, un
   resource.organizer = { email: cal.id, self: true };
   resource.start = renderEventTime(rec.start.ms, rec.start.allDay, rec.start.stored, cal.timeZone);
   resource.end = renderEventTime(rec.end.ms, rec.end.allDay, rec.end.stored, cal.timeZone);
-  if (f.recurrence !== undefined) resource.recurrence = structuredClone(f.recurrence);
+  if (f.recurrence !== undefined && rec.recurringEventId === undefined)
+    resource.recurrence = structuredClone(f.recurrence);
+  if (rec.recurringEventId !== undefined) Object.assign(resource, instanceIdentity(rec, cal));
   if (f.transparency === "transparent") resource.transparency = "transparent";
   if (f.visibility !== undefined && f.visibility !== "default") resource.visibility = f.visibility;
-  resource.iCalUID = `${rec.id}@google.com`;
+  resource.iCalUID = `${rec.recurringEventId ?? rec.id}@google.com`;
   resource.sequence = rec.sequence;
   if (f.attendees !== undefined) resource.attendees = structuredClone(f.attendees);
   if (f.extendedProperties !== undefined) resource.extendedProperties = structuredClone(f.extendedProperties);
@@ -175,21 +246,36 @@ export function toResource(rec: EventRecord, cal: EventOwner): Record<string, un
     "guestsCanSeeOtherGuests",
     "anyoneCanAddSelf",
     "source",
+    "attachments",
+    "conferenceData",
   ]) {
     if (f[key] !== undefined) resource[key] = structuredClone(f[key]);
   }
-  resource.reminders = f.reminders !== undefined ? structuredClone(f.reminders) : { useDefault: true };
-  resource.eventType = "default";
+  const conference = f.conferenceData as { entryPoints?: { entryPointType?: string; uri?: string }[] } | undefined;
+  const video = conference?.entryPoints?.find((e) => e.entryPointType === "video")?.uri;
+  if (video?.startsWith("https://meet.google.com/")) resource.hangoutLink = video;
+  resource.reminders = readReminders(f.reminders, rec.start.allDay);
+  resource.eventType = rec.eventType;
   return resource;
 }
 
-/** How a deleted event appears in listings: only its identity is guaranteed. */
-export function toDeletedResource(rec: EventRecord): Record<string, unknown> {
+/** recurringEventId and originalStartTime of an instance. */
+function instanceIdentity(rec: EventRecord, cal: EventOwner): Record<string, unknown> {
+  const original = rec.originalStart ?? rec.start;
   return {
-    kind: "calendar#event",
-    etag: rec.etag,
-    id: rec.id,
-    status: "cancelled",
-    updated: new Date(rec.updated).toISOString(),
+    recurringEventId: rec.recurringEventId,
+    originalStartTime: renderEventTime(original.ms, original.allDay, original.stored, cal.timeZone),
   };
+}
+
+/**
+ * A deleted event without its details. Google's reference (Event.status): "Deleted events are only guaranteed to have
+ * the id field populated"; "incremental sync requests with showDeleted set to false will not return these details";
+ * "Cancelled exceptions are only guaranteed to have values for the id, recurringEventId and originalStartTime fields".
+ * The etag stays: it is what changed.
+ */
+export function toDeletedResource(rec: EventRecord, cal: EventOwner): Record<string, unknown> {
+  const resource: Record<string, unknown> = { kind: "calendar#event", etag: rec.etag, id: rec.id, status: "cancelled" };
+  if (rec.recurringEventId !== undefined) Object.assign(resource, instanceIdentity(rec, cal));
+  return resource;
 }

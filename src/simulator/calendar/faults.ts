@@ -1,4 +1,4 @@
-// Owns the emulator's fault injection (error bursts, random errors, lost responses, empty pages) and usage limits.
+// Owns the emulator's fault injection: error bursts, random errors, lost responses, empty pages, answer delay.
 
 export interface FaultSpec {
   status: number;
@@ -17,14 +17,31 @@ export class Faults {
   /** Share of API requests (0..1) answered with `errorRateFault`. */
   errorRate = 0;
   errorRateFault: FaultSpec = { status: 503, reason: "backendError" };
-  /** Answer 403 forbidden when an update would restore a deleted event (some clients saw Google do this). */
+  /**
+   * Answer 403 forbidden when any update would restore a deleted event, also one deleted through the API (restoring
+   * what a person deleted in the UI is refused anyway, see the store).
+   */
   refuseRestore = false;
-  /** Delay before each API answer. */
-  latencyMs = 0;
+  /** Delay before each API answer, plus up to `latencyJitterMs` more (uniformly), on the wall clock. */
+  latencyMs: number;
+  latencyJitterMs: number;
   random: () => number = Math.random;
+  readonly #defaultLatency: { ms: number; jitterMs: number };
   #queue: { remaining: number; spec: FaultSpec }[] = [];
   #drops = 0;
   #emptyPages = 0;
+
+  constructor(latency: { ms?: number; jitterMs?: number } = {}) {
+    this.#defaultLatency = { ms: latency.ms ?? 0, jitterMs: latency.jitterMs ?? 0 };
+    this.latencyMs = this.#defaultLatency.ms;
+    this.latencyJitterMs = this.#defaultLatency.jitterMs;
+  }
+
+  /** @internal This answer's delay in milliseconds. */
+  delay(): number {
+    const jitter = this.latencyJitterMs > 0 ? this.random() * this.latencyJitterMs : 0;
+    return Math.max(0, this.latencyMs + jitter);
+  }
 
   /** The next `n` matching requests fail with `spec` (queued after earlier bursts). */
   next(n: number, spec: FaultSpec): this {
@@ -54,7 +71,8 @@ export class Faults {
     this.#emptyPages = 0;
     this.errorRate = 0;
     this.refuseRestore = false;
-    this.latencyMs = 0;
+    this.latencyMs = this.#defaultLatency.ms;
+    this.latencyJitterMs = this.#defaultLatency.jitterMs;
   }
 
   /** @internal The fault for this request, if any. */
@@ -84,35 +102,5 @@ export class Faults {
     if (this.#emptyPages <= 0) return false;
     this.#emptyPages -= 1;
     return true;
-  }
-}
-
-/** Sliding one-minute windows like Google's: per user (quotaUser, else the token's subject) and per project. */
-export class UsageLimits {
-  perUserPerMinute: number | undefined;
-  perProjectPerMinute: number | undefined;
-  #user = new Map<string, number[]>();
-  #project: number[] = [];
-
-  constructor(options: { perUserPerMinute?: number; perProjectPerMinute?: number } = {}) {
-    this.perUserPerMinute = options.perUserPerMinute;
-    this.perProjectPerMinute = options.perProjectPerMinute;
-  }
-
-  /** Counts one request; returns the error to answer when a window is full. */
-  check(user: string, now: number): FaultSpec | undefined {
-    const since = now - 60_000;
-    if (this.perProjectPerMinute !== undefined) {
-      this.#project = this.#project.filter((t) => t > since);
-      if (this.#project.length >= this.perProjectPerMinute) return { status: 429, reason: "rateLimitExceeded" };
-      this.#project.push(now);
-    }
-    if (this.perUserPerMinute !== undefined) {
-      const list = (this.#user.get(user) ?? []).filter((t) => t > since);
-      this.#user.set(user, list);
-      if (list.length >= this.perUserPerMinute) return { status: 403, reason: "userRateLimitExceeded" };
-      list.push(now);
-    }
-    return undefined;
   }
 }

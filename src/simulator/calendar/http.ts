@@ -19,6 +19,11 @@ const DEFAULT_MESSAGES: Record<string, string> = {
   backendError: "Backend Error",
   timeRangeEmpty: "The specified time range is empty.",
   channelIdNotUnique: "Channel id not unique",
+  eventRemindersCountExceedsLimit: "The event exceeds the allowed maximum number of reminders.",
+  cannotUseDefaultRemindersAndSpecifyOverride: "Cannot specify both default reminders and overrides at the same time.",
+  cannotChangeOrganizerOfInstance: "Cannot change the organizer of an instance.",
+  eventTypeRestriction: "This event type cannot be moved.",
+  forbiddenForServiceAccounts: "Service accounts cannot invite attendees without Domain-Wide Delegation of Authority.",
 };
 
 const USAGE_LIMIT_REASONS = new Set([
@@ -33,18 +38,27 @@ export class ApiError extends Error {
   readonly status: number;
   readonly reason: string;
   readonly extra: Record<string, string>;
-  constructor(status: number, reason: string, message?: string, extra: Record<string, string> = {}) {
+  /** errors[].domain; by default "usageLimits" for quota reasons, else "global". */
+  readonly domain: string | undefined;
+  constructor(status: number, reason: string, message?: string, extra: Record<string, string> = {}, domain?: string) {
     super(message ?? DEFAULT_MESSAGES[reason] ?? reason);
     this.status = status;
     this.reason = reason;
     this.extra = extra;
+    this.domain = domain;
   }
 }
 
 /** `{"error":{"errors":[{"domain","reason","message"}],"code","message"}}` */
-export function googleErrorBody(status: number, reason: string, message?: string, extra: Record<string, string> = {}) {
+export function googleErrorBody(
+  status: number,
+  reason: string,
+  message?: string,
+  extra: Record<string, string> = {},
+  domainOverride?: string,
+) {
   const text = message ?? DEFAULT_MESSAGES[reason] ?? reason;
-  const domain = USAGE_LIMIT_REASONS.has(reason) ? "usageLimits" : "global";
+  const domain = domainOverride ?? (USAGE_LIMIT_REASONS.has(reason) ? "usageLimits" : "global");
   return { error: { errors: [{ domain, reason, message: text, ...extra }], code: status, message: text } };
 }
 
@@ -90,7 +104,7 @@ export function sendEmpty(res: ServerResponse, status: number): void {
 }
 
 export function sendError(res: ServerResponse, err: ApiError): void {
-  sendJson(res, err.status, googleErrorBody(err.status, err.reason, err.message, err.extra));
+  sendJson(res, err.status, googleErrorBody(err.status, err.reason, err.message, err.extra, err.domain));
 }
 
 /** Query parameters with repeatable ones kept as arrays. */

@@ -5,22 +5,35 @@ import { type Clock, systemClock } from "../../clock.ts";
 import { handleApi } from "./api.ts";
 import { CONSENT_PATHS, ConsentPage, DECISION_PATH } from "./consent.ts";
 import { toResource } from "./event-model.ts";
-import { Faults, UsageLimits } from "./faults.ts";
+import { Faults } from "./faults.ts";
 import { ApiError, googleErrorBody, parseJsonBody, queryOf, readBody, sendEmpty, sendError, sendJson } from "./http.ts";
 import { EventLister } from "./list.ts";
 import {
+  JWT_BEARER,
   type OAuthClientOptions,
   OAuthServer,
   type ServiceAccountKeyJson,
   TokenError,
   type TokenRequestInfo,
 } from "./oauth.ts";
+import { PersonActions } from "./person.ts";
 import { type Delivery, PushChannels } from "./push.ts";
-import { type AccessRole, type CalendarRecord, CalendarStore, type WriteCounters } from "./store.ts";
+import {
+  methodName,
+  type QuotaOptions,
+  TokenPrincipals,
+  UsageCounters,
+  UsageLimits,
+  type UsageSnapshot,
+} from "./quota.ts";
+import { findInstance } from "./series.ts";
+import { type AccessRole, type CalendarRecord, CalendarStore, type KindSwitches, type WriteCounters } from "./store.ts";
 
 export type { FaultSpec } from "./faults.ts";
 export type { ServiceAccountKeyJson } from "./oauth.ts";
 export type { Delivery } from "./push.ts";
+export { GOOGLE_PATCH_COST, GOOGLE_QUOTAS, type QuotaOptions, type UsageSnapshot } from "./quota.ts";
+export type { KindSwitches, WriteCounters } from "./store.ts";
 
 export interface CalendarEmulatorOptions {
   port?: number;
@@ -30,7 +43,11 @@ export interface CalendarEmulatorOptions {
   accessTokenTtlSeconds?: number;
   /** Send an "exists" notification to the calendar's channels after every change (default off: call notify()). */
   autoNotify?: boolean;
-  limits?: { perUserPerMinute?: number; perProjectPerMinute?: number };
+  /** Google's per-minute quotas are on by default with Google's numbers; override them or lift one with `false`. */
+  limits?: QuotaOptions;
+  /** Delay of every API answer in ms (wall clock), default 0; `latencyJitterMs` adds up to that much at random. */
+  latencyMs?: number;
+  latencyJitterMs?: number;
 }
 
 export interface RequestLogEntry {
@@ -52,12 +69,16 @@ export interface RequestLogEntry {
   audience?: string;
   /** The answer was withheld by dropResponseNext (the write happened). */
   dropped?: boolean;
+  /** API: the user the request was charged to (quotaUser, else whom the token stands for), and the units. */
+  chargedTo?: string;
+  units?: number;
 }
 
 const API_PREFIX = "/calendar/v3/";
 
 export class CalendarEmulator {
-  readonly faults = new Faults();
+  readonly faults: Faults;
+  /** Google's per-minute quotas (on by default); set a field to undefined to lift it at run time. */
   readonly limits: UsageLimits;
   readonly requestLog: RequestLogEntry[] = [];
   autoNotify: boolean;
@@ -68,6 +89,9 @@ export class CalendarEmulator {
   readonly #push: PushChannels;
   readonly #oauth: OAuthServer;
   readonly #consent: ConsentPage;
+  readonly #person: PersonActions;
+  readonly #principals = new TokenPrincipals();
+  readonly #usage = new UsageCounters();
   #origin = "";
 
   constructor(options: CalendarEmulatorOptions = {}) {
@@ -77,8 +101,13 @@ export class CalendarEmulator {
     this.#push = new PushChannels(this.#clock);
     this.#oauth = new OAuthServer(this.#clock, () => this.tokenUrl);
     this.#consent = new ConsentPage(this.#oauth, this.#clock);
+    this.#person = new PersonActions(this.#store);
     if (options.accessTokenTtlSeconds) this.#oauth.accessTokenTtlSeconds = options.accessTokenTtlSeconds;
     this.limits = new UsageLimits(options.limits);
+    this.faults = new Faults({
+      ...(options.latencyMs !== undefined ? { ms: options.latencyMs } : {}),
+      ...(options.latencyJitterMs !== undefined ? { jitterMs: options.latencyJitterMs } : {}),
+    });
     this.autoNotify = options.autoNotify ?? false;
     this.#server = createServer((req, res) => {
       this.#handle(req, res).catch((err: unknown) => {
@@ -160,37 +189,73 @@ export class CalendarEmulator {
   shareCalendar(id: string, subject: string, role: AccessRole = "writer"): void {
     this.#calendar(id).acl.set(subject, role);
   }
-  /** Every stored event of the calendar as Google would return it, deleted ones (status "cancelled") included. */
+  /**
+   * Every stored event of the calendar as Google would return it, deleted ones (status "cancelled") included: series
+   * masters and their stored exceptions, not the instances a series makes (see event()).
+   */
   events(calendarId: string): Record<string, unknown>[] {
     const cal = this.#calendar(calendarId);
     return [...cal.events.values()].map((r) => toResource(r, cal));
   }
+  /** The event as events.get returns it (an instance of a series too), or undefined where events.get answers 404. */
   event(calendarId: string, eventId: string): Record<string, unknown> | undefined {
     const cal = this.#calendar(calendarId);
-    const rec = cal.events.get(eventId);
+    const rec = findInstance(cal, eventId);
     return rec ? toResource(rec, cal) : undefined;
   }
-  /** The therapist edits an event in Google's UI (patch semantics): etag and `updated` change. */
+  /**
+   * Kind behaviour a test can switch back on, each something real Google does not do:
+   * `restorePersonDeletions` lets an API update bring back an event a person deleted in the UI.
+   */
+  get kind(): KindSwitches {
+    return this.#store.kind;
+  }
+
+  /** A person edits an event in Google's UI (patch semantics): etag and `updated` change (not for reminders alone). */
   userEdit(calendarId: string, eventId: string, changes: object): Record<string, unknown> {
     const cal = this.#calendar(calendarId);
-    const resource = toResource(this.#store.userEdit(cal, eventId, changes as Record<string, unknown>), cal);
+    const resource = toResource(this.#person.edit(cal, eventId, changes as Record<string, unknown>), cal);
     this.#changed(cal.id);
     return resource;
   }
+  /**
+   * A person deletes an event in Google's UI (one instance of a series: a cancelled exception). Unlike events.delete,
+   * the API cannot bring it back under its id: update and patch answer 403, insert 409, even after purgeDeleted.
+   */
   userDelete(calendarId: string, eventId: string): void {
-    this.#store.userDelete(this.#calendar(calendarId), eventId);
+    this.#person.delete(this.#calendar(calendarId), eventId);
     this.#changed(calendarId);
   }
-  /** The therapist creates an event of their own. */
-  userInsert(calendarId: string, body: object): Record<string, unknown> {
+  /** Google's "Undo" right after a deletion in the UI: the event is live again, with a new etag and `updated`. */
+  userUndoDelete(calendarId: string, eventId: string): Record<string, unknown> {
     const cal = this.#calendar(calendarId);
-    const resource = toResource(this.#store.insert(cal, body as Record<string, unknown>), cal);
-    this.#store.counters.inserts -= 1;
-    this.#store.counters.userEdits += 1;
+    const resource = toResource(this.#person.undoDelete(cal, eventId), cal);
     this.#changed(cal.id);
     return resource;
   }
-  /** Google forgets deleted events after a while; this does it now (their ids become free). */
+  /** Restore from the Bin (within 30 days of the deletion, before purgeDeleted): live again, as after Undo. */
+  userRestoreFromBin(calendarId: string, eventId: string): Record<string, unknown> {
+    const cal = this.#calendar(calendarId);
+    const resource = toResource(this.#person.restoreFromBin(cal, eventId), cal);
+    this.#changed(cal.id);
+    return resource;
+  }
+  /** "Change calendar" in the UI (events.move): `from` keeps a cancelled entry of which only the id is guaranteed. */
+  userMove(fromCalendarId: string, eventId: string, toCalendarId: string): Record<string, unknown> {
+    const to = this.#calendar(toCalendarId);
+    const resource = toResource(this.#person.move(this.#calendar(fromCalendarId), eventId, to), to);
+    this.#changed(fromCalendarId);
+    this.#changed(toCalendarId);
+    return resource;
+  }
+  /** A person creates an event of their own. */
+  userInsert(calendarId: string, body: object): Record<string, unknown> {
+    const cal = this.#calendar(calendarId);
+    const resource = toResource(this.#person.insert(cal, body as Record<string, unknown>), cal);
+    this.#changed(cal.id);
+    return resource;
+  }
+  /** Google forgets deleted events after a while; this does it now (ids a person deleted stay unusable). */
   purgeDeleted(calendarId: string): number {
     return this.#store.purgeDeleted(this.#calendar(calendarId));
   }
@@ -201,10 +266,17 @@ export class CalendarEmulator {
   get counters(): Readonly<WriteCounters> {
     return this.#store.counters;
   }
-  /** API writes accepted (inserts, updates, patches, deletes). */
+  /** API writes accepted (inserts, updates, patches, deletes, moves). */
   get writes(): number {
     const c = this.#store.counters;
-    return c.inserts + c.updates + c.patches + c.deletes;
+    return c.inserts + c.updates + c.patches + c.deletes + c.moves;
+  }
+  /** What API clients spent: requests and quota units, per user, calendar and method, and usageLimits answers. */
+  get usage(): UsageSnapshot {
+    return this.#usage.snapshot();
+  }
+  resetUsage(): void {
+    this.#usage.reset();
   }
 
   // --- push ----------------------------------------------------------------------------------------------------------
@@ -283,6 +355,7 @@ export class CalendarEmulator {
     try {
       if (fault) throw new TokenError(fault.status, fault.reason, fault.message ?? fault.reason);
       const body = this.#oauth.token(new URLSearchParams(raw), info);
+      this.#notePrincipal(body, info);
       entry.status = 200;
       sendJson(res, 200, body, { "cache-control": "no-store" });
     } catch (err) {
@@ -302,6 +375,15 @@ export class CalendarEmulator {
     }
   }
 
+  /** A service account's token is charged to the service account, also when it impersonates someone (quota.ts). */
+  #notePrincipal(body: Record<string, unknown>, info: TokenRequestInfo): void {
+    if (info.grantType !== JWT_BEARER || !info.clientEmail || typeof body.access_token !== "string") return;
+    this.#principals.note(body.access_token, {
+      quotaUser: info.clientEmail,
+      serviceAccountItself: info.subject === undefined,
+    });
+  }
+
   async #api(url: URL, method: string, raw: string, entry: RequestLogEntry, req: IncomingMessage, res: ServerResponse) {
     const quotaUser = url.searchParams.get("quotaUser") ?? undefined;
     const sendUpdates = url.searchParams.get("sendUpdates") ?? undefined;
@@ -311,31 +393,54 @@ export class CalendarEmulator {
       ...(sendUpdates ? { sendUpdates } : {}),
       ...(ifMatch ? { ifMatch } : {}),
     });
+    const delay = this.faults.delay();
+    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+    const segments = url.pathname.slice(API_PREFIX.length).split("/").filter(Boolean).map(decodeURIComponent);
     let status = 200;
     let body: unknown;
+    let usageLimit = false;
     const headers: Record<string, string> = {};
     try {
       const subject = this.#oauth.authorizeApi(req.headers.authorization, method, url.pathname);
       entry.subject = subject;
-      const limited = this.limits.check(quotaUser ?? subject, this.#clock.now());
+      const principal = this.#principals.of(req.headers.authorization);
+      entry.chargedTo = quotaUser ?? principal?.quotaUser ?? subject;
+      const cost = method === "PATCH" ? this.limits.patchCost : 1;
+      const limited = this.limits.check(entry.chargedTo, this.#clock.now(), cost);
+      if (!limited) entry.units = cost;
       const fault = limited ?? this.faults.take("api", `${method} ${url.pathname}`);
       if (fault?.retryAfter !== undefined) headers["retry-after"] = String(fault.retryAfter);
       if (fault) throw new ApiError(fault.status, fault.reason, fault.message);
-      if (this.faults.latencyMs > 0) await new Promise((r) => setTimeout(r, this.faults.latencyMs));
-      const segments = url.pathname.slice(API_PREFIX.length).split("/").filter(Boolean).map(decodeURIComponent);
       const answer = handleApi(
         { store: this.#store, lister: this.#lister, push: this.#push, faults: this.faults },
-        { method, segments, query: entry.query, body: parseJsonBody(raw), subject, ifMatch },
+        {
+          method,
+          segments,
+          query: entry.query,
+          body: parseJsonBody(raw),
+          subject,
+          ifMatch,
+          serviceAccountItself: principal?.serviceAccountItself ?? false,
+        },
       );
       status = answer.status;
       body = answer.body;
-      if (answer.changed) this.#changed(answer.changed);
+      for (const id of answer.changed ?? []) this.#changed(id);
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
       status = err.status;
-      body = googleErrorBody(err.status, err.reason, err.message, err.extra);
+      const error = googleErrorBody(err.status, err.reason, err.message, err.extra, err.domain);
+      usageLimit = error.error.errors[0]?.domain === "usageLimits";
+      body = error;
     }
     entry.status = status;
+    this.#usage.record({
+      method: methodName(method, segments),
+      units: entry.units ?? 0,
+      usageLimit,
+      ...(entry.chargedTo !== undefined ? { user: entry.chargedTo } : {}),
+      ...(segments[0] === "calendars" && segments[1] ? { calendarId: segments[1] } : {}),
+    });
     if (this.faults.takeDrop()) {
       entry.dropped = true;
       req.socket.destroy();

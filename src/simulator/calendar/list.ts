@@ -1,11 +1,10 @@
-// Owns events.list of the emulator: filters, time bounds, paging over a snapshot, sync tokens and their restrictions.
+// Owns events.list and events.instances of the emulator: paging over a snapshot, sync tokens and their restrictions,
+// and how each listed event is shown (a deleted one with or without its details).
 import { randomBytes } from "node:crypto";
 import { type EventRecord, toDeletedResource, toResource } from "./event-model.ts";
 import { ApiError } from "./http.ts";
+import { changedSince, one, type Query, selectEvents, selectInstances } from "./selection.ts";
 import type { CalendarRecord, CalendarStore } from "./store.ts";
-import { parseRfc3339 } from "./time.ts";
-
-type Query = Record<string, string | string[]>;
 
 const DEFAULT_PAGE = 250;
 const MAX_PAGE = 2500;
@@ -23,37 +22,24 @@ const NOT_WITH_SYNC_TOKEN = [
 interface PageState {
   calendarId: string;
   items: Record<string, unknown>[];
-  nextSyncToken: string;
-}
-
-const one = (q: Query, key: string): string | undefined => {
-  const v = q[key];
-  return Array.isArray(v) ? v[0] : v;
-};
-const all = (q: Query, key: string): string[] => {
-  const v = q[key];
-  return v === undefined ? [] : Array.isArray(v) ? v : [v];
-};
-
-function bound(q: Query, key: string): number | undefined {
-  const text = one(q, key);
-  if (text === undefined) return undefined;
-  const ms = parseRfc3339(text);
-  if (Number.isNaN(ms)) throw new ApiError(400, "badRequest", `Bad Request: ${key} must be RFC 3339 with an offset.`);
-  return ms;
-}
-
-function propertyFilter(specs: string[], props: Record<string, string> | undefined): boolean {
-  return specs.every((spec) => {
-    const eq = spec.indexOf("=");
-    if (eq < 1) throw new ApiError(400, "invalid", "Invalid extended property filter.");
-    return props?.[spec.slice(0, eq)] === spec.slice(eq + 1);
-  });
+  /** Absent for events.instances, which has no incremental sync. */
+  nextSyncToken?: string;
 }
 
 export interface ListFaults {
   /** True when this page should come back empty although items remain (Google does this). */
   takeEmptyPage(): boolean;
+}
+
+/**
+ * A listed event. A deleted one shows its details only when the request asked for deleted events: Google's reference
+ * (Event.status) says deleted events keep their details on the organizer's calendar "so that they can be restored",
+ * but "incremental sync requests with showDeleted set to false will not return these details"; the entry a move left
+ * behind, and an instance that vanished from a series, never have them.
+ */
+function shown(rec: EventRecord, cal: CalendarRecord, showDeleted: boolean): Record<string, unknown> {
+  if (rec.status !== "cancelled") return toResource(rec, cal);
+  return showDeleted && !rec.movedAway && !rec.vanished ? toResource(rec, cal) : toDeletedResource(rec, cal);
 }
 
 export class EventLister {
@@ -65,6 +51,18 @@ export class EventLister {
   }
 
   list(cal: CalendarRecord, q: Query, faults: ListFaults): Record<string, unknown> {
+    return this.#page(cal, q, faults, () => this.#firstState(cal, q));
+  }
+
+  instances(cal: CalendarRecord, master: EventRecord, q: Query, faults: ListFaults): Record<string, unknown> {
+    return this.#page(cal, q, faults, () => {
+      const showDeleted = one(q, "showDeleted") === "true";
+      const records = selectInstances(cal, master, q, this.#store.clock.now());
+      return { calendarId: cal.id, items: records.map((r) => shown(r, cal, showDeleted)) };
+    });
+  }
+
+  #page(cal: CalendarRecord, q: Query, faults: ListFaults, first: () => PageState): Record<string, unknown> {
     const maxText = one(q, "maxResults");
     const max = maxText === undefined ? DEFAULT_PAGE : Number(maxText);
     if (!Number.isInteger(max) || max < 1) throw new ApiError(400, "invalid", "Invalid maxResults value.");
@@ -77,13 +75,13 @@ export class EventLister {
       this.#pages.delete(pageToken);
       state = saved;
     } else {
-      state = this.#firstState(cal, q);
+      state = first();
     }
     const body: Record<string, unknown> = {
       kind: "calendar#events",
       etag: `"p${this.#store.seq}"`,
       summary: cal.summary,
-      updated: new Date().toISOString(),
+      updated: new Date(this.#store.clock.now()).toISOString(),
       timeZone: cal.timeZone,
       accessRole: "owner",
       defaultReminders: [],
@@ -96,7 +94,7 @@ export class EventLister {
       this.#pages.set(token, { ...state, items: rest });
       this.#trim();
       body.nextPageToken = token;
-    } else {
+    } else if (state.nextSyncToken !== undefined) {
       body.nextSyncToken = state.nextSyncToken;
     }
     return body;
@@ -111,7 +109,10 @@ export class EventLister {
   }
 
   #firstState(cal: CalendarRecord, q: Query): PageState {
+    const now = this.#store.clock.now();
     const syncToken = one(q, "syncToken");
+    const singleEvents = one(q, "singleEvents") === "true";
+    const showDeleted = one(q, "showDeleted") === "true";
     let records: EventRecord[];
     if (syncToken !== undefined) {
       const bad = NOT_WITH_SYNC_TOKEN.filter((k) => q[k] !== undefined);
@@ -124,58 +125,26 @@ export class EventLister {
           "showDeleted cannot be false with syncToken: deleted events are always included.",
         );
       }
-      const since = this.#store.syncPosition(cal, syncToken);
-      records = [...cal.events.values()].filter((r) => r.seq > since).sort((a, b) => a.seq - b.seq);
+      const position = this.#store.syncPosition(cal, syncToken);
+      // Google's reference (events.list syncToken): "All other query parameters should be the same as for the initial
+      // synchronization to avoid undefined behavior". Expanding or not is the one that changes what the token means;
+      // the emulator refuses the mix instead of picking a behaviour.
+      if (position.singleEvents !== singleEvents) {
+        throw new ApiError(
+          400,
+          "invalid",
+          `singleEvents=${singleEvents} differs from the listing that issued this syncToken ` +
+            `(singleEvents=${position.singleEvents}); Google leaves that undefined.`,
+        );
+      }
+      records = changedSince(cal, position.seq, singleEvents, now);
     } else {
-      records = this.#filtered(cal, q);
+      records = selectEvents(cal, q, now);
     }
     return {
       calendarId: cal.id,
-      items: records.map((r) => (r.status === "cancelled" ? toDeletedResource(r) : toResource(r, cal))),
-      nextSyncToken: this.#store.issueSyncToken(cal),
+      items: records.map((r) => shown(r, cal, showDeleted)),
+      nextSyncToken: this.#store.issueSyncToken(cal, singleEvents),
     };
-  }
-
-  #filtered(cal: CalendarRecord, q: Query): EventRecord[] {
-    const timeMin = bound(q, "timeMin");
-    const timeMax = bound(q, "timeMax");
-    const updatedMin = bound(q, "updatedMin");
-    if (timeMin !== undefined && timeMax !== undefined && timeMin >= timeMax) throw new ApiError(400, "timeRangeEmpty");
-    const orderBy = one(q, "orderBy");
-    if (orderBy !== undefined && orderBy !== "startTime" && orderBy !== "updated") {
-      throw new ApiError(400, "invalid", "Invalid orderBy value.");
-    }
-    if (orderBy === "startTime" && one(q, "singleEvents") !== "true") {
-      throw new ApiError(400, "badRequest", "The requested ordering is not available for the particular query.");
-    }
-    const showDeleted = one(q, "showDeleted") === "true";
-    const privateSpecs = all(q, "privateExtendedProperty");
-    const sharedSpecs = all(q, "sharedExtendedProperty");
-    const text = one(q, "q")?.toLowerCase();
-    const iCalUID = one(q, "iCalUID");
-    const out = [...cal.events.values()].filter((r) => {
-      if (r.status === "cancelled" && !showDeleted) return false;
-      // timeMin bounds the end, timeMax the start, both exclusive.
-      if (timeMin !== undefined && !(r.end.ms > timeMin)) return false;
-      if (timeMax !== undefined && !(r.start.ms < timeMax)) return false;
-      if (updatedMin !== undefined && r.updated < updatedMin) return false;
-      if (iCalUID !== undefined && `${r.id}@google.com` !== iCalUID) return false;
-      const props = r.fields.extendedProperties as {
-        private?: Record<string, string>;
-        shared?: Record<string, string>;
-      };
-      if (!propertyFilter(privateSpecs, props?.private)) return false;
-      if (!propertyFilter(sharedSpecs, props?.shared)) return false;
-      if (text) {
-        const hay =
-          `${r.fields.summary ?? ""}\n${r.fields.description ?? ""}\n${r.fields.location ?? ""}`.toLowerCase();
-        if (!hay.includes(text)) return false;
-      }
-      return true;
-    });
-    if (orderBy === "startTime") out.sort((a, b) => a.start.ms - b.start.ms);
-    else if (orderBy === "updated") out.sort((a, b) => a.updated - b.updated);
-    else out.sort((a, b) => a.created - b.created || (a.id < b.id ? -1 : 1));
-    return out;
   }
 }

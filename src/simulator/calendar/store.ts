@@ -1,8 +1,11 @@
-// Owns the emulator's calendars and events: access, id rules, etags, deletion as "cancelled", change history, sync tokens.
+// Owns the emulator's calendars and events: access, id rules, etags, API writes, deletion as "cancelled" (and who
+// deleted), events.move, change history and sync tokens.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.ts";
-import { type EventRecord, mergePatch, validateEvent, writableBody } from "./event-model.ts";
+import { dropUnsupported, readReminders, type WriteSupport } from "./event-fields.ts";
+import { type EventRecord, mergePatch, type ValidatedEvent, validateEvent, writableBody } from "./event-model.ts";
 import { ApiError } from "./http.ts";
+import { findInstance } from "./series.ts";
 
 export type AccessRole = "owner" | "writer" | "reader";
 
@@ -12,7 +15,10 @@ export interface CalendarRecord {
   summary: string;
   timeZone: string;
   acl: Map<string, AccessRole>;
+  /** Events by id; exceptions of a series are stored under their instance id. */
   events: Map<string, EventRecord>;
+  /** Ids of events a person deleted that were purged since: Google keeps them unusable. */
+  reservedIds: Set<string>;
   /** Bumped by invalidateSyncTokens: older tokens answer 410. */
   tokenEpoch: number;
   /** Stable push resource id of this calendar's events collection. */
@@ -24,10 +30,24 @@ export interface WriteCounters {
   updates: number;
   patches: number;
   deletes: number;
+  moves: number;
+  /** API writes that brought a deleted event back. */
   restores: number;
+  /** What people did in Google's UI: edits, own events, deletions, moves. */
   userEdits: number;
+  undos: number;
+  binRestores: number;
   /** Writes that would have e-mailed attendees (sendUpdates other than "none" with attendees present). */
   emailsSent: number;
+}
+
+/** Kind behaviour a test can opt back into (each one is something real Google does not do). */
+export interface KindSwitches {
+  /**
+   * Let an API update bring back an event a person deleted in the UI, or the entry a move left behind (Google answers
+   * 403 to the first; the second is no event of that calendar any more).
+   */
+  restorePersonDeletions: boolean;
 }
 
 const VALID_ID = /^[a-v0-9]{5,1024}$/;
@@ -39,6 +59,12 @@ function randomEventId(): string {
   return [...randomBytes(26)].map((b) => BASE32HEX[b & 31]).join("");
 }
 
+/** The event's data apart from reminders: Google's `updated` follows only this. */
+function mainData(rec: { fields: Record<string, unknown>; start: EventRecord["start"]; end: EventRecord["end"] }) {
+  const { reminders: _, ...rest } = rec.fields;
+  return JSON.stringify([rest, rec.start, rec.end]);
+}
+
 export class CalendarStore {
   readonly calendars = new Map<string, CalendarRecord>();
   readonly counters: WriteCounters = {
@@ -46,16 +72,20 @@ export class CalendarStore {
     updates: 0,
     patches: 0,
     deletes: 0,
+    moves: 0,
     restores: 0,
     userEdits: 0,
+    undos: 0,
+    binRestores: 0,
     emailsSent: 0,
   };
-  readonly #clock: Clock;
-  readonly #syncTokens = new Map<string, { calendarId: string; seq: number; epoch: number }>();
+  readonly kind: KindSwitches = { restorePersonDeletions: false };
+  readonly clock: Clock;
+  readonly #syncTokens = new Map<string, { calendarId: string; seq: number; epoch: number; singleEvents: boolean }>();
   #seq = 0;
 
   constructor(clock: Clock) {
-    this.#clock = clock;
+    this.clock = clock;
   }
 
   get seq(): number {
@@ -72,6 +102,7 @@ export class CalendarStore {
       timeZone: options.timeZone ?? "UTC",
       acl: new Map([[owner, "owner"]]),
       events: new Map(),
+      reservedIds: new Set(),
       tokenEpoch: 0,
       resourceId: randomBytes(12).toString("base64url"),
     };
@@ -90,16 +121,24 @@ export class CalendarStore {
     return cal;
   }
 
-  #bump(rec: EventRecord): void {
+  /** A change: new etag, a new place in the history, and (unless only reminders changed) a new `updated`. */
+  bump(rec: EventRecord, options: { keepUpdated?: boolean } = {}): void {
     this.#seq += 1;
     rec.seq = this.#seq;
-    rec.updated = Math.max(this.#clock.now(), rec.updated);
+    if (!options.keepUpdated) rec.updated = Math.max(this.clock.now(), rec.updated);
     rec.etag = `"${ETAG_BASE + this.#seq * 1000}"`;
   }
 
-  #existing(cal: CalendarRecord, eventId: string): EventRecord {
-    const rec = cal.events.get(eventId);
+  /** The event or instance `eventId` (an instance of a series is built on the fly); 404 when there is none. */
+  get(cal: CalendarRecord, eventId: string): EventRecord {
+    const rec = findInstance(cal, eventId);
     if (!rec) throw new ApiError(404, "notFound");
+    return rec;
+  }
+
+  /** Keeps `rec` (from get) stored: an instance not changed before becomes a stored exception of its series. */
+  writable(cal: CalendarRecord, rec: EventRecord): EventRecord {
+    if (cal.events.get(rec.id) !== rec) cal.events.set(rec.id, rec);
     return rec;
   }
 
@@ -109,15 +148,29 @@ export class CalendarStore {
     }
   }
 
-  insert(cal: CalendarRecord, body: Record<string, unknown>): EventRecord {
+  /**
+   * An update or patch of a deleted event. One a person deleted in Google's UI cannot be brought back by the API:
+   * update answers 403 (googleapis/google-api-ruby-client #1811: "tried to do an #update_event call using the same ID,
+   * but got a 403 forbidden error"; google-api-python-client #846 the same after insert's 409), with Google's generic
+   * reason "forbidden" (phw198/OutlookGoogleCalendarSync #361 shows its body). One deleted by events.delete is restored
+   * by an update with status "confirmed" (the project's notes). The entry a move left behind is no event to restore.
+   */
+  #guardDeleted(rec: EventRecord): void {
+    if (rec.status !== "cancelled" || this.kind.restorePersonDeletions) return;
+    if (rec.movedAway || rec.deletedBy === "person") throw new ApiError(403, "forbidden", "Forbidden");
+  }
+
+  insert(cal: CalendarRecord, body: Record<string, unknown>, support: WriteSupport): EventRecord {
     if (body.id !== undefined && body.iCalUID !== undefined) {
       throw new ApiError(400, "invalid", "Specify either id or iCalUID, not both.");
     }
     const id = body.id === undefined ? randomEventId() : String(body.id);
     if (!VALID_ID.test(id)) throw new ApiError(400, "invalid", "Invalid resource id value.");
-    if (cal.events.has(id)) throw new ApiError(409, "duplicate");
-    const v = validateEvent(body, cal.timeZone);
-    const now = this.#clock.now();
+    // An id a person deleted stays taken even after the Bin is emptied (taers232c/GAMADV-X #82: "you are still not able
+    // to create an event with an ID, purge it and create another event with the same ID").
+    if (cal.events.has(id) || cal.reservedIds.has(id)) throw new ApiError(409, "duplicate");
+    const v = validateEvent(dropUnsupported(body, support), cal.timeZone);
+    const now = this.clock.now();
     const rec: EventRecord = {
       id,
       fields: v.fields,
@@ -129,90 +182,159 @@ export class CalendarStore {
       etag: "",
       seq: 0,
       sequence: 0,
+      eventType: v.eventType ?? "default",
     };
-    this.#bump(rec);
+    this.bump(rec);
+    rec.createdSeq = rec.seq;
     cal.events.set(id, rec);
     this.counters.inserts += 1;
     return rec;
   }
 
-  #apply(rec: EventRecord, v: ReturnType<typeof validateEvent>, statusDefault: string): void {
+  /** Writes a validated body over the record; `updated` stays when only reminders changed (Event.updated). */
+  apply(rec: EventRecord, v: ValidatedEvent, statusDefault: string): void {
+    if (v.eventType !== undefined && v.eventType !== rec.eventType) {
+      throw new ApiError(400, "invalid", "The event type cannot be changed after the event is created.");
+    }
     const moved = v.start.ms !== rec.start.ms || v.end.ms !== rec.end.ms;
     const wasCancelled = rec.status === "cancelled";
+    const status = v.status ?? statusDefault;
+    const mainChanged = mainData(rec) !== mainData(v) || status !== rec.status;
+    const remindersChanged =
+      JSON.stringify(readReminders(rec.fields.reminders, rec.start.allDay)) !==
+      JSON.stringify(readReminders(v.fields.reminders, v.start.allDay));
+    const shape = { recurrence: rec.fields.recurrence, start: rec.start, end: rec.end };
+    const reshaped =
+      rec.recurringEventId === undefined &&
+      (shape.recurrence !== undefined || v.fields.recurrence !== undefined) &&
+      JSON.stringify(shape) !== JSON.stringify({ recurrence: v.fields.recurrence, start: v.start, end: v.end });
     rec.fields = v.fields;
     rec.start = v.start;
     rec.end = v.end;
-    rec.status = v.status ?? statusDefault;
+    rec.status = status;
     if (moved) rec.sequence += 1;
-    if (wasCancelled && rec.status !== "cancelled") this.counters.restores += 1;
-    this.#bump(rec);
+    if (wasCancelled && status !== "cancelled") {
+      delete rec.deletedBy;
+      delete rec.deletedAt;
+      delete rec.movedAway;
+    }
+    this.bump(rec, { keepUpdated: remindersChanged && !mainChanged });
+    if (reshaped) rec.shapes = [...(rec.shapes ?? []), { until: rec.seq, ...shape }];
   }
 
-  /** PUT: replaces every writable field. A body without status keeps the current status (a deleted event stays deleted). */
-  update(cal: CalendarRecord, eventId: string, body: Record<string, unknown>, ifMatch?: string): EventRecord {
-    const rec = this.#existing(cal, eventId);
+  /**
+   * PUT: replaces every writable field (what the body leaves out is removed), except conference data and attachments
+   * when the request does not declare support for them (Google then ignores them, see event-fields.ts). A body without
+   * status keeps the current status (a deleted event stays deleted).
+   */
+  update(
+    cal: CalendarRecord,
+    eventId: string,
+    body: Record<string, unknown>,
+    ifMatch: string | undefined,
+    support: WriteSupport,
+  ): EventRecord {
+    const rec = this.get(cal, eventId);
+    this.#guardDeleted(rec);
     this.#checkEtag(rec, ifMatch);
-    this.#apply(rec, validateEvent(body, cal.timeZone), rec.status);
+    const full = dropUnsupported(body, support);
+    if (!support.attachments && rec.fields.attachments !== undefined) full.attachments = rec.fields.attachments;
+    if (!support.conferenceData && rec.fields.conferenceData !== undefined) {
+      full.conferenceData = rec.fields.conferenceData;
+    }
+    const v = validateEvent(full, cal.timeZone);
+    const wasCancelled = rec.status === "cancelled";
+    this.apply(this.writable(cal, rec), v, rec.status);
+    if (wasCancelled && rec.status !== "cancelled") this.counters.restores += 1;
     this.counters.updates += 1;
     return rec;
   }
 
-  /** PATCH: merges into the current event (extendedProperties.private per key). */
-  patch(cal: CalendarRecord, eventId: string, body: Record<string, unknown>, ifMatch?: string): EventRecord {
-    const rec = this.#existing(cal, eventId);
+  /**
+   * PATCH (Google's reference: "Fields that you don't specify in the request remain unchanged. Array fields, if
+   * specified, overwrite the existing arrays"): objects merge per key, so extendedProperties.private/shared merge
+   * per property and a property set to null is deleted (Google's extended-properties guide).
+   */
+  patch(
+    cal: CalendarRecord,
+    eventId: string,
+    body: Record<string, unknown>,
+    ifMatch: string | undefined,
+    support: WriteSupport,
+  ): EventRecord {
+    const rec = this.get(cal, eventId);
+    this.#guardDeleted(rec);
     this.#checkEtag(rec, ifMatch);
-    const merged = mergePatch(writableBody(rec, cal.timeZone), body);
-    this.#apply(rec, validateEvent(merged, cal.timeZone), rec.status);
+    const merged = mergePatch(writableBody(rec, cal.timeZone), dropUnsupported(body, support));
+    const v = validateEvent(merged, cal.timeZone);
+    const wasCancelled = rec.status === "cancelled";
+    this.apply(this.writable(cal, rec), v, rec.status);
+    if (wasCancelled && rec.status !== "cancelled") this.counters.restores += 1;
     this.counters.patches += 1;
     return rec;
   }
 
   /** Marks the event cancelled (it stays stored); a second delete answers 410 deleted. */
   delete(cal: CalendarRecord, eventId: string, ifMatch?: string): void {
-    const rec = this.#existing(cal, eventId);
+    const rec = this.get(cal, eventId);
     if (rec.status === "cancelled") throw new ApiError(410, "deleted");
     this.#checkEtag(rec, ifMatch);
-    rec.status = "cancelled";
-    this.#bump(rec);
+    this.markDeleted(this.writable(cal, rec), "api");
     this.counters.deletes += 1;
   }
 
-  get(cal: CalendarRecord, eventId: string): EventRecord {
-    return this.#existing(cal, eventId);
-  }
-
-  /** A therapist's own edit in the Google UI (patch semantics), bypassing access checks. */
-  userEdit(cal: CalendarRecord, eventId: string, changes: Record<string, unknown>): EventRecord {
-    const rec = this.#existing(cal, eventId);
-    const merged = mergePatch(writableBody(rec, cal.timeZone), changes);
-    this.#apply(rec, validateEvent(merged, cal.timeZone), rec.status);
-    this.counters.userEdits += 1;
-    return rec;
-  }
-
-  userDelete(cal: CalendarRecord, eventId: string): void {
-    const rec = this.#existing(cal, eventId);
-    if (rec.status === "cancelled") return;
+  markDeleted(rec: EventRecord, by: "person" | "api"): void {
     rec.status = "cancelled";
-    this.#bump(rec);
-    this.counters.userEdits += 1;
+    rec.deletedBy = by;
+    rec.deletedAt = this.clock.now();
+    this.bump(rec);
   }
 
-  /** Forgets deleted events for good (Google does so after a while): their ids become free again. */
+  /**
+   * events.move: the event leaves `from` and appears in `to` under the same id (the organizer changes). Google's
+   * reference: "only default events can be moved"; an instance cannot be moved on its own (reason
+   * cannotChangeOrganizerOfInstance; both reasons are in GAM's list of Calendar errors). The source keeps a cancelled
+   * entry "where only the id field is guaranteed to be populated" (Event.status).
+   */
+  move(from: CalendarRecord, eventId: string, to: CalendarRecord): EventRecord {
+    const rec = this.get(from, eventId);
+    if (rec.recurringEventId !== undefined) throw new ApiError(400, "cannotChangeOrganizerOfInstance");
+    if (rec.status === "cancelled") throw new ApiError(410, "deleted");
+    if (rec.eventType !== "default") throw new ApiError(400, "eventTypeRestriction");
+    if (from === to) return rec;
+    if (to.events.has(rec.id) || to.reservedIds.has(rec.id)) throw new ApiError(409, "duplicate");
+    const moved: EventRecord = { ...rec, fields: structuredClone(rec.fields) };
+    delete moved.shapes;
+    this.bump(moved);
+    moved.createdSeq = moved.seq;
+    to.events.set(moved.id, moved);
+    for (const [id, other] of from.events) {
+      if (other.recurringEventId !== rec.id) continue;
+      from.events.delete(id);
+      to.events.set(id, other);
+    }
+    const left: EventRecord = { ...rec, status: "cancelled", movedAway: true };
+    this.bump(left);
+    from.events.set(left.id, left);
+    return moved;
+  }
+
+  /** Forgets deleted events (Google does so after a while). Ids a person deleted stay unusable; others become free. */
   purgeDeleted(cal: CalendarRecord): number {
     let purged = 0;
     for (const [id, rec] of cal.events) {
-      if (rec.status === "cancelled") {
-        cal.events.delete(id);
-        purged += 1;
-      }
+      if (rec.status !== "cancelled") continue;
+      cal.events.delete(id);
+      if (rec.deletedBy === "person") cal.reservedIds.add(id);
+      purged += 1;
     }
     return purged;
   }
 
-  issueSyncToken(cal: CalendarRecord): string {
+  /** A sync token remembers whether its listing expanded series (Google: keep the other parameters the same). */
+  issueSyncToken(cal: CalendarRecord, singleEvents: boolean): string {
     const token = `CP${randomBytes(18).toString("base64url")}`;
-    this.#syncTokens.set(token, { calendarId: cal.id, seq: this.#seq, epoch: cal.tokenEpoch });
+    this.#syncTokens.set(token, { calendarId: cal.id, seq: this.#seq, epoch: cal.tokenEpoch, singleEvents });
     // Google's token lifetime is undocumented; here the oldest tokens are forgotten (then 410) past a bound.
     if (this.#syncTokens.size > MAX_SYNC_TOKENS) {
       const oldest = this.#syncTokens.keys().next().value;
@@ -221,12 +343,12 @@ export class CalendarStore {
     return token;
   }
 
-  /** The history position a sync token stands for; 410 fullSyncRequired when unknown, foreign or invalidated. */
-  syncPosition(cal: CalendarRecord, token: string): number {
+  /** Where a sync token stands; 410 fullSyncRequired when unknown, foreign or invalidated. */
+  syncPosition(cal: CalendarRecord, token: string): { seq: number; singleEvents: boolean } {
     const entry = this.#syncTokens.get(token);
     if (!entry || entry.calendarId !== cal.id || entry.epoch !== cal.tokenEpoch) {
       throw new ApiError(410, "fullSyncRequired");
     }
-    return entry.seq;
+    return { seq: entry.seq, singleEvents: entry.singleEvents };
   }
 }

@@ -48,7 +48,7 @@ export function formatInZone(ms: number, zone: string): string {
 }
 
 /** A local wall time (no offset) in `zone` as an instant. */
-function localToInstant(text: string, zone: string): number {
+export function localToInstant(text: string, zone: string): number {
   const m = LOCAL_DATE_TIME.exec(text);
   if (!m) return Number.NaN;
   const [, y, mo, d, h, mi, s, frac] = m;
