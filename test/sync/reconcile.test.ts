@@ -55,8 +55,6 @@ describe("reconciliation", () => {
     sim.cancel(String(a!.id)); // missed cancel
     sim.reassign(String(b!.id), "th_3", { force: true }); // reassignment
     const cal2 = h.world.calendarOf("th_2");
-    // until #14: an event a person deleted is restored under the next generation of its id (Google refuses the old one)
-    h.world.google.kind.restorePersonDeletions = true;
     h.world.google.userDelete(cal2, eventIdFor(String(c!.id))); // deleted by hand
     h.world.google.userEdit(cal2, eventIdFor(String(d!.id)), { summary: "my own title" }); // edited by hand
     // An orphan: a managed event whose appointment the booking service does not know.
@@ -74,7 +72,8 @@ describe("reconciliation", () => {
 
     const idsIn = (t: string) => h!.live(t).map((ev) => ev.id);
     expect(idsIn("th_1")).toEqual([]);
-    expect(idsIn("th_2").sort()).toEqual([eventIdFor(String(c!.id)), eventIdFor(String(d!.id))].sort());
+    // Google refuses to bring back an id a person deleted: the event is back under the next generation of its id.
+    expect(idsIn("th_2").sort()).toEqual([eventIdFor(String(c!.id), 1), eventIdFor(String(d!.id))].sort());
     expect(idsIn("th_3").sort()).toEqual([b, e, missed].map((x) => eventIdFor(String(x!.id))).sort());
     expect(h.world.google.event(cal2, eventIdFor(String(d!.id)))?.summary).not.toBe("my own title");
 
