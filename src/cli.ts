@@ -11,7 +11,7 @@ import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
 import { type App, createApp } from "./daemon/app.ts";
 import { createLogger, type Logger } from "./log.ts";
-import { openStore } from "./store/store.ts";
+import { openStore, redactStoreUrl } from "./store/store.ts";
 
 const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -170,7 +170,7 @@ export function program(): Command {
         await store.close();
       }
       process.stdout.write(
-        `authorized ${t.therapist_id}; the refresh token is stored in ${config.store.url.split("?")[0]}\n`,
+        `authorized ${t.therapist_id}; the refresh token is stored in ${redactStoreUrl(config.store.url)}\n`,
       );
     });
 

@@ -138,9 +138,22 @@ export interface OpenStoreOptions {
   connectTimeoutMs?: number;
 }
 
-/** The store URL with any password hidden, for messages. */
+/** Query parameters that may carry a credential in a store URL. */
+const CREDENTIAL_PARAM = /([?&](?:password|pass|pwd|secret|token|auth|key)=)[^&#]*/gi;
+
+/**
+ * The store URL as it may be printed: user and password hidden (everything between "://" and the last "@", so a
+ * password holding "@", "/", "?" or "#" does not leak in part), and credential-like query parameters hidden. Every place
+ * that shows a store URL (doctor, authorize, connection errors) goes through this one function.
+ */
 export function redactStoreUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, "//***@");
+  const scheme = url.indexOf("://");
+  if (scheme === -1 || url.startsWith("sqlite:")) return url;
+  const start = scheme + 3;
+  // The last "@" anywhere: hiding too much (an "@" in the query) is better than showing part of a password.
+  const at = url.lastIndexOf("@");
+  const hidden = at >= start ? `${url.slice(0, start)}***${url.slice(at)}` : url;
+  return hidden.replace(CREDENTIAL_PARAM, "$1***");
 }
 
 /** Opens the store named by `store.url`: sqlite://PATH, sqlite://:memory:, redis://..., rediss://..., memory:// */
