@@ -22,8 +22,11 @@ const httpsUrl = (what: string) =>
 /** Hosts the booking API may be reached on over plain http: the demo, simulators and tests run there. */
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
-/** An http(s) URL that must be https unless it points at this machine (the value carries a Bearer API key). */
-const httpsUnlessLoopback = (what: string) =>
+/**
+ * An http(s) URL that must be https unless it points at this machine: `carried` names the secrets that would travel
+ * in clear text over http:// (an emulator or a proxy on loopback may still use it).
+ */
+const httpsUnlessLoopback = (what: string, carried: string) =>
   url(what).refine(
     (v) => {
       try {
@@ -34,8 +37,7 @@ const httpsUnlessLoopback = (what: string) =>
       }
     },
     {
-      message:
-        "must be an https:// URL: over http:// the API key would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1])",
+      message: `must be an https:// URL: over http:// ${carried} would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1])`,
     },
   );
 
@@ -133,7 +135,7 @@ export type TherapistConfig = z.infer<typeof TherapistSchema>;
 export const ConfigSchema = z
   .strictObject({
     booking: z.strictObject({
-      base_url: httpsUnlessLoopback("api.booking").describe(
+      base_url: httpsUnlessLoopback("api.booking", "the API key").describe(
         "Booking service address (without /v1); https:// (http:// only for a loopback host).",
       ),
       api_key: secret("booking.api_key").describe("API key; use ${BOOKING_API_KEY} or ${file:/run/secrets/...}."),
@@ -171,15 +173,22 @@ export const ConfigSchema = z
       .describe("The booking service's signed webhooks."),
     google: z
       .strictObject({
-        api_root: url("www.googleapis")
+        api_root: httpsUnlessLoopback("www.googleapis", "the calendar's access tokens and every event")
           .default("https://www.googleapis.com/")
-          .describe("Root of every Calendar API call (an emulator or proxy for tests)."),
-        token_url: url("oauth2.googleapis")
+          .describe(
+            "Root of every Calendar API call (an emulator or proxy for tests); https:// (http:// only for a loopback host).",
+          ),
+        token_url: httpsUnlessLoopback(
+          "oauth2.googleapis",
+          "refresh tokens, the OAuth client secret and signed assertions",
+        )
           .default("https://oauth2.googleapis.com/token")
-          .describe("Where every token request goes, service-account assertions included."),
-        auth_url: url("accounts.google")
+          .describe(
+            "Where every token request goes, service-account assertions included; https:// (http:// only for a loopback host).",
+          ),
+        auth_url: httpsUnlessLoopback("accounts.google", "the consent page (and the sign-in it leads to)")
           .default("https://accounts.google.com/o/oauth2/v2/auth")
-          .describe("OAuth consent page, used by `calbridge authorize`."),
+          .describe("OAuth consent page, used by `calbridge authorize`; https:// (http:// only for a loopback host)."),
         auth: GoogleAuthSchema.describe("Default credentials for every therapist."),
         oauth: z
           .strictObject({

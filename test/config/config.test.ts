@@ -256,6 +256,29 @@ therapists:
     }
   });
 
+  it("requires https for google.api_root, token_url and auth_url, except on a loopback host", () => {
+    const withGoogle = (key: string, url: string) => minimal.replace("google:\n", `google:\n  ${key}: ${url}\n`);
+    const carried: Record<string, string> = {
+      api_root: "the calendar's access tokens and every event",
+      token_url: "refresh tokens, the OAuth client secret and signed assertions",
+      auth_url: "the consent page (and the sign-in it leads to)",
+    };
+    for (const [key, what] of Object.entries(carried)) {
+      const message = `google.${key}: must be an https:// URL: over http:// ${what} would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1]) (line 8)`;
+      for (const url of ["http://www.googleapis.com/", "http://10.0.0.5:8080/token", "http://127.0.0.1.nip.io/"]) {
+        expect(problems(withGoogle(key, url)), `${key} ${url}`).toEqual([message]);
+      }
+      for (const url of [
+        "https://proxy.clinic.example/",
+        "http://127.0.0.1:9/",
+        "http://localhost:8080/x",
+        "http://[::1]:8/",
+      ]) {
+        expect(problems(withGoogle(key, url)), `${key} ${url}`).toEqual([]);
+      }
+    }
+  });
+
   it("requires the OAuth client when a therapist uses OAuth", () => {
     const text = minimal + "    auth: { type: oauth, refresh_token: abcdefghij }\n";
     expect(problems(text)).toEqual([expect.stringMatching(/^google\.oauth: required because therapists\[0\]/)]);
