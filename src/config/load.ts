@@ -5,6 +5,7 @@ import { isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import type { z } from "zod";
 import { secrets as defaultSecrets, type SecretRegistry } from "../log.ts";
 import { type Config, ConfigSchema } from "./schema.ts";
+import { syntaxProblems } from "./syntax.ts";
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -109,15 +110,7 @@ export function parseConfig(text: string, options: LoadOptions = {}): Config {
   const source = options.source ?? "config";
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  if (doc.errors.length > 0) {
-    throw new ConfigError(
-      source,
-      doc.errors.map((e) => {
-        const line = lineCounter.linePos(e.pos[0]).line;
-        return `line ${line}: ${e.message.split("\n")[0]}`;
-      }),
-    );
-  }
+  if (doc.errors.length > 0) throw new ConfigError(source, syntaxProblems(text, doc.errors, lineCounter));
   let raw: unknown;
   try {
     raw = doc.toJS() ?? {};

@@ -285,7 +285,36 @@ therapists:
   });
 
   it("reports YAML syntax errors with a line number", () => {
-    expect(problems("booking:\n  base_url: [unclosed\n")[0]).toMatch(/^line \d+: /);
+    expect(problems("booking:\n  base_url: [unclosed\n")[0]).toMatch(/^line \d+, column \d+: /);
+  });
+
+  it("reports each YAML syntax problem once, where it is, with line and column: no cascade", () => {
+    const text = [
+      "booking:", //                                         1
+      "  base_url: https://api.booking.example", //          2
+      "  api_key: [${BOOKING_API_KEY}", //                   3: a bracket never closed
+      "webhooks:", //                                        4
+      "  path: /webhooks: booking", //                       5: a second mapping on one line
+      '  signing_secrets: ["${BOOKING_WEBHOOK_SECRET}"]', // 6
+      "therapists:", //                                      7
+      '  - therapist_id: "th_anna', //                       8: an unterminated quote...
+      "    calendar_id: anna@clinic.example", //             9  ...that swallows the rest of the file
+      "  - therapist_id: th_ben", //                         10
+      "    calendar_id: ben@clinic.example", //              11
+      "",
+    ].join("\n");
+    expect(problems(text)).toEqual([
+      "line 3, column 12: the [ opened here is never closed (a missing ]?)",
+      "line 5, column 9: Nested mappings are not allowed in compact mappings",
+      'line 8, column 19: the " opened here is never closed (a missing "?)',
+    ]);
+    // Alone, the quote is one problem where it opens, not several where the file ends.
+    expect(problems(minimal.replace("calendar_id: anna@clinic.example", 'calendar_id: "anna@clinic.example'))).toEqual([
+      'line 11, column 18: the " opened here is never closed (a missing "?)',
+    ]);
+    expect(problems('webhooks:\n  signing_secrets: ["${X}]\n  path: /x\n')).toEqual([
+      'line 2, column 21: the " opened here is never closed (a missing "?)',
+    ]);
   });
 
   it("reports a missing file clearly", () => {
