@@ -105,7 +105,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const clock = options.clock ?? systemClock;
   const registry = new Registry();
   const metrics = createMetrics(registry);
-  const store = await openStore(config.store.url, options.cwd ? { cwd: options.cwd } : {});
+  const store = await openStore(config.store.url, {
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+    logger: logger.child({ component: "store" }),
+  });
 
   const booking = new BookingClient({
     baseUrl: config.booking.base_url,

@@ -1,10 +1,11 @@
 // Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, ...) on an
 // embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
-import { mkdirSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { resolve } from "node:path";
 import type KeyvSqlite from "@keyv/sqlite";
 import Keyv, { type KeyvStoreAdapter } from "keyv";
 import type { createClient } from "redis";
+import { type Logger, silentLogger } from "../log.ts";
+import { prepareSqliteFile } from "./file-modes.ts";
 
 /** One keyed collection of JSON values. */
 export interface Table<T> {
@@ -136,6 +137,8 @@ export interface OpenStoreOptions {
   cwd?: string;
   /** Redis: give up when the first connection is not made within this time (default 10 s); later drops reconnect. */
   connectTimeoutMs?: number;
+  /** Where warnings about the store's files go (an SQLite folder open to other users, ...). */
+  logger?: Logger;
 }
 
 /** Query parameters that may carry a credential in a store URL. */
@@ -158,7 +161,8 @@ export function redactStoreUrl(url: string): string {
 
 /** Opens the store named by `store.url`: sqlite://PATH, sqlite://:memory:, redis://..., rediss://..., memory:// */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
-  if (url.startsWith("sqlite://")) return openSqlite(url.slice("sqlite://".length), options.cwd);
+  if (url.startsWith("sqlite://"))
+    return openSqlite(url.slice("sqlite://".length), options.cwd, options.logger ?? silentLogger);
   if (url.startsWith("redis://") || url.startsWith("rediss://"))
     return openRedis(url, options.connectTimeoutMs ?? 10_000);
   if (url === "memory://") return openMemory();
@@ -167,10 +171,10 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
 
 // The drivers load with the store that needs them: the Redis client and its modules (~1,100 files) would otherwise
 // add ~10 MB to every SQLite daemon, and the sqlite3 native addon would load in every Redis replica.
-async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
+async function openSqlite(path: string, cwd: string | undefined, logger: Logger): Promise<Store> {
   const { default: KeyvSqlite } = await import("@keyv/sqlite");
-  const file = path === ":memory:" ? path : resolve(cwd, path);
-  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+  const file = path === ":memory:" ? path : resolve(cwd ?? process.cwd(), path);
+  if (file !== ":memory:") prepareSqliteFile(file, logger);
   const adapters = new Map<TableName, KeyvSqlite>();
   const tables = new Map<TableName, KeyvTable<unknown>>();
   // One connection per table (iterationLimit pages entries() in large steps instead of 10 at a time). The first
