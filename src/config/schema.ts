@@ -169,6 +169,14 @@ export const ConfigSchema = z
         public_url: httpsUrl("sync.clinic")
           .optional()
           .describe("Where the booking service delivers; `doctor` looks for it in GET /v1/webhooks."),
+        dead_letter_days: z
+          .number()
+          .int()
+          .positive()
+          .default(30)
+          .describe(
+            "Days a webhook event that could not be processed is kept in the dead letters (its id, type, attempts and reason; never its body).",
+          ),
       })
       .describe("The booking service's signed webhooks."),
     google: z

@@ -168,7 +168,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
   });
   const poller = new CalendarPoller({ engine, clock, logger: logger.child({ component: "poller" }) });
-  const inbox = new WebhookInbox({ store, clock });
+  const inbox = new WebhookInbox({ store, clock, deadLetterTtlMs: config.webhooks.dead_letter_days * 86_400_000 });
   // A processor cannot start again once stopped: each leadership term gets a fresh one.
   const newProcessor = () =>
     new InboxProcessor({
@@ -362,6 +362,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     status,
     async start() {
       await engine.loadDeadLetterCount();
+      const minimised = await inbox.minimiseDeadLetters();
+      if (minimised > 0) {
+        logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");
+      }
       app.http = await createHttpServer({
         listen: options.listen ?? config.webhooks.listen,
         handlers: [

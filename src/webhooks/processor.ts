@@ -231,7 +231,6 @@ export class InboxProcessor {
           type: entry.type,
           attempts: entry.attempts,
           receivedAt: entry.receivedAt,
-          raw: JSON.stringify(entry.event),
         });
         await this.#inbox.markDone(entry.id);
       } catch (storeError) {

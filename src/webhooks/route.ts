@@ -106,7 +106,11 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       const key = `malformed:${createHash("sha256").update(raw).digest("hex").slice(0, 32)}`;
       const eventId = peekEventId(raw);
       try {
-        await inbox.deadLetter(key, { reason: `malformed: ${parsed.reason}`, raw, eventId });
+        await inbox.deadLetter(key, {
+          reason: `malformed: ${parsed.reason}`,
+          bytes: raw.length,
+          ...(eventId !== undefined ? { eventId } : {}),
+        });
       } catch (error) {
         count("store_error");
         log.error({ err: error, event_id: eventId }, "malformed webhook not stored: the store failed; answering 503");
