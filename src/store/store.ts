@@ -26,6 +26,20 @@ export interface Table<T> {
   entries(): AsyncIterable<[string, T]>;
 }
 
+/**
+ * Values that can never be stored, whatever the store's state (a structure nested too deeply for the serializer, a
+ * BigInt, a cycle), named by key, so a batch can drop them and store the rest. Never thrown for a store failure.
+ */
+export class UnstorableValueError extends Error {
+  readonly keys: string[];
+  constructor(keys: string[], cause: unknown) {
+    const why = cause instanceof Error ? cause.message : String(cause);
+    super(`store: ${keys.length === 1 ? "a value" : `${keys.length} values`} cannot be stored (${why})`, { cause });
+    this.name = "UnstorableValueError";
+    this.keys = keys;
+  }
+}
+
 export const TABLES = ["links", "eventindex", "tokens", "inbox", "dead", "meta", "credentials", "channels"] as const;
 export type TableName = (typeof TABLES)[number];
 
@@ -82,7 +96,12 @@ class KeyvTable<T> implements Table<T> {
     return (await this.#keyv.get(keys)) as (T | undefined)[];
   }
   async set(key: string, value: T, ttlMs?: number): Promise<void> {
-    const ok = await this.#keyv.set(key, value, ttlMs);
+    let ok: boolean;
+    try {
+      ok = await this.#keyv.set(key, value, ttlMs);
+    } catch (err) {
+      throw (await this.#unstorable([{ key, value }])) ?? err;
+    }
     if (ok === false) throw new Error(`store: writing ${this.#keyv.namespace}:${key} failed`);
   }
   delete(key: string): Promise<boolean> {
@@ -90,9 +109,15 @@ class KeyvTable<T> implements Table<T> {
   }
   async setMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<void> {
     if (entries.length === 0) return;
-    const results = await this.#keyv.setMany(
-      entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
-    );
+    let results: boolean[] | undefined;
+    try {
+      results = await this.#keyv.setMany(
+        entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
+      );
+    } catch (err) {
+      // keyv serializes inside setMany: if some value is to blame, say which, so the others can be stored.
+      throw (await this.#unstorable(entries)) ?? err;
+    }
     // @keyv/redis answers nothing (undefined) for a batch it wrote; every backend throws when a write fails.
     if (Array.isArray(results) && results.some((ok) => ok === false)) {
       throw new Error(`store: writing ${entries.length} entries failed`);
@@ -104,14 +129,40 @@ class KeyvTable<T> implements Table<T> {
   async addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]> {
     if (entries.length === 0) return [];
     const serialize = this.#keyv.serialize ?? JSON.stringify;
-    const rows = await Promise.all(
-      entries.map(async (e) => ({
-        key: `${this.#keyv.namespace}:${e.key}`,
-        value: await serialize({ value: e.value, expires: e.ttlMs === undefined ? undefined : Date.now() + e.ttlMs }),
-        ...(e.ttlMs !== undefined ? { ttlMs: e.ttlMs } : {}),
-      })),
-    );
+    const rows: { key: string; value: string; ttlMs?: number }[] = [];
+    const unstorable: string[] = [];
+    let cause: unknown;
+    for (const e of entries) {
+      try {
+        const expires = e.ttlMs === undefined ? undefined : Date.now() + e.ttlMs;
+        rows.push({
+          key: `${this.#keyv.namespace}:${e.key}`,
+          value: await serialize({ value: e.value, expires }),
+          ...(e.ttlMs !== undefined ? { ttlMs: e.ttlMs } : {}),
+        });
+      } catch (err) {
+        unstorable.push(e.key);
+        cause ??= err;
+      }
+    }
+    if (unstorable.length > 0) throw new UnstorableValueError(unstorable, cause);
     return this.#add(rows);
+  }
+
+  /** The entries whose values the serializer refuses, as an error naming them; undefined when all serialize. */
+  async #unstorable(entries: { key: string; value: T }[]): Promise<UnstorableValueError | undefined> {
+    const serialize = this.#keyv.serialize ?? JSON.stringify;
+    const keys: string[] = [];
+    let cause: unknown;
+    for (const e of entries) {
+      try {
+        await serialize({ value: e.value });
+      } catch (err) {
+        keys.push(e.key);
+        cause ??= err;
+      }
+    }
+    return keys.length > 0 ? new UnstorableValueError(keys, cause) : undefined;
   }
   async *entries(): AsyncIterable<[string, T]> {
     if (this.#list) {

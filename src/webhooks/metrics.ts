@@ -4,7 +4,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
 export interface WebhookMetrics {
   readonly registry: Registry;
-  /** result: accepted | duplicate | rejected_signature | rejected_stale | too_large | malformed | store_error | ... */
+  /** result: accepted | duplicate | rejected_signature | rejected_stale | too_large | malformed | unprocessable | store_error | ... */
   readonly deliveries: Counter<"result">;
   /** result: ok | retry | dead | ignored | unknown | store_error */
   readonly processing: Counter<"type" | "result">;

@@ -5,6 +5,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, secrets as logSecrets, silentLogger } from "../log.ts";
+import { UnstorableValueError } from "../store/store.ts";
 import { appointmentIdOf, parseEventBody, peekEventId } from "./event.ts";
 import type { WebhookInbox } from "./inbox.ts";
 import { webhookMetrics } from "./metrics.ts";
@@ -102,6 +103,14 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     // The spec does not say which Content-Type the sender uses: a signed body is judged by its bytes, not its label
     // (refusing it would fail every delivery until the sender disables the endpoint).
     const parsed = parseEventBody(raw);
+    if (!parsed.ok && parsed.limit) {
+      count("unprocessable");
+      log.error(
+        { reason: parsed.reason, event_id: peekEventId(raw), bytes: raw.length },
+        "correctly signed webhook refused with 422: its body is over a structural limit. The signature verified, so it is authentic: the sender's payload is broken, or its signing secret is known to someone else",
+      );
+      return reply(res, 422, { error: "unprocessable", message: parsed.reason });
+    }
     if (!parsed.ok) {
       const key = `malformed:${createHash("sha256").update(raw).digest("hex").slice(0, 32)}`;
       const eventId = peekEventId(raw);
@@ -129,6 +138,12 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     try {
       outcome = await inbox.accept(event, raw);
     } catch (error) {
+      if (error instanceof UnstorableValueError) {
+        // Never storable, so retrying cannot help: refused on its own (the rest of its batch was stored).
+        count("unprocessable");
+        log.error({ ...ids, err: error }, "correctly signed webhook refused with 422: the store cannot hold it");
+        return reply(res, 422, { error: "unprocessable", message: "the event cannot be stored" });
+      }
       count("store_error");
       log.error({ ...ids, err: error }, "webhook not stored: the store failed; answering 503 so the sender retries");
       return reply(res, 503, { error: "unavailable", message: "try again later" }, { "retry-after": "60" });
