@@ -55,8 +55,10 @@ export class InboxProcessor {
   /** Ids finished here lately, so a late hint does not run them twice. */
   readonly #recent = new Set<string>();
   readonly #warnedTypes = new Set<string>();
-  /** Completion marks on their way to the store. */
+  /** Completion marks on their way to the store (retried until stored, or until the processor stops). */
   readonly #marking = new Set<Promise<void>>();
+  /** Ids processed here whose done mark is not stored yet: not to be taken again meanwhile. */
+  readonly #unmarked = new Set<string>();
   #unsubscribe: (() => void) | undefined;
   #state: "new" | "running" | "stopped" = "new";
 
@@ -119,9 +121,9 @@ export class InboxProcessor {
    * subscription (then this is a no-op); an id written by another process is read from the store.
    */
   async notify(id: string): Promise<void> {
-    if (this.#state !== "running" || this.#known.has(id) || this.#recent.has(id)) return;
+    if (this.#state !== "running" || this.#taken(id)) return;
     await this.#inbox.handedOff();
-    if (this.#known.has(id) || this.#recent.has(id)) return;
+    if (this.#taken(id)) return;
     const entry = await this.#inbox.get(id);
     if (entry && this.#state === "running") this.#enqueue(entry);
   }
@@ -157,8 +159,13 @@ export class InboxProcessor {
     }
   }
 
+  /** Queued, in flight, finished lately, or finished and waiting for its done mark: not to be queued again. */
+  #taken(id: string): boolean {
+    return this.#known.has(id) || this.#recent.has(id) || this.#unmarked.has(id);
+  }
+
   #enqueue(entry: InboxEntry): void {
-    if (this.#known.has(entry.id) || this.#recent.has(entry.id)) return;
+    if (this.#taken(entry.id)) return;
     this.#known.add(entry.id);
     this.#queue.push(orderingKeyOf(entry.event), entry);
   }
@@ -200,21 +207,50 @@ export class InboxProcessor {
    * replays it, which the idempotent sink absorbs.
    */
   #finish(entry: InboxEntry, log: Logger, type: string, result: string): RunResult {
-    const marking = this.#inbox.markDone(entry.id).then(
-      () => {
-        this.#metrics.processing.inc({ type, result });
-        log.debug({ result }, "webhook event processed");
-      },
-      (error: unknown) => {
-        // Stays in the inbox: replayed at the next start (the sink is idempotent).
-        this.#metrics.processing.inc({ type, result: "store_error" });
-        log.error({ err: error }, "webhook event processed but not marked done: the store failed");
-      },
-    );
-    this.#marking.add(marking);
-    void marking.finally(() => this.#marking.delete(marking));
+    this.#markDone(entry.id, log, type, () => {
+      this.#metrics.processing.inc({ type, result });
+      log.debug({ result }, "webhook event processed");
+    });
     this.#forget(entry.id);
     return { done: true };
+  }
+
+  /**
+   * Stores the done mark, retrying with the processing backoff (bounded, 5 minutes at most between tries) while the
+   * store fails, so a processed event does not wait for the next start to be marked; meanwhile its id is not taken
+   * again. A stop gives up: the event stays in the inbox and replays at the next start (the sink is idempotent).
+   */
+  #markDone(id: string, log: Logger, type: string, stored: () => void): void {
+    this.#unmarked.add(id);
+    const marking = (async () => {
+      for (let failures = 0; ; failures++) {
+        try {
+          await this.#inbox.markDone(id);
+          stored();
+          if (failures > 0) log.info({ attempts: failures + 1 }, "done mark stored once the store answered again");
+          return;
+        } catch (error) {
+          const delayMs = this.#retryDelayMs(failures + 1);
+          if (failures === 0) {
+            this.#metrics.processing.inc({ type, result: "store_error" });
+            log.error(
+              { err: error, retry_in_ms: delayMs },
+              "webhook event processed but not marked done: the store failed; retrying until it is stored",
+            );
+          } else log.debug({ err: error, attempts: failures + 1, retry_in_ms: delayMs }, "done mark not stored yet");
+          try {
+            await this.#clock.sleep(delayMs, this.#abort.signal);
+          } catch {
+            log.warn("processor stopped before the done mark was stored; the event replays at the next start");
+            return;
+          }
+        }
+      }
+    })().finally(() => {
+      this.#unmarked.delete(id);
+      this.#marking.delete(marking);
+    });
+    this.#marking.add(marking);
   }
 
   async #failed(entry: InboxEntry, log: Logger, type: string, error: unknown): Promise<RunResult> {
@@ -232,7 +268,7 @@ export class InboxProcessor {
           attempts: entry.attempts,
           receivedAt: entry.receivedAt,
         });
-        await this.#inbox.markDone(entry.id);
+        this.#markDone(entry.id, log, type, () => {});
       } catch (storeError) {
         log.error(
           { err: storeError },
