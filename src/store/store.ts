@@ -40,6 +40,20 @@ export class UnstorableValueError extends Error {
   }
 }
 
+/**
+ * The store did not answer in time or is not connected (Redis restarting, a network partition): nothing about any
+ * value, and nothing was necessarily written. Callers answer "try again later" (a webhook gets 503).
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreUnavailableError";
+  }
+}
+
+/** How long one Redis operation may take before it is reported as a failure (the command may still complete). */
+export const REDIS_COMMAND_TIMEOUT_MS = 2000;
+
 export const TABLES = ["links", "eventindex", "tokens", "inbox", "dead", "meta", "credentials", "channels"] as const;
 export type TableName = (typeof TABLES)[number];
 
@@ -79,44 +93,52 @@ type AddRows = (rows: { key: string; value: string; ttlMs?: number }[]) => Promi
 /** A backend's own listing: each row's key as the table's callers wrote it, and its serialized value. */
 type ListRows = () => AsyncIterable<[string, string]>;
 
+/** Runs one store operation; a backend may fail it fast or bound its time (Redis), or just run it (SQLite). */
+type Guard = <R>(op: () => Promise<R>) => Promise<R>;
+const unguarded: Guard = (op) => op();
+
 class KeyvTable<T> implements Table<T> {
   readonly #keyv: Keyv<T>;
   readonly #add: AddRows;
   readonly #list: ListRows | undefined;
-  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows) {
+  readonly #guard: Guard;
+  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows, guard: Guard = unguarded) {
     this.#keyv = keyv;
     this.#add = add;
     this.#list = list;
+    this.#guard = guard;
   }
   get(key: string): Promise<T | undefined> {
-    return this.#keyv.get(key);
+    return this.#guard(() => this.#keyv.get(key));
   }
   async getMany(keys: string[]): Promise<(T | undefined)[]> {
     if (keys.length === 0) return [];
-    return (await this.#keyv.get(keys)) as (T | undefined)[];
+    return (await this.#guard(() => this.#keyv.get(keys))) as (T | undefined)[];
   }
   async set(key: string, value: T, ttlMs?: number): Promise<void> {
     let ok: boolean;
     try {
-      ok = await this.#keyv.set(key, value, ttlMs);
+      ok = await this.#guard(() => this.#keyv.set(key, value, ttlMs));
     } catch (err) {
-      throw (await this.#unstorable([{ key, value }])) ?? err;
+      throw (await this.#unstorable([{ key, value }], err)) ?? err;
     }
     if (ok === false) throw new Error(`store: writing ${this.#keyv.namespace}:${key} failed`);
   }
   delete(key: string): Promise<boolean> {
-    return this.#keyv.delete(key);
+    return this.#guard(() => this.#keyv.delete(key));
   }
   async setMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<void> {
     if (entries.length === 0) return;
     let results: boolean[] | undefined;
     try {
-      results = await this.#keyv.setMany(
-        entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
+      results = await this.#guard(() =>
+        this.#keyv.setMany(
+          entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
+        ),
       );
     } catch (err) {
       // keyv serializes inside setMany: if some value is to blame, say which, so the others can be stored.
-      throw (await this.#unstorable(entries)) ?? err;
+      throw (await this.#unstorable(entries, err)) ?? err;
     }
     // @keyv/redis answers nothing (undefined) for a batch it wrote; every backend throws when a write fails.
     if (Array.isArray(results) && results.some((ok) => ok === false)) {
@@ -124,7 +146,7 @@ class KeyvTable<T> implements Table<T> {
     }
   }
   async deleteMany(keys: string[]): Promise<void> {
-    if (keys.length > 0) await this.#keyv.deleteMany(keys);
+    if (keys.length > 0) await this.#guard(() => this.#keyv.deleteMany(keys));
   }
   async addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]> {
     if (entries.length === 0) return [];
@@ -146,11 +168,12 @@ class KeyvTable<T> implements Table<T> {
       }
     }
     if (unstorable.length > 0) throw new UnstorableValueError(unstorable, cause);
-    return this.#add(rows);
+    return this.#guard(() => this.#add(rows));
   }
 
   /** The entries whose values the serializer refuses, as an error naming them; undefined when all serialize. */
-  async #unstorable(entries: { key: string; value: T }[]): Promise<UnstorableValueError | undefined> {
+  async #unstorable(entries: { key: string; value: T }[], failure: unknown): Promise<UnstorableValueError | undefined> {
+    if (failure instanceof StoreUnavailableError) return undefined;
     const serialize = this.#keyv.serialize ?? JSON.stringify;
     const keys: string[] = [];
     let cause: unknown;
@@ -190,6 +213,8 @@ export interface OpenStoreOptions {
   connectTimeoutMs?: number;
   /** Where warnings about the store's files go (an SQLite folder open to other users, ...). */
   logger?: Logger;
+  /** Redis: longest time one operation may take before it fails (default REDIS_COMMAND_TIMEOUT_MS). */
+  commandTimeoutMs?: number;
 }
 
 /** Query parameters that may carry a credential in a store URL. */
@@ -215,7 +240,7 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
   if (url.startsWith("sqlite://"))
     return openSqlite(url.slice("sqlite://".length), options.cwd, options.logger ?? silentLogger);
   if (url.startsWith("redis://") || url.startsWith("rediss://"))
-    return openRedis(url, options.connectTimeoutMs ?? 10_000);
+    return openRedis(url, options.connectTimeoutMs ?? 10_000, options.commandTimeoutMs ?? REDIS_COMMAND_TIMEOUT_MS);
   if (url === "memory://") return openMemory();
   throw new Error(`store: unknown scheme in "${url}" (expected sqlite://, redis:// or rediss://)`);
 }
@@ -364,9 +389,18 @@ async function sqliteAdd(
   return rows.map((r) => written.has(r.key));
 }
 
-async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> {
+async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs: number): Promise<Store> {
   const [{ createClient }, { default: KeyvRedis }] = await Promise.all([import("redis"), import("@keyv/redis")]);
-  const client = createClient({ url, socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) } });
+  // While Redis is away, node-redis would hold every command in its offline queue until it reconnects (a webhook
+  // then waits minutes for its answer): commands fail at once instead, and each one has a time limit, for a
+  // connection that is open but silent (a partition). The callers report the failure (a webhook gets 503 and is
+  // retried by its sender).
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    commandOptions: { timeout: commandTimeoutMs },
+    socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) },
+  });
   let lastError: unknown;
   client.on("error", (err) => {
     // Reconnection is automatic; commands issued meanwhile fail and the callers report them.
@@ -392,6 +426,27 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
   } finally {
     clearTimeout(timer);
   }
+  const shown = redactStoreUrl(url);
+  // MULTI/EXEC (batched writes, insert-if-absent) bypasses both the offline check and the command time limit.
+  const guard: Guard = async (op) => {
+    if (!client.isReady) throw new StoreUnavailableError(`store: Redis at ${shown} is not connected (reconnecting)`);
+    const running = op();
+    running.catch(() => {}); // settles after a timeout too; its outcome is no longer anyone's
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        running,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new StoreUnavailableError(`store: Redis at ${shown} did not answer within ${commandTimeoutMs} ms`)),
+            commandTimeoutMs,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   const tables = new Map<TableName, KeyvTable<unknown>>();
   for (const name of TABLES) {
     const adapter = new KeyvRedis(client as never, { namespace: `calbridge:${name}`, throwOnErrors: true });
@@ -418,7 +473,7 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
         }
       }
     };
-    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add, list));
+    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add, list, guard));
   }
   const subscribers = new Set<RedisClient>();
   const notices: Notices = {
@@ -450,13 +505,16 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
     notices,
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
     ping: async () => {
-      await client.ping();
+      await guard(() => client.ping());
     },
     purgeExpired: async () => 0,
     close: async () => {
       for (const sub of subscribers) if (sub.isOpen) sub.destroy();
       subscribers.clear();
-      if (client.isOpen) await client.quit();
+      if (!client.isOpen) return;
+      // A Redis that is away cannot take QUIT (it would fail, or wait): the connection is just dropped.
+      if (!client.isReady) return client.destroy();
+      await client.quit().catch(() => client.destroy());
     },
   };
 }
