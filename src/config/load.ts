@@ -200,6 +200,8 @@ function registerSecrets(cfg: Config, resolved: string[], registry: SecretRegist
   for (const s of cfg.webhooks.signing_secrets) registry.add(s);
   registry.add(cfg.google.oauth?.client_secret);
   registry.add(cfg.google.push?.token);
+  registry.add(cfg.store.encryption_key);
+  for (const k of cfg.store.previous_encryption_keys) registry.add(k);
   for (const t of cfg.therapists) if (t.auth?.type === "oauth") registry.add(t.auth.refresh_token);
   for (const s of resolved) registry.add(s);
 }

@@ -71,6 +71,12 @@ const secret = (what: string) =>
       if (problem) ctx.issues.push({ code: "custom", message: problem, input: "[secret]" });
     });
 
+/** A key for secrets at rest: a secret, long enough to be one (it is stretched by HKDF, not by a slow hash). */
+const storeKey = (what: string) =>
+  secret(what).refine((v) => v.length >= 32, {
+    message: "must be at least 32 characters (random: `openssl rand -base64 32` gives 44)",
+  });
+
 const timezone = z.string().refine(
   (tz) => {
     try {
@@ -210,7 +216,11 @@ export const ConfigSchema = z
         push: z
           .strictObject({
             public_url: httpsUrl("sync.clinic").describe("HTTPS address of POST /webhooks/google."),
-            token: secret("google.push.token").optional().describe("Channel token; generated when omitted."),
+            token: secret("google.push.token")
+              .optional()
+              .describe(
+                "Token every channel carries; when omitted (better) each channel gets a random one of its own. Only its SHA-256 is stored.",
+              ),
             ttl_seconds: z.number().int().positive().default(604800),
           })
           .optional()
@@ -273,6 +283,17 @@ export const ConfigSchema = z
           .min(2)
           .default(15)
           .describe("Leader lease (Redis) before a standby takes over."),
+        encryption_key: storeKey("store.encryption_key")
+          .optional()
+          .describe(
+            "Key that encrypts the secrets calbridge stores (OAuth refresh tokens from `calbridge authorize`), AES-256-GCM; 32 or more characters, e.g. ${CALBRIDGE_STORE_KEY}. Without it `authorize` stores nothing.",
+          ),
+        previous_encryption_keys: z
+          .array(storeKey("store.previous_encryption_keys[]"))
+          .default([])
+          .describe(
+            "Earlier keys, while rotating: what they encrypted is still read, and encrypted again with encryption_key.",
+          ),
       })
       .prefault({}),
     therapists: z.array(TherapistSchema).min(1, "map at least one therapist"),

@@ -11,6 +11,7 @@ import { type Clock, systemClock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { defaultHolderId, LeaderLease } from "../store/lease.ts";
+import { CredentialStore, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { SyncEngine } from "../sync/engine.ts";
@@ -45,6 +46,8 @@ export interface App {
   readonly config: Config;
   readonly logger: Logger;
   readonly store: Store;
+  /** Stored OAuth refresh tokens, encrypted with store.encryption_key (what `authorize` and the connect flow use). */
+  readonly credentials: CredentialStore;
   readonly registry: Registry;
   readonly metrics: DaemonMetrics;
   readonly booking: BookingClient;
@@ -66,13 +69,16 @@ export interface App {
 }
 
 /** Credentials of one therapist, or the reason there are none. */
-async function authFor(config: Config, t: TherapistConfig, store: Store): Promise<CalendarAuth> {
+async function authFor(config: Config, t: TherapistConfig, credentials: CredentialStore): Promise<CalendarAuth> {
   const type = t.auth?.type ?? config.google.auth.type;
   if (type === "oauth") {
     const oauth = config.google.oauth;
     if (!oauth) throw new Error("google.oauth is required for OAuth therapists");
-    const stored = await store.table<{ refresh_token: string }>("credentials").get(`oauth:${t.therapist_id}`);
-    const refreshToken = (t.auth?.type === "oauth" ? t.auth.refresh_token : undefined) ?? stored?.refresh_token;
+    // A token in the file wins; the store is read only without one (a stored token that cannot be decrypted then
+    // fails this therapist alone, with the reason and the fix).
+    const refreshToken =
+      (t.auth?.type === "oauth" ? t.auth.refresh_token : undefined) ??
+      (await credentials.loadRefreshToken(t.therapist_id))?.token;
     if (!refreshToken) {
       throw new Error(`no OAuth refresh token; run \`calbridge authorize --therapist ${t.therapist_id}\``);
     }
@@ -121,11 +127,16 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     registry,
   });
 
+  const credentials = new CredentialStore({
+    store,
+    box: secretBoxFor(config.store),
+    logger: logger.child({ component: "credentials" }),
+  });
   const calendars = new Map<string, CalendarGateway>();
   const credentialErrors = new Map<string, string>();
   for (const t of config.therapists) {
     try {
-      const auth = await authFor(config, t, store);
+      const auth = await authFor(config, t, credentials);
       calendars.set(
         t.therapist_id,
         new CalendarGateway({
@@ -345,6 +356,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     config,
     logger,
     store,
+    credentials,
     registry,
     metrics,
     booking,

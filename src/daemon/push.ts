@@ -1,6 +1,8 @@
 // Owns Google push channels: one events.watch channel per calendar when google.push is configured, renewed before
 // it expires (the new one first, then the old one stopped), and the POST /webhooks/google route that checks the
 // channel token and triggers an immediate incremental sync. Polling stays on: push delivery is not guaranteed.
+// Each channel gets its own random token (or google.push.token when configured); the store keeps only its SHA-256,
+// since a notification's X-Goog-Channel-Token only ever needs comparing.
 // With replicas, any one may receive a notification: each checks the channel against the shared store, but only the
 // leader polls; a standby acknowledges and hands the calendar to the leader as a notice (a hint, never the only copy).
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
@@ -8,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import type { Config } from "../config/schema.ts";
 import { type Logger, secrets } from "../log.ts";
+import { matchesDigest, tokenDigest } from "../store/secrets.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
 import type { SyncEngine } from "../sync/engine.ts";
@@ -16,6 +19,8 @@ import { describeError } from "../sync/errors.ts";
 export const PUSH_PATH = "/webhooks/google";
 const RENEW_BEFORE_MS = 24 * 3_600_000;
 const CHECK_EVERY_MS = 3_600_000;
+/** Where an earlier build kept the generated channel token in clear (removed at start). */
+const LEGACY_TOKEN_KEY = "push_token";
 /** Therapist ids whose calendar a standby got a push notification for, published so the leader polls it at once. */
 export const PUSH_CHANGED_CHANNEL = "calbridge:push:changed";
 
@@ -23,8 +28,17 @@ export interface Channel {
   therapistId: string;
   channelId: string;
   resourceId: string;
-  token: string;
+  /** SHA-256 (hex) of the channel's token; the token itself is given to Google and not kept. */
+  tokenHash?: string;
+  /** The token in clear, as an earlier build stored it (rewritten as `tokenHash` at start). */
+  token?: string;
   expiration: number;
+}
+
+/** Whether a notification's token is the channel's. */
+function tokenMatches(channel: Channel, token: string): boolean {
+  if (channel.tokenHash) return matchesDigest(token, channel.tokenHash);
+  return channel.token !== undefined && sameSecret(token, channel.token);
 }
 
 export class PushChannels {
@@ -66,12 +80,28 @@ export class PushChannels {
     return this.#config.google.push !== undefined;
   }
 
+  /** Loads the channels and opens the missing ones; never throws (polling covers what push cannot). */
   async start(): Promise<void> {
     if (!this.enabled) return;
-    for await (const [, ch] of this.#channels.entries()) this.#known.set(ch.channelId, ch);
-    await this.renew();
     this.#timer = setInterval(() => void this.renew(), CHECK_EVERY_MS);
     this.#timer.unref();
+    try {
+      for await (const [therapistId, ch] of this.#channels.entries()) {
+        const { token, ...kept } = ch;
+        const channel = token === undefined ? ch : { ...kept, tokenHash: ch.tokenHash ?? tokenDigest(token) };
+        // An earlier build kept channel tokens in clear, and the generated one in meta: only the digest stays.
+        if (channel !== ch) await this.#channels.set(therapistId, channel);
+        this.#known.set(channel.channelId, channel);
+      }
+      await this.#meta.delete(LEGACY_TOKEN_KEY);
+    } catch (err) {
+      this.#logger.warn(
+        { err: describeError(err) },
+        "push channels not loaded: the store did not answer; polling covers the calendars, the hourly check retries",
+      );
+      return;
+    }
+    await this.renew();
   }
 
   /** Stops renewing; the route keeps checking channels, and polls only while this replica leads. */
@@ -101,15 +131,10 @@ export class PushChannels {
     return undefined;
   }
 
-  async #token(): Promise<string> {
-    const configured = this.#config.google.push?.token;
-    if (configured) return configured;
-    let token = await this.#meta.get("push_token");
-    if (!token) {
-      token = randomBytes(24).toString("base64url");
-      await this.#meta.set("push_token", token);
-    }
-    secrets.add(token);
+  /** A new channel's token: the configured one, or a random one of its own. */
+  #newToken(): string {
+    const token = this.#config.google.push?.token ?? randomBytes(32).toString("base64url");
+    secrets.addEphemeral(token);
     return token;
   }
 
@@ -117,14 +142,14 @@ export class PushChannels {
   async renew(now = Date.now()): Promise<void> {
     const push = this.#config.google.push;
     if (!push) return;
-    const token = await this.#token();
     for (const [therapistId, cal] of this.#engine.calendars) {
-      const current = await this.#channels.get(therapistId);
-      // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
-      const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
-      if (current && current.expiration - now > renewBefore) continue;
       try {
+        const current = await this.#channels.get(therapistId);
+        // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
+        const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
+        if (current && current.expiration - now > renewBefore) continue;
         const channelId = randomUUID();
+        const token = this.#newToken();
         const gw = cal as unknown as CalendarGateway;
         const { resourceId, expiration } = await gw.watch({
           channelId,
@@ -132,7 +157,7 @@ export class PushChannels {
           token,
           ttlSeconds: push.ttl_seconds,
         });
-        const channel: Channel = { therapistId, channelId, resourceId, token, expiration };
+        const channel: Channel = { therapistId, channelId, resourceId, tokenHash: tokenDigest(token), expiration };
         await this.#channels.set(therapistId, channel);
         this.#known.set(channelId, channel);
         this.#logger.info(
@@ -175,7 +200,7 @@ export class PushChannels {
       res.writeHead(503).end();
       return true;
     }
-    if (!channel || !sameSecret(token, channel.token)) {
+    if (!channel || !tokenMatches(channel, token)) {
       this.#logger.warn(
         { channel_id: channelId },
         "push notification for an unknown channel or with a wrong token; ignored",

@@ -438,7 +438,10 @@ async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs
         running,
         new Promise<never>((_, reject) => {
           timer = setTimeout(
-            () => reject(new StoreUnavailableError(`store: Redis at ${shown} did not answer within ${commandTimeoutMs} ms`)),
+            () =>
+              reject(
+                new StoreUnavailableError(`store: Redis at ${shown} did not answer within ${commandTimeoutMs} ms`),
+              ),
             commandTimeoutMs,
           );
         }),

@@ -18,6 +18,7 @@ export const CONFIG_ENV = {
   GOOGLE_OAUTH_CLIENT_SECRET: "GOCSPX-fuzz-Zq81LmT0xR5vW2",
   GOOGLE_CHANNEL_TOKEN: "chan_fuzz_e4a9b7c1d6f3",
   BEN_REFRESH_TOKEN: "1//fuzz-refresh-token-9d8c7b6a5f4e",
+  CALBRIDGE_STORE_KEY: "fuzz-store-key-Vb3nQ8xL2mR7tK9wZ4cJ6hP1",
 };
 
 const EXAMPLE = readFileSync(join(ROOT, "config/example.yaml"), "utf8");

@@ -1,83 +1,139 @@
-// `calbridge authorize`: the OAuth consent flow against the emulator's consent page, the refresh token stored, and a
-// therapist with no token in the file then syncs with the stored one.
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+// `calbridge authorize`: the OAuth consent flow against the emulator's consent page, the refresh token stored
+// encrypted with store.encryption_key, and a therapist with no token in the file then syncs with the stored one.
+// Without a key it refuses before any consent; the store URL it prints never shows a password.
+import { readFileSync } from "node:fs";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
-import { main } from "../../src/cli.ts";
+import type { Config } from "../../src/config/schema.ts";
 import { createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
+import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
+import { openStore } from "../../src/store/store.ts";
+import { redisTestsEnabled, startRedis } from "../support/redis.ts";
+import { runCliWatching, writeConfig } from "./support.ts";
+
+const KEY = "authorize-test-key-0123456789abcdef";
 
 let world: World | undefined;
+const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
   await world?.close();
   world = undefined;
 });
 
-describe("calbridge authorize", () => {
-  it("runs the consent flow, stores the refresh token, and the daemon uses it", async () => {
-    let client = { client_id: "", client_secret: "" };
-    world = await startWorld({
-      therapists: ["th_ben"],
-      configure: (c) => {
-        c.therapists[0] = {
-          therapist_id: "th_ben",
-          calendar_id: "primary",
-          timezone: "Europe/Berlin",
-          auth: { type: "oauth" },
-        };
-        c.google.oauth = { client_id: "placeholder", client_secret: "placeholder-secret" };
-      },
-    });
-    client = world.google.registerOAuthClient();
-    world.config.google.oauth = client;
-    world.google.consent.subject = "ben@personal.test";
-    world.google.consent.approve = true;
-    const file = join(world.dir, "calbridge.yaml");
-    writeFileSync(file, stringify(world.config));
+async function oauthWorld(): Promise<World> {
+  const w = await startWorld({
+    therapists: ["th_ben"],
+    configure: (c) => {
+      c.therapists[0] = {
+        therapist_id: "th_ben",
+        calendar_id: "primary",
+        timezone: "Europe/Berlin",
+        auth: { type: "oauth" },
+      };
+      c.google.oauth = { client_id: "placeholder", client_secret: "placeholder-secret" };
+    },
+  });
+  w.config.google.oauth = w.google.registerOAuthClient();
+  w.google.consent.subject = "ben@personal.test";
+  w.google.consent.approve = true;
+  return w;
+}
 
-    // The consent address is printed on stderr; "the therapist" opens it (the emulator approves and redirects).
-    const original = process.stderr.write.bind(process.stderr);
-    let printed = "";
-    process.stderr.write = ((chunk: string | Uint8Array) => {
-      printed += String(chunk);
+/**
+ * Runs `calbridge authorize --therapist th_ben` while "the therapist" opens the consent address it prints on stderr
+ * (the emulator approves and redirects to the loopback listener).
+ */
+async function authorize(file: string) {
+  const opened: string[] = [];
+  let printed = "";
+  const result = await runCliWatching(
+    (text) => {
+      printed += text;
       const url = printed.match(/https?:\/\/\S+authorize\S*/)?.[0];
-      if (url) {
-        printed = "";
-        void request(url).then(async (res) => {
-          await res.body.dump();
-          const location = res.headers.location;
-          if (typeof location === "string") await (await request(location)).body.dump();
-        });
-      }
-      return true;
-    }) as typeof process.stderr.write;
-    let code: number;
-    try {
-      code = await main(["node", "calbridge", "--config", file, "authorize", "--therapist", "th_ben"]);
-    } finally {
-      process.stderr.write = original;
-    }
-    expect(code).toBe(0);
+      if (!url) return;
+      printed = "";
+      opened.push(url);
+      void request(url).then(async (res) => {
+        await res.body.dump();
+        const location = res.headers.location;
+        if (typeof location === "string") await (await request(location)).body.dump();
+      });
+    },
+    "--config",
+    file,
+    "authorize",
+    "--therapist",
+    "th_ben",
+  );
+  return { ...result, opened };
+}
 
-    const app = await createApp(world.config, { logger: silentLogger, oneShot: true });
+describe("calbridge authorize", () => {
+  it("runs the consent flow, stores the refresh token encrypted, and the daemon uses it", async () => {
+    world = await oauthWorld();
+    const file = writeConfig(world, (c) => {
+      c.store.encryption_key = KEY;
+    });
+    const r = await authorize(file);
+    expect(r.stderr).not.toMatch(/invalid configuration/);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^authorized th_ben; the refresh token is stored encrypted in sqlite:\/\//);
+
+    const config: Config = { ...world.config, store: { ...world.config.store, encryption_key: KEY } };
+    const store = await openStore(config.store.url);
+    const stored = await new CredentialStore({ store, box: new SecretBox(KEY) }).loadRefreshToken("th_ben");
+    await store.close();
+    expect(stored?.meta).toEqual({ source: "authorize" });
+    const path = config.store.url.slice("sqlite://".length);
+    const disk = readFileSync(path).toString("latin1") + readFileSync(`${path}-wal`, { flag: "a+" }).toString("latin1");
+    expect(disk).not.toContain(stored!.token);
+
+    const app = await createApp(config, { logger: silentLogger, oneShot: true });
     try {
       expect(app.calendars.has("th_ben")).toBe(true);
-      const ok = await app.calendars.get("th_ben")!.checkAccess();
-      expect(ok.ok).toBe(true);
+      expect((await app.calendars.get("th_ben")!.checkAccess()).ok).toBe(true);
       world.booking.create(
         { therapist_id: "th_ben", start_time: new Date(Date.now() + 86_400_000).toISOString() },
         { force: true },
       );
       await app.reconcile();
-      const token = world.google.requestLog.find((r) => r.grantType === "refresh_token");
-      expect(token?.clientId).toBe(client.client_id);
+      const token = world.google.requestLog.find((req) => req.grantType === "refresh_token");
+      expect(token?.clientId).toBe(config.google.oauth!.client_id);
       // "primary" is the consenting user's own calendar.
       expect(world.google.events("ben@personal.test").filter((e) => e.status === "confirmed")).toHaveLength(1);
     } finally {
       await app.stop(1000);
     }
+  });
+
+  it("refuses without store.encryption_key before asking for consent, with the fix", async () => {
+    world = await oauthWorld();
+    const file = writeConfig(world);
+    const r = await authorize(file);
+    expect(r.code).toBe(2);
+    expect(r.opened).toEqual([]);
+    expect(r.stderr).toMatch(/store\.encryption_key is not set, and calbridge does not store tokens in clear/);
+    expect(r.stderr).toMatch(/therapists\[\]\.auth\.refresh_token/);
+    expect(world.google.requestLog.filter((req) => req.grantType === "authorization_code")).toEqual([]);
+  });
+
+  it.skipIf(!redisTestsEnabled("authorize"))("prints a Redis store URL without its password", async () => {
+    const password = "hunter2-redis-password";
+    const server = await startRedis(["--requirepass", password]);
+    cleanups.push(() => server.stop());
+    world = await oauthWorld();
+    const url = `redis://default:${password}@127.0.0.1:${server.port}`;
+    const file = writeConfig(world, (c) => {
+      c.store = { ...c.store, url, encryption_key: KEY };
+    });
+    const r = await authorize(file);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(
+      `authorized th_ben; the refresh token is stored encrypted in redis://***@127.0.0.1:${server.port}\n`,
+    );
+    expect(`${r.stdout}${r.stderr}`).not.toContain(password);
   });
 });

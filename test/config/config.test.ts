@@ -14,6 +14,7 @@ const env = {
   GOOGLE_OAUTH_CLIENT_SECRET: "gsecret_123456",
   GOOGLE_CHANNEL_TOKEN: "chan_token_123456",
   BEN_REFRESH_TOKEN: "1//refresh-ben-123456",
+  CALBRIDGE_STORE_KEY: "store-key-0123456789abcdef0123456789",
 };
 
 const minimal = `
