@@ -256,12 +256,16 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
   // One connection per table (iterationLimit pages entries() in large steps instead of 10 at a time). The first
   // connection switches the file to WAL alone (a journal-mode change needs the file to itself); WAL then lets the
   // other connections read while one writes, and synchronous=NORMAL keeps every committed write across a process
-  // crash (SIGKILL): only a power loss may drop the last transactions.
+  // crash (SIGKILL): only a power loss may drop the last transactions. secure_delete zeroes what a delete or an
+  // overwrite frees (without it, purged rows, customer details included, stay readable in free pages of the file),
+  // and journal_size_limit=0 truncates the write-ahead log when it is reset, so old page images do not linger there.
   for (const name of TABLES) {
     const adapter = new KeyvSqlite({ uri: `sqlite://${file}`, table: name, busyTimeout: 10_000, iterationLimit: 1000 });
     addSqliteSetMany(adapter, name);
     if (adapters.size === 0) await adapter.query("PRAGMA journal_mode=WAL");
     await adapter.query("PRAGMA synchronous=NORMAL");
+    await adapter.query("PRAGMA secure_delete=ON");
+    await adapter.query("PRAGMA journal_size_limit=0");
     adapters.set(name, adapter);
     tables.set(name, new KeyvTable(keyvFor(adapter, name), (rows) => sqliteAdd(adapter, name, rows)));
   }
