@@ -37,8 +37,10 @@ COPY --from=build /app/dist ./dist
 COPY config/example.yaml ./config/example.yaml
 # The default store (sqlite://./data/calbridge.sqlite, relative to /app) lands on the volume through the link;
 # sqlite:///data/calbridge.sqlite in the config says the same explicitly.
+# /data is 0700 (a named volume takes the image folder's mode at first use): the store's files are the daemon's alone.
 RUN mkdir -p /data /config \
   && chown node:node /data \
+  && chmod 700 /data \
   && ln -s /data /app/data
 VOLUME /data
 USER node

@@ -12,8 +12,8 @@ import type { Config } from "./config/schema.ts";
 import { createInvite, inviteUrl, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
 import { type App, createApp } from "./daemon/app.ts";
 import { createLogger, type Logger } from "./log.ts";
-import { saveRefreshToken } from "./store/credentials.ts";
-import { openStore } from "./store/store.ts";
+import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
+import { openStore, redactStoreUrl } from "./store/store.ts";
 
 const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -156,6 +156,9 @@ export function program(): Command {
       if (!t) throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);
       if (!config.google.oauth)
         throw new ExitCode(2, "google.oauth (client_id, client_secret) is required for authorize");
+      // Checked before the consent: the therapist must not consent for a token that then cannot be kept.
+      const box = secretBoxFor(config.store);
+      if (!box) throw new ExitCode(2, new EncryptionKeyMissingError(t.therapist_id).message);
       const result = await runConsentFlow({
         clientId: config.google.oauth.client_id,
         clientSecret: config.google.oauth.client_secret,
@@ -166,15 +169,15 @@ export function program(): Command {
       });
       const store = await openStore(config.store.url);
       try {
-        await saveRefreshToken(store, t.therapist_id, result.refresh_token, {
-          via: "authorize",
-          scopes: result.scopes,
+        await new CredentialStore({ store, box }).saveRefreshToken(t.therapist_id, result.refresh_token, {
+          source: "authorize",
+          scope: result.scopes.join(" "),
         });
       } finally {
         await store.close();
       }
       process.stdout.write(
-        `authorized ${t.therapist_id}; the refresh token is stored in ${config.store.url.split("?")[0]}\n`,
+        `authorized ${t.therapist_id}; the refresh token is stored encrypted in ${redactStoreUrl(config.store.url)}\n`,
       );
     });
 

@@ -57,6 +57,22 @@ interface CallSpec<T> {
   confirm?: () => Promise<T | undefined>;
 }
 
+/**
+ * The path of one appointment. An id that would change the path's meaning is refused before anything is sent: "" and
+ * "." and ".." (dot segments: WHATWG URL resolution turns /v1/appointments/.. into /v1/, and treats the encoded forms
+ * %2e and %2E as dots too, so encoding does not help), and ids holding a slash or backslash (servers and proxies
+ * often decode %2F and %5C back into separators). The error is permanent for that one appointment.
+ */
+export function appointmentPath(id: string, suffix = ""): string {
+  if (id === "" || id === "." || id === ".." || /[/\\]/.test(id)) {
+    throw new BookingApiError({
+      code: "invalid_appointment_id",
+      message: `appointment id ${JSON.stringify(id.slice(0, 100))} cannot be used in a request path (empty, "." or "..", or holding a slash); nothing was sent to the booking API`,
+    });
+  }
+  return `/v1/appointments/${encodeURIComponent(id)}${suffix}`;
+}
+
 const AppointmentEnvelope = singleEnvelope(Appointment);
 const AppointmentList = listEnvelope(Appointment);
 const AvailabilityEnvelope = singleEnvelope(Availability);
@@ -151,7 +167,7 @@ export class BookingClient {
 
   async getAppointment(id: string, opts: CallOptions = {}): Promise<Appointment> {
     const body = await this.#call({
-      input: { method: "GET", path: `/v1/appointments/${encodeURIComponent(id)}`, signal: opts.signal },
+      input: { method: "GET", path: appointmentPath(id), signal: opts.signal },
       schema: AppointmentEnvelope,
       priority: opts.priority ?? "webhook",
       mode: "read",
@@ -168,7 +184,7 @@ export class BookingClient {
   async patchAppointment(id: string, body: PatchBody, opts: CallOptions = {}): Promise<Appointment> {
     const wanted = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined)) as PatchBody;
     const result = await this.#call({
-      input: { method: "PATCH", path: `/v1/appointments/${encodeURIComponent(id)}`, body: wanted, signal: opts.signal },
+      input: { method: "PATCH", path: appointmentPath(id), body: wanted, signal: opts.signal },
       schema: AppointmentEnvelope,
       priority: opts.priority ?? "writeback",
       mode: wanted.status === undefined ? "idempotent" : "verify",
@@ -188,7 +204,7 @@ export class BookingClient {
     const result = await this.#call({
       input: {
         method: "POST",
-        path: `/v1/appointments/${encodeURIComponent(id)}/cancel`,
+        path: appointmentPath(id, "/cancel"),
         body,
         signal: opts.signal,
       },

@@ -35,7 +35,8 @@ const REJECTED_CODES = new Set([
  */
 export function classify(code: string, status: number | undefined): BookingErrorKind {
   if (REJECTED_CODES.has(code)) return "rejected";
-  if (code === "invalid_request") return "invalid_request";
+  // invalid_appointment_id: refused by the client itself before sending (an id that would change the request path).
+  if (code === "invalid_request" || code === "invalid_appointment_id") return "invalid_request";
   if (code === "network_error" || code === "timeout") return "transient";
   if (status === 401 || status === 403) return "auth";
   // "Gone" deletes the appointment's event, so only the service's own answer (its error envelope) may say it. A bare

@@ -1,6 +1,14 @@
 // Owns the mapping of an appointment to the Google Calendar event body calbridge writes (a pure function).
 import { APPOINTMENT_ID_PROPERTY, MANAGED_PROPERTY, MANAGED_VALUE } from "./ids.ts";
-import { cleanText, cleanTitle, fillTemplate, placeholdersOf } from "./template.ts";
+import {
+  cleanText,
+  cleanTitle,
+  cutToBytes,
+  dropControls,
+  escapeHtml,
+  fillTemplate,
+  placeholdersOf,
+} from "./template.ts";
 
 export { canonicalJson, type EventLike, fingerprint, instantOf, sameTime } from "./fingerprint.ts";
 
@@ -111,6 +119,20 @@ export interface OwnedLike {
   status?: string | null;
   extendedProperties?: { private?: Record<string, string> | null } | null;
 }
+
+/**
+ * Longest description written, in bytes of UTF-8. Google's limit is about 8,192 characters (Nylas, "Event
+ * Description Limits in Google Calendar and Microsoft Exchange"; rjhorniii/ical2org#16 calls it "the documented limit
+ * of 8K characters"), and a longer one is refused with 400, so the appointment would never appear. Counted in bytes,
+ * with a margin, this holds however Google counts.
+ */
+export const DESCRIPTION_MAX_BYTES = 8000;
+/**
+ * Longest title written, in bytes of UTF-8. Google documents no limit for `summary`; 255 is what calendar clients
+ * keep (Outlook's subject: phw198/OutlookGoogleCalendarSync#2202; tine20/tine20#5054), so a title also survives the
+ * therapist's other devices, and a title Google might shorten silently cannot differ from what calbridge wrote.
+ */
+export const SUMMARY_MAX_BYTES = 255;
 
 /** Google's "graphite", used for kept cancelled events unless `colors.cancelled` is configured. */
 export const DEFAULT_CANCELLED_COLOR = "8";
@@ -231,20 +253,46 @@ function templateValues(
 function contactLines(values: Record<string, string | null | undefined>, template: string): string[] {
   const used = new Set(placeholdersOf(template));
   const lines: string[] = [];
-  if (values.customer_email && !used.has("customer_email")) lines.push(`Email: ${values.customer_email}`);
-  if (values.customer_phone && !used.has("customer_phone")) lines.push(`Phone: ${values.customer_phone}`);
+  if (values.customer_email && !used.has("customer_email")) lines.push(`Email: ${inert(values.customer_email)}`);
+  if (values.customer_phone && !used.has("customer_phone")) lines.push(`Phone: ${inert(values.customer_phone)}`);
   return lines;
+}
+
+/** A value from the booking service as it may appear in a description: no control characters, HTML escaped. */
+const inert = (value: string) => escapeHtml(dropControls(value));
+
+/**
+ * The description: the template with its values made inert, the contact lines, and `notice` (a note calbridge adds,
+ * e.g. why a therapist's change was undone) after a blank line; cut to DESCRIPTION_MAX_BYTES with a visible
+ * ellipsis, taken from the templated part so that the notice is always shown whole.
+ */
+function renderDescription(
+  template: string,
+  values: Record<string, string | null | undefined>,
+  notice: string | undefined,
+): string {
+  const main = cleanText(
+    dropControls([fillTemplate(template, values, inert), ...contactLines(values, template)].join("\n")),
+  );
+  const tail = notice ? cutToBytes(inert(notice).trim(), DESCRIPTION_MAX_BYTES / 2) : "";
+  if (!tail) return cutToBytes(main, DESCRIPTION_MAX_BYTES);
+  const room = DESCRIPTION_MAX_BYTES - Buffer.byteLength(`\n\n${tail}`, "utf8");
+  return `${cutToBytes(main, room)}\n\n${tail}`.trim();
 }
 
 /**
  * The event an appointment should have, or null when it should have none (cancelled, with `cancelled_events: delete`).
- * Private, no attendees, no reminder override, no customer contact unless enabled. Throws RenderError when the
- * appointment has no usable start/end time.
+ * Private, no attendees, no reminder override, no customer contact unless enabled. Values from the booking service
+ * are sanitised: control characters dropped everywhere, HTML escaped in the description (not in the admin's template
+ * text, and not in the title, which Google shows as plain text); title and description are cut to Google's limits
+ * with a visible ellipsis. `notice` is shown at the end of the description. Throws RenderError when the appointment
+ * has no usable start/end time.
  */
 export function renderEvent(
   appt: RenderableAppointment,
   mapping: CalendarMapping,
   options: EventConfig,
+  notice?: string,
 ): RenderedEvent | null {
   const status = appt.status ?? "confirmed";
   const cancelled = status === "cancelled";
@@ -254,10 +302,8 @@ export function renderEvent(
   if (times.end <= times.start) throw new RenderError(appt.id, "end_time is not after start_time");
 
   const values = templateValues(appt, times, mapping, options.include_customer_contact);
-  const title = cleanTitle(fillTemplate(options.title, values)) || FALLBACK_TITLE;
-  const description = cleanText(
-    [fillTemplate(options.description, values), ...contactLines(values, options.description)].join("\n"),
-  );
+  const title = cleanTitle(dropControls(fillTemplate(options.title, values))) || FALLBACK_TITLE;
+  const description = renderDescription(options.description, values, notice);
 
   let colorId: string | undefined;
   if (cancelled) colorId = options.colors.cancelled ?? DEFAULT_CANCELLED_COLOR;
@@ -265,7 +311,7 @@ export function renderEvent(
   else if (status === "no_show") colorId = options.colors.no_show;
 
   const event: RenderedEvent = {
-    summary: cancelled ? CANCELLED_PREFIX + title : title,
+    summary: cutToBytes(cancelled ? CANCELLED_PREFIX + title : title, SUMMARY_MAX_BYTES),
     description,
     start: { dateTime: rfc3339(times.start), timeZone: mapping.timezone },
     end: { dateTime: rfc3339(times.end), timeZone: mapping.timezone },

@@ -1,10 +1,62 @@
-// Owns the `{field}` templates of event titles and descriptions: substitution and whitespace clean-up.
+// Owns the `{field}` templates of event titles and descriptions: substitution, the sanitising of the values put in
+// (HTML escaping, control characters), whitespace clean-up, and cutting text to a limit with a visible ellipsis.
 
 const PLACEHOLDER = /\{([a-z_]+)\}/g;
 
-/** Replaces each `{name}` with `values[name]`; unknown or missing names become empty. Single pass: values are not re-expanded. */
-export function fillTemplate(template: string, values: Readonly<Record<string, string | null | undefined>>): string {
-  return template.replace(PLACEHOLDER, (_match, name: string) => values[name] ?? "");
+/**
+ * Replaces each `{name}` with `values[name]` (passed through `transform`, e.g. escaping); unknown or missing names
+ * become empty. Single pass: values are not re-expanded, and the template's own text is not transformed.
+ */
+export function fillTemplate(
+  template: string,
+  values: Readonly<Record<string, string | null | undefined>>,
+  transform: (value: string) => string = (v) => v,
+): string {
+  return template.replace(PLACEHOLDER, (_match, name: string) => transform(values[name] ?? ""));
+}
+
+const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/**
+ * Text made inert as HTML: Google renders a subset of HTML in event descriptions (a customer's `<a href>` would
+ * become a live link in the therapist's calendar), so values from the booking service are escaped there.
+ */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+}
+
+/**
+ * Control characters removed (C0 but tab and newline, DEL, C1), line breaks made "\n", and unpaired surrogates
+ * (not valid Unicode, not sendable as UTF-8) replaced with U+FFFD.
+ */
+export function dropControls(text: string): string {
+  return text.toWellFormed().replace(/\r\n?/g, "\n").replace(CONTROLS, "");
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+const CONTROLS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/g;
+
+export const ELLIPSIS = "…";
+
+/**
+ * `text` cut to at most `maxBytes` bytes of UTF-8, with a visible ellipsis at the end when it was cut; never in the
+ * middle of a character (surrogate pair) nor of an HTML character reference such as `&amp;`.
+ */
+export function cutToBytes(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text, "utf8") <= maxBytes) return text;
+  const budget = maxBytes - Buffer.byteLength(ELLIPSIS, "utf8");
+  let bytes = 0;
+  let end = 0;
+  for (const ch of text) {
+    const size = Buffer.byteLength(ch, "utf8");
+    if (bytes + size > budget) break;
+    bytes += size;
+    end += ch.length;
+  }
+  let cut = text.slice(0, end);
+  const amp = cut.lastIndexOf("&");
+  if (amp !== -1 && /^&#?[a-zA-Z0-9]*$/.test(cut.slice(amp))) cut = cut.slice(0, amp);
+  return `${cut.trimEnd()}${ELLIPSIS}`;
 }
 
 /** The placeholder names a template uses (for configuration checks). */

@@ -54,15 +54,17 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
   checks.push(await webhookCheck(app));
 
   // Checked at once, reported in the order of the configuration.
+  const status = await app.status();
   const calendarChecks = await Promise.all(
     config.therapists.map(async (t): Promise<Check> => {
       const gw = app.calendars.get(t.therapist_id);
       const name = `calendar of ${t.therapist_id}`;
       if (!gw) {
+        const why = status.therapists.find((s) => s.therapistId === t.therapist_id)?.credentials.detail;
         return {
           name,
           status: "fail",
-          detail: "no usable credentials",
+          detail: `no usable credentials${why ? `: ${why}` : ""}`,
           fix:
             (t.auth?.type ?? config.google.auth.type) === "oauth"
               ? options.storeError

@@ -5,6 +5,7 @@ import { isMap, isSeq, LineCounter, parseDocument } from "yaml";
 import type { z } from "zod";
 import { secrets as defaultSecrets, type SecretRegistry } from "../log.ts";
 import { type Config, ConfigSchema } from "./schema.ts";
+import { syntaxProblems } from "./syntax.ts";
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -109,15 +110,7 @@ export function parseConfig(text: string, options: LoadOptions = {}): Config {
   const source = options.source ?? "config";
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  if (doc.errors.length > 0) {
-    throw new ConfigError(
-      source,
-      doc.errors.map((e) => {
-        const line = lineCounter.linePos(e.pos[0]).line;
-        return `line ${line}: ${e.message.split("\n")[0]}`;
-      }),
-    );
-  }
+  if (doc.errors.length > 0) throw new ConfigError(source, syntaxProblems(text, doc.errors, lineCounter));
   let raw: unknown;
   try {
     raw = doc.toJS() ?? {};
@@ -207,6 +200,8 @@ function registerSecrets(cfg: Config, resolved: string[], registry: SecretRegist
   for (const s of cfg.webhooks.signing_secrets) registry.add(s);
   registry.add(cfg.google.oauth?.client_secret);
   registry.add(cfg.google.push?.token);
+  registry.add(cfg.store.encryption_key);
+  for (const k of cfg.store.previous_encryption_keys) registry.add(k);
   for (const t of cfg.therapists) if (t.auth?.type === "oauth") registry.add(t.auth.refresh_token);
   // A chat's incoming-webhook address is its credential (Slack's, Teams' and hookshot's carry the token in the path).
   for (const target of cfg.notify.targets) {

@@ -22,7 +22,10 @@ const httpsUrl = (what: string) =>
 /** Hosts the booking API may be reached on over plain http: the demo, simulators and tests run there. */
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
-/** An http(s) URL that must be https unless it points at this machine (the value carries a Bearer API key). */
+/**
+ * An http(s) URL that must be https unless it points at this machine: `carried` names the secrets that would travel
+ * in clear text over http:// (an emulator or a proxy on loopback may still use it).
+ */
 const httpsUnlessLoopback = (what: string, carried = "the API key") =>
   url(what).refine(
     (v) => {
@@ -85,6 +88,12 @@ const publicBaseUrl = url("sync.clinic").refine(
       "must be an https:// address without query or fragment (Google accepts http:// redirect URIs only for localhost, 127.0.0.1 and [::1])",
   },
 );
+
+/** A key for secrets at rest: a secret, long enough to be one (it is stretched by HKDF, not by a slow hash). */
+const storeKey = (what: string) =>
+  secret(what).refine((v) => v.length >= 32, {
+    message: "must be at least 32 characters (random: `openssl rand -base64 32` gives 44)",
+  });
 
 const timezone = z.string().refine(
   (tz) => {
@@ -225,7 +234,7 @@ export type NotifyTargetConfig = z.infer<typeof NotifyTargetSchema>;
 export const ConfigSchema = z
   .strictObject({
     booking: z.strictObject({
-      base_url: httpsUnlessLoopback("api.booking").describe(
+      base_url: httpsUnlessLoopback("api.booking", "the API key").describe(
         "Booking service address (without /v1); https:// (http:// only for a loopback host).",
       ),
       api_key: secret("booking.api_key").describe("API key; use ${BOOKING_API_KEY} or ${file:/run/secrets/...}."),
@@ -284,6 +293,14 @@ export const ConfigSchema = z
         public_url: httpsUrl("sync.clinic")
           .optional()
           .describe("Where the booking service delivers; `doctor` looks for it in GET /v1/webhooks."),
+        dead_letter_days: z
+          .number()
+          .int()
+          .positive()
+          .default(30)
+          .describe(
+            "Days a webhook event that could not be processed is kept in the dead letters (its id, type, attempts and reason; never its body).",
+          ),
       })
       .describe("The booking service's signed webhooks."),
     admin: z
@@ -303,15 +320,24 @@ export const ConfigSchema = z
       .describe("The admin listener (status, metrics, readiness), for operators and Prometheus inside the network."),
     google: z
       .strictObject({
-        api_root: url("www.googleapis")
+        api_root: httpsUnlessLoopback("www.googleapis", "the calendar's access tokens and every event")
           .default("https://www.googleapis.com/")
-          .describe("Root of every Calendar API call (an emulator or proxy for tests)."),
-        token_url: url("oauth2.googleapis")
+          .describe(
+            "Root of every Calendar API call (an emulator or proxy for tests); https:// (http:// only for a loopback host).",
+          ),
+        token_url: httpsUnlessLoopback(
+          "oauth2.googleapis",
+          "refresh tokens, the OAuth client secret and signed assertions",
+        )
           .default("https://oauth2.googleapis.com/token")
-          .describe("Where every token request goes, service-account assertions included."),
-        auth_url: url("accounts.google")
+          .describe(
+            "Where every token request goes, service-account assertions included; https:// (http:// only for a loopback host).",
+          ),
+        auth_url: httpsUnlessLoopback("accounts.google", "the consent page (and the sign-in it leads to)")
           .default("https://accounts.google.com/o/oauth2/v2/auth")
-          .describe("OAuth consent page, used by `calbridge authorize` and the connect pages."),
+          .describe(
+            "OAuth consent page, used by `calbridge authorize` and the connect pages; https:// (http:// only for a loopback host).",
+          ),
         auth: GoogleAuthSchema.describe("Default credentials for every therapist."),
         oauth: z
           .strictObject({
@@ -330,7 +356,11 @@ export const ConfigSchema = z
         push: z
           .strictObject({
             public_url: httpsUrl("sync.clinic").describe("HTTPS address of POST /webhooks/google."),
-            token: secret("google.push.token").optional().describe("Channel token; generated when omitted."),
+            token: secret("google.push.token")
+              .optional()
+              .describe(
+                "Token every channel carries; when omitted (better) each channel gets a random one of its own. Only its SHA-256 is stored.",
+              ),
             ttl_seconds: z.number().int().positive().default(604800),
           })
           .optional()
@@ -473,6 +503,17 @@ export const ConfigSchema = z
           .default(64)
           .describe(
             "SQLite: /readyz reports not ready when the store's folder has less free space than this, in MiB (0: no check).",
+          ),
+        encryption_key: storeKey("store.encryption_key")
+          .optional()
+          .describe(
+            "Key that encrypts the secrets calbridge stores (OAuth refresh tokens from `calbridge authorize`), AES-256-GCM; 32 or more characters, e.g. ${CALBRIDGE_STORE_KEY}. Without it `authorize` stores nothing.",
+          ),
+        previous_encryption_keys: z
+          .array(storeKey("store.previous_encryption_keys[]"))
+          .default([])
+          .describe(
+            "Earlier keys, while rotating: what they encrypted is still read, and encrypted again with encryption_key.",
           ),
       })
       .prefault({}),

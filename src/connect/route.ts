@@ -10,7 +10,7 @@ import type { Clock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import type { RouteHandler } from "../daemon/http.ts";
 import { type Logger, secrets } from "../log.ts";
-import { saveRefreshToken } from "../store/credentials.ts";
+import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import {
@@ -29,6 +29,8 @@ import { connectedPage, landingPage, missingScopePage, problemPage, type Subject
 export interface ConnectOptions {
   config: Config;
   store: Store;
+  /** Where the refresh token is kept, encrypted (the same store `calbridge authorize` uses). */
+  credentials: CredentialStore;
   clock: Clock;
   logger: Logger;
   /** The therapist's new refresh token is stored: make the daemon use it now (every replica) and backfill. */
@@ -107,6 +109,20 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
     const token = url.searchParams.get("invite") ?? "";
     const found = await usable(token);
     if ("status" in found) return found;
+    if (!options.credentials.canSave) {
+      // Checked before the consent: a token that then could not be kept would be a consent for nothing.
+      log.error(
+        { therapist_id: found.t.therapist_id },
+        "connect: store.encryption_key is not set; nothing can be stored",
+      );
+      return {
+        status: 503,
+        html: problemPage(
+          "Connecting is not set up yet",
+          `${clinic} has to finish setting calbridge up before calendars can be connected. Nothing was changed.`,
+        ),
+      };
+    }
     const state = randomBytes(24).toString("base64url");
     const verifier = randomBytes(48).toString("base64url");
     await ledger.saveAttempt(state, { invite: found.invite, token, verifier });
@@ -233,7 +249,12 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
       };
     }
     try {
-      await saveRefreshToken(options.store, t.therapist_id, refreshToken, { via: "connect", scopes, at: clock.now() });
+      await options.credentials.saveRefreshToken(
+        t.therapist_id,
+        refreshToken,
+        { source: "connect", scope: scopes.join(" ") },
+        clock.now(),
+      );
     } catch (err) {
       await ledger.release(invite).catch(() => {});
       log.error({ ...ids, err: describeError(err) }, "connect: the refresh token could not be stored");

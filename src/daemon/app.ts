@@ -15,6 +15,7 @@ import { createLogger, type Logger } from "../log.ts";
 import { Notifier } from "../notify/notifier.ts";
 import { daemonView } from "../notify/view.ts";
 import { defaultHolderId, LeaderLease } from "../store/lease.ts";
+import { CredentialStore, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
@@ -60,6 +61,8 @@ export interface App {
   readonly config: Config;
   readonly logger: Logger;
   readonly store: Store;
+  /** Stored OAuth refresh tokens, encrypted with store.encryption_key (what `authorize` and the connect flow use). */
+  readonly credentials: CredentialStore;
   readonly registry: Registry;
   readonly metrics: DaemonMetrics;
   readonly booking: BookingClient;
@@ -111,7 +114,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const clock = options.clock ?? systemClock;
   const registry = new Registry();
   const metrics = createMetrics(registry);
-  const store = await openStore(config.store.url, options.cwd ? { cwd: options.cwd } : {});
+  const store = await openStore(config.store.url, {
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+    logger: logger.child({ component: "store" }),
+  });
 
   const booking = new BookingClient({
     baseUrl: config.booking.base_url,
@@ -124,7 +130,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     registry,
   });
 
-  const gateways = new TherapistCalendars({ config, store, clock, logger, registry, metrics });
+  const credentials = new CredentialStore({
+    store,
+    box: secretBoxFor(config.store),
+    logger: logger.child({ component: "credentials" }),
+  });
+  const gateways = new TherapistCalendars({ config, store, credentials, clock, logger, registry, metrics });
   await gateways.open();
   const calendars = gateways.map;
   const credentialErrors = gateways.errors;
@@ -160,7 +171,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     logger: logger.child({ component: "poller" }),
     intervalMs: config.sync.calendar_poll_seconds * 1000,
   });
-  const inbox = new WebhookInbox({ store, clock });
+  const inbox = new WebhookInbox({ store, clock, deadLetterTtlMs: config.webhooks.dead_letter_days * 86_400_000 });
   // A processor cannot start again once stopped: each leadership term gets a fresh one.
   const newProcessor = () =>
     new InboxProcessor({
@@ -428,6 +439,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     config,
     logger,
     store,
+    credentials,
     registry,
     metrics,
     booking,
@@ -449,6 +461,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     status,
     async start() {
       await sync.dead.load();
+      const minimised = await inbox.minimiseDeadLetters();
+      if (minimised > 0) {
+        logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");
+      }
       app.http = await createHttpServer({
         name: "public",
         listen: options.listen ?? config.webhooks.listen,
@@ -471,6 +487,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
                 createConnectHandler({
                   config,
                   store,
+                  credentials,
                   clock,
                   logger,
                   connected: credentialsChanged,

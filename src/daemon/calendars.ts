@@ -6,7 +6,7 @@ import { CalendarGateway } from "../calendar/gateway.ts";
 import type { Clock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
-import { loadRefreshToken } from "../store/credentials.ts";
+import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import type { DaemonMetrics } from "./metrics.ts";
@@ -14,6 +14,8 @@ import type { DaemonMetrics } from "./metrics.ts";
 export interface TherapistCalendarsOptions {
   config: Config;
   store: Store;
+  /** Where refresh tokens from `calbridge authorize` and the connect pages are kept (encrypted). */
+  credentials: CredentialStore;
   clock: Clock;
   logger: Logger;
   registry: Registry;
@@ -69,7 +71,7 @@ export class TherapistCalendars {
     const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
     // A token in the file wins over a stored one, here as at start.
     if (!t || !usesOAuth(this.#o.config, t) || (t.auth?.type === "oauth" && t.auth.refresh_token)) return "unchanged";
-    const token = await loadRefreshToken(this.#o.store, therapistId);
+    const token = (await this.#o.credentials.loadRefreshToken(therapistId))?.token;
     if (!token) return "unchanged";
     const gw = this.map.get(therapistId);
     if (gw) {
@@ -109,12 +111,12 @@ export class TherapistCalendars {
 
   /** Credentials of one therapist, or the reason there are none. */
   async #auth(t: TherapistConfig): Promise<CalendarAuth> {
-    const { config, store } = this.#o;
+    const { config, credentials } = this.#o;
     if (usesOAuth(config, t)) {
       const oauth = config.google.oauth;
       if (!oauth) throw new Error("google.oauth is required for OAuth therapists");
       const configured = t.auth?.type === "oauth" ? t.auth.refresh_token : undefined;
-      const refreshToken = configured ?? (await loadRefreshToken(store, t.therapist_id));
+      const refreshToken = configured ?? (await credentials.loadRefreshToken(t.therapist_id))?.token;
       if (!refreshToken) {
         throw new Error(`not connected yet: no OAuth refresh token; run \`${connectCommand(config, t.therapist_id)}\``);
       }

@@ -5,12 +5,15 @@
 // leader polls; a standby acknowledges and hands the calendar to the leader as a notice (a hint, never the only copy).
 // The route is public and unauthenticated until the token is checked: a request with a body is refused unread, and a
 // channel is looked up by its id (one read), never by listing the store.
+// Each channel gets its own random token (or google.push.token when configured); the store keeps only its SHA-256,
+// since a notification's X-Goog-Channel-Token only ever needs comparing.
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, type Registry } from "prom-client";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import type { Config } from "../config/schema.ts";
 import { type Logger, secrets } from "../log.ts";
+import { matchesDigest, tokenDigest } from "../store/secrets.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
 import { describeError } from "../sync/errors.ts";
@@ -33,12 +36,24 @@ const CHECK_EVERY_MS = 3_600_000;
 /** Therapist ids whose calendar a standby got a push notification for, published so the leader polls it at once. */
 export const PUSH_CHANGED_CHANNEL = "calbridge:push:changed";
 
+/** Where an earlier build kept the generated channel token in clear (removed at start). */
+const LEGACY_TOKEN_KEY = "push_token";
+
 export interface Channel {
   therapistId: string;
   channelId: string;
   resourceId: string;
-  token: string;
+  /** SHA-256 (hex) of the channel's token; the token itself is given to Google and not kept. */
+  tokenHash?: string;
+  /** The token in clear, as an earlier build stored it (rewritten as `tokenHash` at start). */
+  token?: string;
   expiration: number;
+}
+
+/** Whether a notification's token is the channel's. */
+function tokenMatches(channel: Channel, token: string): boolean {
+  if (channel.tokenHash) return matchesDigest(token, channel.tokenHash);
+  return channel.token !== undefined && sameSecret(token, channel.token);
 }
 
 export class PushChannels {
@@ -91,16 +106,33 @@ export class PushChannels {
     return this.#config.google.push !== undefined;
   }
 
+  /** Loads the channels and opens the missing ones; never throws (polling covers what push cannot). */
   async start(): Promise<void> {
     if (!this.enabled) return;
-    const missing: { key: string; value: Channel; ttlMs: number }[] = [];
-    for await (const [key, ch] of this.#channels.entries()) {
-      this.#known.set(ch.channelId, ch);
-      // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
-      if (!key.startsWith(byId(""))) missing.push({ key: byId(ch.channelId), value: ch, ttlMs: byIdTtl(ch) });
+    try {
+      const missing: { key: string; value: Channel; ttlMs: number }[] = [];
+      for await (const [key, ch] of this.#channels.entries()) {
+        const { token, ...kept } = ch;
+        const channel = token === undefined ? ch : { ...kept, tokenHash: ch.tokenHash ?? tokenDigest(token) };
+        // An earlier build kept channel tokens in clear, and the generated one in meta: only the digest stays.
+        if (channel !== ch)
+          await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
+        this.#known.set(channel.channelId, channel);
+        // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
+        if (!key.startsWith(byId(""))) {
+          missing.push({ key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel) });
+        }
+      }
+      const present = await this.#channels.getMany(missing.map((m) => m.key));
+      await this.#channels.setMany(missing.filter((_, i) => present[i] === undefined));
+      await this.#meta.delete(LEGACY_TOKEN_KEY);
+    } catch (err) {
+      this.#logger.warn(
+        { err: describeError(err) },
+        "push channels not loaded: the store did not answer; polling covers the calendars, the hourly check retries",
+      );
+      return;
     }
-    const present = await this.#channels.getMany(missing.map((m) => m.key));
-    await this.#channels.setMany(missing.filter((_, i) => present[i] === undefined));
     await this.renew();
     this.#timer = setInterval(() => void this.renew(), CHECK_EVERY_MS);
     this.#timer.unref();
@@ -131,15 +163,10 @@ export class PushChannels {
     return ch;
   }
 
-  async #token(): Promise<string> {
-    const configured = this.#config.google.push?.token;
-    if (configured) return configured;
-    let token = await this.#meta.get("push_token");
-    if (!token) {
-      token = randomBytes(24).toString("base64url");
-      await this.#meta.set("push_token", token);
-    }
-    secrets.add(token);
+  /** A new channel's token: the configured one, or a random one of its own. */
+  #newToken(): string {
+    const token = this.#config.google.push?.token ?? randomBytes(32).toString("base64url");
+    secrets.addEphemeral(token);
     return token;
   }
 
@@ -147,7 +174,6 @@ export class PushChannels {
   async renew(now = Date.now()): Promise<void> {
     const push = this.#config.google.push;
     if (!push) return;
-    const token = await this.#token();
     for (const [therapistId, gw] of this.#calendars) {
       const current = await this.#channels.get(therapistId);
       // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
@@ -155,13 +181,14 @@ export class PushChannels {
       if (current && current.expiration - now > renewBefore) continue;
       try {
         const channelId = randomUUID();
+        const token = this.#newToken();
         const { resourceId, expiration } = await gw.watch({
           channelId,
           address: push.public_url,
           token,
           ttlSeconds: push.ttl_seconds,
         });
-        const channel: Channel = { therapistId, channelId, resourceId, token, expiration };
+        const channel: Channel = { therapistId, channelId, resourceId, tokenHash: tokenDigest(token), expiration };
         await this.#channels.setMany([
           { key: therapistId, value: channel },
           { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel) },
@@ -226,7 +253,7 @@ export class PushChannels {
       res.writeHead(503).end();
       return true;
     }
-    if (!channel || !sameSecret(token, channel.token)) {
+    if (!channel || !tokenMatches(channel, token)) {
       return refuse(
         404,
         channel ? "wrong_token" : "unknown_channel",

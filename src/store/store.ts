@@ -1,10 +1,11 @@
 // Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, notifications, ...)
 // on an embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
-import { mkdirSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { resolve } from "node:path";
 import type KeyvSqlite from "@keyv/sqlite";
 import Keyv, { type KeyvStoreAdapter } from "keyv";
 import type { createClient } from "redis";
+import { type Logger, silentLogger } from "../log.ts";
+import { prepareSqliteFile } from "./file-modes.ts";
 
 /** One keyed collection of JSON values. */
 export interface Table<T> {
@@ -24,6 +25,34 @@ export interface Table<T> {
   /** Every live entry, in no particular order. */
   entries(): AsyncIterable<[string, T]>;
 }
+
+/**
+ * Values that can never be stored, whatever the store's state (a structure nested too deeply for the serializer, a
+ * BigInt, a cycle), named by key, so a batch can drop them and store the rest. Never thrown for a store failure.
+ */
+export class UnstorableValueError extends Error {
+  readonly keys: string[];
+  constructor(keys: string[], cause: unknown) {
+    const why = cause instanceof Error ? cause.message : String(cause);
+    super(`store: ${keys.length === 1 ? "a value" : `${keys.length} values`} cannot be stored (${why})`, { cause });
+    this.name = "UnstorableValueError";
+    this.keys = keys;
+  }
+}
+
+/**
+ * The store did not answer in time or is not connected (Redis restarting, a network partition): nothing about any
+ * value, and nothing was necessarily written. Callers answer "try again later" (a webhook gets 503).
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreUnavailableError";
+  }
+}
+
+/** How long one Redis operation may take before it is reported as a failure (the command may still complete). */
+export const REDIS_COMMAND_TIMEOUT_MS = 2000;
 
 export const TABLES = [
   "links",
@@ -76,53 +105,99 @@ type AddRows = (rows: { key: string; value: string; ttlMs?: number }[]) => Promi
 /** A backend's own listing: each row's key as the table's callers wrote it, and its serialized value. */
 type ListRows = () => AsyncIterable<[string, string]>;
 
+/** Runs one store operation; a backend may fail it fast or bound its time (Redis), or just run it (SQLite). */
+type Guard = <R>(op: () => Promise<R>) => Promise<R>;
+const unguarded: Guard = (op) => op();
+
 class KeyvTable<T> implements Table<T> {
   readonly #keyv: Keyv<T>;
   readonly #add: AddRows;
   readonly #list: ListRows | undefined;
-  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows) {
+  readonly #guard: Guard;
+  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows, guard: Guard = unguarded) {
     this.#keyv = keyv;
     this.#add = add;
     this.#list = list;
+    this.#guard = guard;
   }
   get(key: string): Promise<T | undefined> {
-    return this.#keyv.get(key);
+    return this.#guard(() => this.#keyv.get(key));
   }
   async getMany(keys: string[]): Promise<(T | undefined)[]> {
     if (keys.length === 0) return [];
-    return (await this.#keyv.get(keys)) as (T | undefined)[];
+    return (await this.#guard(() => this.#keyv.get(keys))) as (T | undefined)[];
   }
   async set(key: string, value: T, ttlMs?: number): Promise<void> {
-    const ok = await this.#keyv.set(key, value, ttlMs);
+    let ok: boolean;
+    try {
+      ok = await this.#guard(() => this.#keyv.set(key, value, ttlMs));
+    } catch (err) {
+      throw (await this.#unstorable([{ key, value }], err)) ?? err;
+    }
     if (ok === false) throw new Error(`store: writing ${this.#keyv.namespace}:${key} failed`);
   }
   delete(key: string): Promise<boolean> {
-    return this.#keyv.delete(key);
+    return this.#guard(() => this.#keyv.delete(key));
   }
   async setMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<void> {
     if (entries.length === 0) return;
-    const results = await this.#keyv.setMany(
-      entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
-    );
+    let results: boolean[] | undefined;
+    try {
+      results = await this.#guard(() =>
+        this.#keyv.setMany(
+          entries.map((e) => ({ key: e.key, value: e.value, ...(e.ttlMs !== undefined ? { ttl: e.ttlMs } : {}) })),
+        ),
+      );
+    } catch (err) {
+      // keyv serializes inside setMany: if some value is to blame, say which, so the others can be stored.
+      throw (await this.#unstorable(entries, err)) ?? err;
+    }
     // @keyv/redis answers nothing (undefined) for a batch it wrote; every backend throws when a write fails.
     if (Array.isArray(results) && results.some((ok) => ok === false)) {
       throw new Error(`store: writing ${entries.length} entries failed`);
     }
   }
   async deleteMany(keys: string[]): Promise<void> {
-    if (keys.length > 0) await this.#keyv.deleteMany(keys);
+    if (keys.length > 0) await this.#guard(() => this.#keyv.deleteMany(keys));
   }
   async addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]> {
     if (entries.length === 0) return [];
     const serialize = this.#keyv.serialize ?? JSON.stringify;
-    const rows = await Promise.all(
-      entries.map(async (e) => ({
-        key: `${this.#keyv.namespace}:${e.key}`,
-        value: await serialize({ value: e.value, expires: e.ttlMs === undefined ? undefined : Date.now() + e.ttlMs }),
-        ...(e.ttlMs !== undefined ? { ttlMs: e.ttlMs } : {}),
-      })),
-    );
-    return this.#add(rows);
+    const rows: { key: string; value: string; ttlMs?: number }[] = [];
+    const unstorable: string[] = [];
+    let cause: unknown;
+    for (const e of entries) {
+      try {
+        const expires = e.ttlMs === undefined ? undefined : Date.now() + e.ttlMs;
+        rows.push({
+          key: `${this.#keyv.namespace}:${e.key}`,
+          value: await serialize({ value: e.value, expires }),
+          ...(e.ttlMs !== undefined ? { ttlMs: e.ttlMs } : {}),
+        });
+      } catch (err) {
+        unstorable.push(e.key);
+        cause ??= err;
+      }
+    }
+    if (unstorable.length > 0) throw new UnstorableValueError(unstorable, cause);
+    return this.#guard(() => this.#add(rows));
+  }
+
+  /** The entries whose values the serializer refuses, as an error naming them; undefined when all serialize. */
+  async #unstorable(entries: { key: string; value: T }[], failure: unknown): Promise<UnstorableValueError | undefined> {
+    if (failure instanceof StoreUnavailableError) return undefined;
+    const serialize = this.#keyv.serialize ?? JSON.stringify;
+    const keys: string[] = [];
+    let cause: unknown;
+    for (const e of entries) {
+      try {
+        await serialize({ value: e.value });
+      } catch (err) {
+        keys.push(e.key);
+        cause ??= err;
+      }
+    }
+    return keys.length > 0 ? new UnstorableValueError(keys, cause) : undefined;
   }
   async *entries(): AsyncIterable<[string, T]> {
     if (this.#list) {
@@ -148,39 +223,61 @@ export interface OpenStoreOptions {
   cwd?: string;
   /** Redis: give up when the first connection is not made within this time (default 10 s); later drops reconnect. */
   connectTimeoutMs?: number;
+  /** Where warnings about the store's files go (an SQLite folder open to other users, ...). */
+  logger?: Logger;
+  /** Redis: longest time one operation may take before it fails (default REDIS_COMMAND_TIMEOUT_MS). */
+  commandTimeoutMs?: number;
 }
 
-/** The store URL with any password hidden, for messages. */
+/** Query parameters that may carry a credential in a store URL. */
+const CREDENTIAL_PARAM = /([?&](?:password|pass|pwd|secret|token|auth|key)=)[^&#]*/gi;
+
+/**
+ * The store URL as it may be printed: user and password hidden (everything between "://" and the last "@", so a
+ * password holding "@", "/", "?" or "#" does not leak in part), and credential-like query parameters hidden. Every place
+ * that shows a store URL (doctor, authorize, connection errors) goes through this one function.
+ */
 export function redactStoreUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, "//***@");
+  const scheme = url.indexOf("://");
+  if (scheme === -1 || url.startsWith("sqlite:")) return url;
+  const start = scheme + 3;
+  // The last "@" anywhere: hiding too much (an "@" in the query) is better than showing part of a password.
+  const at = url.lastIndexOf("@");
+  const hidden = at >= start ? `${url.slice(0, start)}***${url.slice(at)}` : url;
+  return hidden.replace(CREDENTIAL_PARAM, "$1***");
 }
 
 /** Opens the store named by `store.url`: sqlite://PATH, sqlite://:memory:, redis://..., rediss://..., memory:// */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
-  if (url.startsWith("sqlite://")) return openSqlite(url.slice("sqlite://".length), options.cwd);
+  if (url.startsWith("sqlite://"))
+    return openSqlite(url.slice("sqlite://".length), options.cwd, options.logger ?? silentLogger);
   if (url.startsWith("redis://") || url.startsWith("rediss://"))
-    return openRedis(url, options.connectTimeoutMs ?? 10_000);
+    return openRedis(url, options.connectTimeoutMs ?? 10_000, options.commandTimeoutMs ?? REDIS_COMMAND_TIMEOUT_MS);
   if (url === "memory://") return openMemory();
   throw new Error(`store: unknown scheme in "${url}" (expected sqlite://, redis:// or rediss://)`);
 }
 
 // The drivers load with the store that needs them: the Redis client and its modules (~1,100 files) would otherwise
 // add ~10 MB to every SQLite daemon, and the sqlite3 native addon would load in every Redis replica.
-async function openSqlite(path: string, cwd = process.cwd()): Promise<Store> {
+async function openSqlite(path: string, cwd: string | undefined, logger: Logger): Promise<Store> {
   const { default: KeyvSqlite } = await import("@keyv/sqlite");
-  const file = path === ":memory:" ? path : resolve(cwd, path);
-  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+  const file = path === ":memory:" ? path : resolve(cwd ?? process.cwd(), path);
+  if (file !== ":memory:") prepareSqliteFile(file, logger);
   const adapters = new Map<TableName, KeyvSqlite>();
   const tables = new Map<TableName, KeyvTable<unknown>>();
   // One connection per table (iterationLimit pages entries() in large steps instead of 10 at a time). The first
   // connection switches the file to WAL alone (a journal-mode change needs the file to itself); WAL then lets the
   // other connections read while one writes, and synchronous=NORMAL keeps every committed write across a process
-  // crash (SIGKILL): only a power loss may drop the last transactions.
+  // crash (SIGKILL): only a power loss may drop the last transactions. secure_delete zeroes what a delete or an
+  // overwrite frees (without it, purged rows, customer details included, stay readable in free pages of the file),
+  // and journal_size_limit=0 truncates the write-ahead log when it is reset, so old page images do not linger there.
   for (const name of TABLES) {
     const adapter = new KeyvSqlite({ uri: `sqlite://${file}`, table: name, busyTimeout: 10_000, iterationLimit: 1000 });
     addSqliteSetMany(adapter, name);
     if (adapters.size === 0) await adapter.query("PRAGMA journal_mode=WAL");
     await adapter.query("PRAGMA synchronous=NORMAL");
+    await adapter.query("PRAGMA secure_delete=ON");
+    await adapter.query("PRAGMA journal_size_limit=0");
     adapters.set(name, adapter);
     tables.set(name, new KeyvTable(keyvFor(adapter, name), (rows) => sqliteAdd(adapter, name, rows)));
   }
@@ -308,9 +405,18 @@ async function sqliteAdd(
   return rows.map((r) => written.has(r.key));
 }
 
-async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> {
+async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs: number): Promise<Store> {
   const [{ createClient }, { default: KeyvRedis }] = await Promise.all([import("redis"), import("@keyv/redis")]);
-  const client = createClient({ url, socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) } });
+  // While Redis is away, node-redis would hold every command in its offline queue until it reconnects (a webhook
+  // then waits minutes for its answer): commands fail at once instead, and each one has a time limit, for a
+  // connection that is open but silent (a partition). The callers report the failure (a webhook gets 503 and is
+  // retried by its sender).
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    commandOptions: { timeout: commandTimeoutMs },
+    socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) },
+  });
   let lastError: unknown;
   client.on("error", (err) => {
     // Reconnection is automatic; commands issued meanwhile fail and the callers report them.
@@ -336,6 +442,30 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
   } finally {
     clearTimeout(timer);
   }
+  const shown = redactStoreUrl(url);
+  // MULTI/EXEC (batched writes, insert-if-absent) bypasses both the offline check and the command time limit.
+  const guard: Guard = async (op) => {
+    if (!client.isReady) throw new StoreUnavailableError(`store: Redis at ${shown} is not connected (reconnecting)`);
+    const running = op();
+    running.catch(() => {}); // settles after a timeout too; its outcome is no longer anyone's
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        running,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new StoreUnavailableError(`store: Redis at ${shown} did not answer within ${commandTimeoutMs} ms`),
+              ),
+            commandTimeoutMs,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   const tables = new Map<TableName, KeyvTable<unknown>>();
   for (const name of TABLES) {
     const adapter = new KeyvRedis(client as never, { namespace: `calbridge:${name}`, throwOnErrors: true });
@@ -362,7 +492,7 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
         }
       }
     };
-    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add, list));
+    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add, list, guard));
   }
   const subscribers = new Set<RedisClient>();
   const notices: Notices = {
@@ -394,13 +524,16 @@ async function openRedis(url: string, connectTimeoutMs: number): Promise<Store> 
     notices,
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
     ping: async () => {
-      await client.ping();
+      await guard(() => client.ping());
     },
     purgeExpired: async () => 0,
     close: async () => {
       for (const sub of subscribers) if (sub.isOpen) sub.destroy();
       subscribers.clear();
-      if (client.isOpen) await client.quit();
+      if (!client.isOpen) return;
+      // A Redis that is away cannot take QUIT (it would fail, or wait): the connection is just dropped.
+      if (!client.isReady) return client.destroy();
+      await client.quit().catch(() => client.destroy());
     },
   };
 }

@@ -1,22 +1,27 @@
 // Owns group commit for the inbox: writes requested while the previous batch is being stored, or in the same turn of
 // the event loop, go to the store together (one statement, one transaction on SQLite). Each caller resolves only
 // once its own write is durable. At most one batch per writer is in flight, so under load batches grow instead of
-// queueing many small transactions that SQLite would run one at a time anyway.
-import type { Table } from "../store/store.ts";
+// queueing many small transactions that SQLite would run one at a time anyway. An entry that can never be stored (the
+// store names it: a value its serializer refuses) fails alone, and the rest of its batch is stored; a failure of the
+// store itself fails the batch, as every entry in it would meet it.
+import { type Table, UnstorableValueError } from "../store/store.ts";
 
 interface Waiter<R> {
   resolve: (result: R) => void;
   reject: (error: unknown) => void;
 }
 
-/** Requests by key, stored a batch at a time by `store`, which answers one result per key of the batch. */
+/** What became of one entry of a batch. */
+type Outcome<R> = { ok: true; value: R } | { ok: false; error: unknown };
+
+/** Requests by key, stored a batch at a time by `store`, which answers one outcome per key of the batch. */
 class GroupCommit<V, R> {
-  readonly #store: (batch: [string, V][]) => Promise<R[]>;
+  readonly #store: (batch: [string, V][]) => Promise<Outcome<R>[]>;
   #pending = new Map<string, { value: V; waiters: Waiter<R>[] }>();
   #scheduled = false;
   #inFlight = false;
 
-  constructor(store: (batch: [string, V][]) => Promise<R[]>) {
+  constructor(store: (batch: [string, V][]) => Promise<Outcome<R>[]>) {
     this.#store = store;
   }
 
@@ -51,8 +56,14 @@ class GroupCommit<V, R> {
     this.#pending = new Map();
     this.#inFlight = true;
     try {
-      const results = await this.#store(batch.map(([key, p]) => [key, p.value]));
-      for (const [i, [, p]] of batch.entries()) for (const w of p.waiters) w.resolve(results[i]!);
+      const outcomes = await this.#store(batch.map(([key, p]) => [key, p.value]));
+      for (const [i, [, p]] of batch.entries()) {
+        const outcome = outcomes[i]!;
+        for (const w of p.waiters) {
+          if (outcome.ok) w.resolve(outcome.value);
+          else w.reject(outcome.error);
+        }
+      }
     } catch (error) {
       for (const [, p] of batch) for (const w of p.waiters) w.reject(error);
     } finally {
@@ -68,10 +79,30 @@ function entriesOf<T>(chunk: [string, Entry<T>][]): { key: string; value: T; ttl
   return chunk.map(([key, { value, ttlMs }]) => ({ key, value, ...(ttlMs !== undefined ? { ttlMs } : {}) }));
 }
 
-/** Runs `fn` over `items` in slices of `size`, one after the other, concatenating the answers. */
-async function inChunks<I, R>(items: I[], size: number, fn: (chunk: I[]) => Promise<R[]>): Promise<R[]> {
-  const out: R[] = [];
-  for (let i = 0; i < items.length; i += size) out.push(...(await fn(items.slice(i, i + size))));
+/**
+ * Writes `items` with `write` in slices of `size`, one after the other. Within a slice, entries the store names as
+ * unstorable fail on their own and the others are written in one more call (nothing of a slice is written when its
+ * values do not all serialize); any other error fails the whole call.
+ */
+async function inChunks<V, R>(
+  items: [string, V][],
+  size: number,
+  write: (chunk: [string, V][]) => Promise<R[]>,
+): Promise<Outcome<R>[]> {
+  const out: Outcome<R>[] = [];
+  for (let i = 0; i < items.length; i += size) {
+    const chunk = items.slice(i, i + size);
+    try {
+      for (const value of await write(chunk)) out.push({ ok: true, value });
+    } catch (error) {
+      const bad = error instanceof UnstorableValueError ? new Set(error.keys) : undefined;
+      if (!bad || !chunk.some(([key]) => bad.has(key))) throw error;
+      const rest = chunk.filter(([key]) => !bad.has(key));
+      const written = rest.length > 0 ? await write(rest) : [];
+      let next = 0;
+      for (const [key] of chunk) out.push(bad.has(key) ? { ok: false, error } : { ok: true, value: written[next++]! });
+    }
+  }
   return out;
 }
 

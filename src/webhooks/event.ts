@@ -45,10 +45,42 @@ export function appointmentIdOf(event: BookingWebhookEvent): string | undefined 
   return typeof id === "string" && id !== "" ? id : undefined;
 }
 
-export type ParsedBody = { ok: true; event: BookingWebhookEvent } | { ok: false; reason: string };
+/**
+ * Deepest nesting of objects and arrays a delivery may have. The booking service's events nest about five levels
+ * (event, data, object, customer, ...); the store's serializer recurses once per level and a body nested hundreds of
+ * thousands of levels deep (still under the size limit) would overflow its stack.
+ */
+export const MAX_JSON_DEPTH = 32;
+
+/** Whether the JSON text nests objects and arrays deeper than `max`; one pass over the bytes, no recursion. */
+export function nestedDeeperThan(raw: Buffer, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i];
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+/**
+ * A verified body's parse: the event; or malformed (kept as a dead letter, acknowledged); or over a structural limit
+ * (`limit`: refused with a 4xx, as a body over the size limit is).
+ */
+export type ParsedBody = { ok: true; event: BookingWebhookEvent } | { ok: false; reason: string; limit?: true };
 
 /** Parses a verified body; a failure is a malformed delivery (dead letter), not a transient error. */
 export function parseEventBody(raw: Buffer): ParsedBody {
+  if (nestedDeeperThan(raw, MAX_JSON_DEPTH)) {
+    return { ok: false, reason: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`, limit: true };
+  }
   let json: unknown;
   try {
     json = JSON.parse(raw.toString("utf8"));

@@ -3,7 +3,6 @@
 // processed, a done mark kept for the duplicate window. Accepting is one insert-if-absent (a delivery whose id is
 // pending or done is a duplicate) and completing is one overwrite, so each is a single write, batched with others
 // by group commit, and there is no moment where an id is neither pending nor done.
-import { isUtf8 } from "node:buffer";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import { BatchedAdder, BatchedWriter } from "./batched-writer.ts";
@@ -14,6 +13,10 @@ const HOUR_MS = 3_600_000;
 /** The sender retries over about 35 hours; principle 6 asks for at least 72. */
 export const MIN_SEEN_TTL_MS = 72 * HOUR_MS;
 export const DEFAULT_SEEN_TTL_MS = 7 * 24 * HOUR_MS;
+/** How long a dead letter is kept by default (`webhooks.dead_letter_days`). */
+export const DEFAULT_DEAD_LETTER_TTL_MS = 30 * 24 * HOUR_MS;
+/** Longest error text a dead letter keeps. */
+const MAX_ERROR_LENGTH = 500;
 /** Arrivals one process can number before its order keys would run into the next process's. */
 const EPOCH_SPAN = 2 ** 32;
 const EPOCH_KEY = "webhooks.inbox_epoch";
@@ -33,22 +36,27 @@ export interface InboxEntry {
 
 export interface DeadLetterInput {
   reason: string;
-  raw?: Buffer | string;
   error?: string;
   eventId?: string;
   type?: string;
   attempts?: number;
+  /** Size of the delivered body, for a delivery that could not be read. */
+  bytes?: number;
   receivedAt?: string;
 }
 
+/**
+ * What is kept of an event that could not be processed (or a delivery that could not be read): enough to find it in
+ * the sender's delivery log (id, type, size, when) and to know why, never the body, which carries customer details.
+ * Kept for `deadLetterTtlMs`, then removed by the store's hourly purge (Redis expires it itself).
+ */
 export interface DeadLetter {
   reason: string;
   error?: string;
   eventId?: string;
   type?: string;
   attempts?: number;
-  body: string;
-  encoding: "utf8" | "base64";
+  bytes?: number;
   receivedAt: string;
   deadAt: string;
 }
@@ -67,6 +75,8 @@ export interface WebhookInboxOptions {
   clock?: Clock;
   /** How long processed ids are remembered for duplicate detection; at least 72 hours. Default 7 days. */
   seenTtlMs?: number;
+  /** How long dead letters are kept. Default 30 days. */
+  deadLetterTtlMs?: number;
 }
 
 export type InboxListener = (entry: InboxEntry) => void;
@@ -80,6 +90,7 @@ export class WebhookInbox {
   #epochOnce: Promise<number> | undefined;
   readonly #clock: Clock;
   readonly #seenTtlMs: number;
+  readonly #deadLetterTtlMs: number;
   readonly #locks = new Map<string, Promise<unknown>>();
   // Accepted entries reach listeners in order of arrival, even when their writes finish out of order.
   readonly #handoff = new OrderedHandoff<InboxEntry>();
@@ -94,6 +105,7 @@ export class WebhookInbox {
     this.#writes = new BatchedWriter(this.#inbox);
     this.#clock = options.clock ?? systemClock;
     this.#seenTtlMs = options.seenTtlMs ?? DEFAULT_SEEN_TTL_MS;
+    this.#deadLetterTtlMs = options.deadLetterTtlMs ?? DEFAULT_DEAD_LETTER_TTL_MS;
     if (this.#seenTtlMs < MIN_SEEN_TTL_MS) {
       throw new RangeError(
         `seenTtlMs must be at least 72 hours (the sender retries for about 35), got ${this.#seenTtlMs}`,
@@ -165,7 +177,8 @@ export class WebhookInbox {
       } catch (error) {
         await this.deadLetter(entry.id, {
           reason: "unreadable inbox entry",
-          raw: JSON.stringify(entry),
+          eventId: entry.id,
+          ...(typeof entry.type === "string" ? { type: entry.type } : {}),
           error: String(error),
         });
         await this.markDone(entry.id);
@@ -187,18 +200,41 @@ export class WebhookInbox {
     this.#pendingIds.delete(id);
   }
 
+  /** Keeps what is known of an event that cannot be processed, for `deadLetterTtlMs`; never its body. */
   async deadLetter(key: string, record: DeadLetterInput): Promise<void> {
     const now = new Date(this.#clock.now()).toISOString();
-    const { raw, ...rest } = record;
-    const bytes = raw === undefined ? Buffer.alloc(0) : Buffer.isBuffer(raw) ? raw : Buffer.from(raw, "utf8");
-    const utf8 = isUtf8(bytes);
-    await this.#dead.set(key, {
-      ...rest,
-      body: bytes.toString(utf8 ? "utf8" : "base64"),
-      encoding: utf8 ? "utf8" : "base64",
+    const letter: DeadLetter = {
+      reason: record.reason,
+      ...(record.error !== undefined ? { error: record.error.slice(0, MAX_ERROR_LENGTH) } : {}),
+      ...(record.eventId !== undefined ? { eventId: record.eventId } : {}),
+      ...(record.type !== undefined ? { type: record.type } : {}),
+      ...(record.attempts !== undefined ? { attempts: record.attempts } : {}),
+      ...(record.bytes !== undefined ? { bytes: record.bytes } : {}),
       receivedAt: record.receivedAt ?? now,
       deadAt: now,
-    });
+    };
+    await this.#dead.set(key, letter, this.#deadLetterTtlMs);
+  }
+
+  /**
+   * Dead letters written by earlier builds kept the whole body (customer details included) and never expired: each is
+   * rewritten without it, to expire `deadLetterTtlMs` after it was written (removed at once when that is past).
+   * Answers how many were changed. The sync engine's own entries ("appt:...") are not the inbox's and are left alone.
+   */
+  async minimiseDeadLetters(): Promise<number> {
+    const legacy: [string, DeadLetter & { body?: unknown; encoding?: unknown }][] = [];
+    for await (const [key, letter] of this.#dead.entries()) {
+      if (key.startsWith("appt:")) continue;
+      const held = letter as DeadLetter & { body?: unknown; encoding?: unknown };
+      if (held && typeof held === "object" && ("body" in held || "encoding" in held)) legacy.push([key, held]);
+    }
+    for (const [key, { body, encoding, ...kept }] of legacy) {
+      const deadAt = Date.parse(kept.deadAt ?? "");
+      const left = (Number.isNaN(deadAt) ? this.#clock.now() : deadAt) + this.#deadLetterTtlMs - this.#clock.now();
+      if (left <= 0) await this.#dead.delete(key);
+      else await this.#dead.set(key, kept, left);
+    }
+    return legacy.length;
   }
 
   /** The dead letters, for operators and tests. */

@@ -6,7 +6,7 @@ export interface WebhookMetrics {
   readonly registry: Registry;
   /**
    * result: accepted | duplicate | rejected_signature | rejected_stale | too_large | over_budget | timeout | aborted |
-   * malformed | store_error | method_not_allowed | internal_error
+   * malformed | unprocessable | store_error | method_not_allowed | internal_error
    */
   readonly deliveries: Counter<"result">;
   /** result: ok | retry | dead | ignored | unknown | store_error */

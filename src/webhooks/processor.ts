@@ -182,7 +182,6 @@ export class InboxProcessor {
             type: entry.type,
             attempts: entry.attempts,
             receivedAt: entry.receivedAt,
-            raw: JSON.stringify(entry.event),
           });
           await this.#inbox.markDone(entry.id);
         } catch (err) {
@@ -257,17 +256,34 @@ export class InboxProcessor {
 
   /**
    * Marks the event done; the mark joins the next group commit, so under load one write covers many events. Until the
-   * mark is stored the event is only "maybe done": a crash then replays it, which the idempotent sink absorbs.
+   * mark is stored the event is only "maybe done": a crash then replays it, which the idempotent sink absorbs. While
+   * the store fails, the mark is retried with the backoff (at most 5 minutes apart) and the event, still in flight, is
+   * not taken again; a stop gives up and leaves it in the inbox for the next start.
    */
   async #finish(entry: InboxEntry, log: Logger, type: string, result: string): Promise<void> {
-    try {
-      await this.#inbox.markDone(entry.id);
-      this.#metrics.processing.inc({ type, result });
-      log.debug({ result }, "webhook event processed");
-    } catch (error) {
-      // Stays in the inbox: replayed at the next start (the sink is idempotent).
-      this.#metrics.processing.inc({ type, result: "store_error" });
-      log.error({ err: error }, "webhook event processed but not marked done: the store failed");
+    for (let failures = 0; ; failures++) {
+      try {
+        await this.#inbox.markDone(entry.id);
+        this.#metrics.processing.inc({ type, result });
+        if (failures > 0) log.info({ attempts: failures + 1 }, "done mark stored once the store answered again");
+        else log.debug({ result }, "webhook event processed");
+        return;
+      } catch (error) {
+        const delayMs = this.#retryDelayMs(failures + 1);
+        if (failures === 0) {
+          this.#metrics.processing.inc({ type, result: "store_error" });
+          log.error(
+            { err: error, retry_in_ms: delayMs },
+            "webhook event processed but not marked done: the store failed; retrying until it is stored",
+          );
+        } else log.debug({ err: error, attempts: failures + 1, retry_in_ms: delayMs }, "done mark not stored yet");
+        try {
+          await this.#clock.sleep(delayMs, this.#abort.signal);
+        } catch {
+          log.warn("processor stopped before the done mark was stored; the event replays at the next start");
+          return;
+        }
+      }
     }
   }
 }

@@ -7,6 +7,8 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, secrets as logSecrets, silentLogger } from "../log.ts";
+import { UnstorableValueError } from "../store/store.ts";
+import { describeError } from "../sync/errors.ts";
 import { ByteBudget } from "./byte-budget.ts";
 import { appointmentIdOf, parseEventBody, peekEventId } from "./event.ts";
 import type { WebhookInbox } from "./inbox.ts";
@@ -164,30 +166,44 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     }
     // The spec does not say which Content-Type the sender uses: a signed body is judged by its bytes, not its label
     // (refusing it would fail every delivery until the sender disables the endpoint).
-    const parsed = parseEventBody(raw);
-    if (!parsed.ok) {
+    // A signed body that can never be processed (malformed, or over a structural limit such as nesting depth) is kept
+    // in the dead letters and acknowledged: any other answer makes the sender retry it until it disables the endpoint
+    // (after 7 failures), which would stop every later webhook too.
+    const setAside = async (reason: string, result: "malformed" | "unprocessable") => {
       const key = `malformed:${createHash("sha256").update(raw).digest("hex").slice(0, 32)}`;
       const eventId = peekEventId(raw);
       try {
-        await inbox.deadLetter(key, { reason: `malformed: ${parsed.reason}`, raw, eventId });
+        await inbox.deadLetter(key, { reason, bytes: raw.length, ...(eventId !== undefined ? { eventId } : {}) });
       } catch (error) {
         count("store_error");
-        log.error({ err: error, event_id: eventId }, "malformed webhook not stored: the store failed; answering 503");
+        log.error(
+          { err: error, event_id: eventId },
+          "unprocessable webhook not stored: the store failed; answering 503",
+        );
         return reply(res, 503, { error: "unavailable", message: "try again later" }, { "retry-after": "60" });
       }
-      count("malformed");
+      count(result);
       log.error(
-        { reason: parsed.reason, dead_letter: key, event_id: eventId },
-        "correctly signed webhook with a malformed body: kept in the dead letters and acknowledged, so the sender stops retrying",
+        { reason, dead_letter: key, event_id: eventId, bytes: raw.length },
+        "correctly signed webhook that cannot be processed: kept in the dead letters and acknowledged, so the sender stops retrying. The signature verified, so it is authentic: the sender's payload is broken, or its signing secret is known to someone else",
       );
       return ok({ received: true });
-    }
+    };
+    const parsed = parseEventBody(raw);
+    if (!parsed.ok)
+      return setAside(
+        `${parsed.limit ? "over a limit" : "malformed"}: ${parsed.reason}`,
+        parsed.limit ? "unprocessable" : "malformed",
+      );
     const { event } = parsed;
     const ids = { event_id: event.id, event_type: event.type, appointment_id: appointmentIdOf(event) };
     let outcome: "accepted" | "duplicate";
     try {
       outcome = await inbox.accept(event, raw);
     } catch (error) {
+      // Never storable, so retrying cannot help: set aside on its own (the rest of its batch was stored).
+      if (error instanceof UnstorableValueError)
+        return setAside(`unstorable: ${describeError(error)}`, "unprocessable");
       count("store_error");
       log.error({ ...ids, err: error }, "webhook not stored: the store failed; answering 503 so the sender retries");
       return reply(res, 503, { error: "unavailable", message: "try again later" }, { "retry-after": "60" });

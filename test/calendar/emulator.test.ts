@@ -117,6 +117,26 @@ describe("etags, update and patch", () => {
       "timeRangeEmpty",
     );
   });
+
+  it("stores a description as written, and refuses one over about 8,192 characters", async () => {
+    const html = "<b>Booking</b> &lt;a href=&quot;x&quot;&gt; it&#39;s\n\tend";
+    const { data } = await f.api.events.insert({ calendarId, requestBody: { ...body("x"), description: html } });
+    expect((await f.api.events.get({ calendarId, eventId: data.id! })).data.description).toBe(html);
+    const limit = "d".repeat(8192);
+    expect((await f.api.events.insert({ calendarId, requestBody: { ...body("x"), description: limit } })).status).toBe(
+      200,
+    );
+    await expectGoogleError(
+      f.api.events.insert({ calendarId, requestBody: { ...body("x"), description: `${limit}d` } }),
+      400,
+      "invalid",
+    );
+    await expectGoogleError(
+      f.api.events.patch({ calendarId, eventId: data.id!, requestBody: { description: "d".repeat(20_000) } }),
+      400,
+      "invalid",
+    );
+  });
 });
 
 describe("listing", () => {

@@ -2,13 +2,16 @@
 import { describe, expect, it } from "vitest";
 import type { Appointment } from "../../src/booking/schemas.ts";
 import {
+  DESCRIPTION_MAX_BYTES,
   type EventConfig,
   fingerprint,
   type RenderableAppointment,
   RenderError,
   renderEvent,
+  SUMMARY_MAX_BYTES,
   sameTime,
 } from "../../src/calendar/render.ts";
+import { cutToBytes, dropControls, escapeHtml } from "../../src/calendar/template.ts";
 
 const mapping = { therapist_id: "th_anna", timezone: "Europe/Berlin", calendar_id: "anna@clinic.example" };
 const config: EventConfig = {
@@ -181,5 +184,86 @@ describe("fingerprint and sameTime", () => {
 
   it("ignores fields calbridge does not own", () => {
     expect(fingerprint({ ...body, location: "Room 1", attendees: [] } as typeof body)).toBe(fingerprint(body));
+  });
+});
+
+describe("sanitised rendering", () => {
+  const bytes = (text: string | undefined) => Buffer.byteLength(text ?? "", "utf8");
+
+  it("escapes HTML in the values put into the description, not in the admin's template text", () => {
+    const e = renderEvent(
+      {
+        ...appt,
+        customer_name: 'Max "<b>Muster</b>"',
+        notes: `<a href="https://evil.example/login">Reset your password</a> & it's <script>x</script>`,
+      },
+      mapping,
+      { ...config, description: "<b>Booking</b> {id}\nCustomer: {customer_name}\n{notes}" },
+    );
+    expect(e?.description).toBe(
+      "<b>Booking</b> apt_1\nCustomer: Max &quot;&lt;b&gt;Muster&lt;/b&gt;&quot;\n" +
+        "&lt;a href=&quot;https://evil.example/login&quot;&gt;Reset your password&lt;/a&gt; &amp; it&#39;s &lt;script&gt;x&lt;/script&gt;",
+    );
+    // The title is plain text to Google: shown as it is, not escaped.
+    expect(e?.summary).toBe('Massage: Max "<b>Muster</b>"');
+  });
+
+  it("escapes the contact lines too, when contact details are on", () => {
+    const e = renderEvent({ ...appt, customer: { ...appt.customer, phone: "<a href='tel:1'>call</a>" } }, mapping, {
+      ...config,
+      include_customer_contact: true,
+    });
+    expect(e?.description).toContain("Phone: &lt;a href=&#39;tel:1&#39;&gt;call&lt;/a&gt;");
+  });
+
+  it("drops control characters from title and description, keeping newlines and tabs", () => {
+    const e = renderEvent(
+      { ...appt, customer_name: "Max\u0000 Mus\u0007ter\u001b[31m", notes: "a\tb\r\nc\u0008d\u007f\u0085e\ud800f" },
+      mapping,
+      config,
+    );
+    expect(e?.summary).toBe("Massage: Max Muster[31m");
+    // An unpaired surrogate (not Unicode, not sendable as UTF-8) becomes U+FFFD.
+    expect(e?.description).toBe("Booking apt_1\na\tb\ncde\ufffdf");
+    expect(dropControls("x\u0000\u009fy")).toBe("xy");
+  });
+
+  it("cuts a 20,000-character description to Google's limit with a visible ellipsis", () => {
+    const e = renderEvent({ ...appt, notes: "Lorem ipsum dolor sit amet. ".repeat(715) }, mapping, config);
+    expect(bytes(e?.description)).toBeLessThanOrEqual(DESCRIPTION_MAX_BYTES);
+    expect(bytes(e?.description)).toBeGreaterThan(DESCRIPTION_MAX_BYTES - 10);
+    expect(e?.description.startsWith("Booking apt_1\nLorem ipsum")).toBe(true);
+    expect(e?.description.endsWith("…")).toBe(true);
+    const multibyte = renderEvent({ ...appt, notes: "Übung für Rücken 😀 ".repeat(2000) }, mapping, config);
+    expect(bytes(multibyte?.description)).toBeLessThanOrEqual(DESCRIPTION_MAX_BYTES);
+    expect(multibyte?.description).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])/);
+  });
+
+  it("keeps a notice whole at the end of a cut description", () => {
+    const notice = "Not moved: the booking service refused (slot_unavailable) <sic>";
+    const e = renderEvent({ ...appt, notes: "x".repeat(20_000) }, mapping, config, notice);
+    expect(bytes(e?.description)).toBeLessThanOrEqual(DESCRIPTION_MAX_BYTES);
+    expect(e?.description.endsWith("…\n\nNot moved: the booking service refused (slot_unavailable) &lt;sic&gt;")).toBe(
+      true,
+    );
+    expect(renderEvent(appt, mapping, config, "Note")?.description).toBe("Booking apt_1\nBack pain\n\nNote");
+  });
+
+  it("cuts the title to its limit, the cancelled prefix included", () => {
+    const long = renderEvent({ ...appt, customer_name: "Max ".repeat(200) }, mapping, config);
+    expect(bytes(long?.summary)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+    expect(long?.summary.endsWith("…")).toBe(true);
+    const keep = { ...config, cancelled_events: "keep" as const };
+    const cancelled = renderEvent({ ...appt, status: "cancelled", customer_name: "Max ".repeat(200) }, mapping, keep);
+    expect(cancelled?.summary.startsWith("Cancelled: Massage: Max")).toBe(true);
+    expect(bytes(cancelled?.summary)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+  });
+
+  it("never cuts inside a character reference or a surrogate pair", () => {
+    expect(cutToBytes("abc &amp; def", 9)).toBe("abc…");
+    expect(cutToBytes("abc &#39; def", 10)).toBe("abc…");
+    expect(cutToBytes("ab😀cd", 7)).toBe("ab…");
+    expect(cutToBytes("short", 5)).toBe("short");
+    expect(escapeHtml(`<&>"'`)).toBe("&lt;&amp;&gt;&quot;&#39;");
   });
 });

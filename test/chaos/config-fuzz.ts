@@ -21,6 +21,7 @@ export const CONFIG_ENV = {
   CALBRIDGE_ADMIN_TOKEN: "admin_fuzz_7c2e9f1a4b6d",
   NOTIFY_WEBHOOK_URL: "https://hooks.slack.com/services/T0FUZZ/B0FUZZ/fuzz-hook-token-7c2e",
   SMTP_PASSWORD: "smtp-fuzz-password-41d9",
+  CALBRIDGE_STORE_KEY: "fuzz-store-key-Vb3nQ8xL2mR7tK9wZ4cJ6hP1",
 };
 
 const EXAMPLE = readFileSync(join(ROOT, "config/example.yaml"), "utf8");

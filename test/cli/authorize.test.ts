@@ -1,26 +1,31 @@
-// `calbridge authorize`: the OAuth consent flow against the emulator's consent page, the refresh token stored, and a
-// therapist with no token in the file then syncs with the stored one; a consent without the calendar scope stores
-// nothing and says which box to tick.
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+// `calbridge authorize`: the OAuth consent flow against the emulator's consent page, the refresh token stored
+// encrypted with store.encryption_key, and a therapist with no token in the file then syncs with the stored one. A
+// consent without the calendar scope stores nothing and says which box to tick; without a key it refuses before any
+// consent; the store URL it prints never shows a password.
+import { readFileSync } from "node:fs";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
-import { main } from "../../src/cli.ts";
+import type { Config } from "../../src/config/schema.ts";
 import { createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
-import { loadRefreshToken } from "../../src/store/credentials.ts";
+import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
 import { openStore } from "../../src/store/store.ts";
 import { answerConsent, type ConsentChoice } from "../support/consent.ts";
+import { redisTestsEnabled, startRedis } from "../support/redis.ts";
+import { runCliWatching, writeConfig } from "./support.ts";
+
+const KEY = "authorize-test-key-0123456789abcdef";
 
 let world: World | undefined;
+const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
   await world?.close();
   world = undefined;
 });
 
-async function oauthWorld(): Promise<{ world: World; file: string; client: { client_id: string } }> {
+async function oauthWorld(): Promise<World> {
   const w = await startWorld({
     therapists: ["th_ben"],
     configure: (c) => {
@@ -33,65 +38,80 @@ async function oauthWorld(): Promise<{ world: World; file: string; client: { cli
       c.google.oauth = { client_id: "placeholder", client_secret: "placeholder-secret" };
     },
   });
-  const client = w.google.registerOAuthClient();
-  w.config.google.oauth = client;
+  w.config.google.oauth = w.google.registerOAuthClient();
   w.google.consent.subject = "ben@personal.test";
-  const file = join(w.dir, "calbridge.yaml");
-  writeFileSync(file, stringify(w.config));
-  return { world: w, file, client };
+  return w;
 }
 
 /**
- * Runs `calbridge authorize --therapist th_ben`; the consent address printed on stderr is opened by "the therapist",
- * who answers the consent page with `choice`. Resolves with the exit code, stderr, and the loopback page's answer.
+ * Runs `calbridge authorize --therapist th_ben` while "the therapist" opens the consent address it prints on stderr
+ * and answers the consent page with `choice`. Resolves with the exit code, the output, the addresses opened and the
+ * loopback page's answer.
  */
-async function authorize(file: string, choice: ConsentChoice) {
-  const original = process.stderr.write.bind(process.stderr);
+async function authorize(file: string, choice: ConsentChoice = { tick: "all" }) {
+  const opened: string[] = [];
   let printed = "";
-  let all = "";
   let browser: Promise<{ status: number; text: string }> | undefined;
-  process.stderr.write = ((chunk: string | Uint8Array) => {
-    printed += String(chunk);
-    all += String(chunk);
-    const url = printed.match(/https?:\/\/\S+authorize\S*/)?.[0];
-    if (url) {
+  const result = await runCliWatching(
+    (text) => {
+      printed += text;
+      const url = printed.match(/https?:\/\/\S+authorize\S*/)?.[0];
+      if (!url) return;
       printed = "";
+      opened.push(url);
       browser = answerConsent(url, choice).then(async (location) => {
         const res = await request(location);
         return { status: res.statusCode, text: await res.body.text() };
       });
-    }
-    return true;
-  }) as typeof process.stderr.write;
-  let code: number;
+    },
+    "--config",
+    file,
+    "authorize",
+    "--therapist",
+    "th_ben",
+  );
+  return { ...result, opened, page: await browser };
+}
+
+async function storedToken(config: Config) {
+  const store = await openStore(config.store.url);
   try {
-    code = await main(["node", "calbridge", "--config", file, "authorize", "--therapist", "th_ben"]);
+    return await new CredentialStore({ store, box: new SecretBox(KEY) }).loadRefreshToken("th_ben");
   } finally {
-    process.stderr.write = original;
+    await store.close();
   }
-  return { code, stderr: all, page: await browser };
 }
 
 describe("calbridge authorize", () => {
-  it("runs the consent flow, stores the refresh token, and the daemon uses it", async () => {
-    const setup = await oauthWorld();
-    world = setup.world;
-    const { code, page } = await authorize(setup.file, { tick: "all" });
-    expect(code).toBe(0);
-    expect(page).toMatchObject({ status: 200, text: expect.stringMatching(/calbridge is authorized/) });
+  it("runs the consent flow, stores the refresh token encrypted, and the daemon uses it", async () => {
+    world = await oauthWorld();
+    const file = writeConfig(world, (c) => {
+      c.store.encryption_key = KEY;
+    });
+    const r = await authorize(file);
+    expect(r.stderr).not.toMatch(/invalid configuration/);
+    expect(r.code).toBe(0);
+    expect(r.page).toMatchObject({ status: 200, text: expect.stringMatching(/calbridge is authorized/) });
+    expect(r.stdout).toMatch(/^authorized th_ben; the refresh token is stored encrypted in sqlite:\/\//);
 
-    const app = await createApp(world.config, { logger: silentLogger, oneShot: true });
+    const config: Config = { ...world.config, store: { ...world.config.store, encryption_key: KEY } };
+    const stored = await storedToken(config);
+    expect(stored?.meta).toMatchObject({ source: "authorize" });
+    const path = config.store.url.slice("sqlite://".length);
+    const disk = readFileSync(path).toString("latin1") + readFileSync(`${path}-wal`, { flag: "a+" }).toString("latin1");
+    expect(disk).not.toContain(stored!.token);
+
+    const app = await createApp(config, { logger: silentLogger, oneShot: true });
     try {
       expect(app.calendars.has("th_ben")).toBe(true);
-      const ok = await app.calendars.get("th_ben")!.checkAccess();
-      expect(ok.ok).toBe(true);
+      expect((await app.calendars.get("th_ben")!.checkAccess()).ok).toBe(true);
       world.booking.create(
         { therapist_id: "th_ben", start_time: new Date(Date.now() + 86_400_000).toISOString() },
         { force: true },
       );
       await app.reconcile();
-      const token = world.google.requestLog.find((r) => r.grantType === "refresh_token");
-      expect(token?.clientId).toBe(setup.client.client_id);
+      const token = world.google.requestLog.find((req) => req.grantType === "refresh_token");
+      expect(token?.clientId).toBe(config.google.oauth!.client_id);
       // "primary" is the consenting user's own calendar.
       expect(world.google.events("ben@personal.test").filter((e) => e.status === "confirmed")).toHaveLength(1);
     } finally {
@@ -100,19 +120,44 @@ describe("calbridge authorize", () => {
   });
 
   it("refuses a consent that left the calendar box unticked: nothing stored, the box named", async () => {
-    const setup = await oauthWorld();
-    world = setup.world;
-    const { code, stderr, page } = await authorize(setup.file, { tick: [] });
-    expect(code).toBe(1);
-    expect(stderr).toContain("Google granted no calendar access");
-    expect(stderr).toContain('tick "See, edit, share and permanently delete all the calendars');
-    expect(page?.status).toBe(403);
-    expect(page?.text).toContain("See, edit, share and permanently delete all the calendars");
-    const store = await openStore(world.config.store.url);
-    try {
-      expect(await loadRefreshToken(store, "th_ben")).toBeUndefined();
-    } finally {
-      await store.close();
-    }
+    world = await oauthWorld();
+    const file = writeConfig(world, (c) => {
+      c.store.encryption_key = KEY;
+    });
+    const r = await authorize(file, { tick: [] });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("Google granted no calendar access");
+    expect(r.stderr).toContain('tick "See, edit, share and permanently delete all the calendars');
+    expect(r.page?.status).toBe(403);
+    expect(r.page?.text).toContain("See, edit, share and permanently delete all the calendars");
+    expect(await storedToken(world.config)).toBeUndefined();
+  });
+
+  it("refuses without store.encryption_key before asking for consent, with the fix", async () => {
+    world = await oauthWorld();
+    const file = writeConfig(world);
+    const r = await authorize(file);
+    expect(r.code).toBe(2);
+    expect(r.opened).toEqual([]);
+    expect(r.stderr).toMatch(/store\.encryption_key is not set, and calbridge does not store tokens in clear/);
+    expect(r.stderr).toMatch(/therapists\[\]\.auth\.refresh_token/);
+    expect(world.google.requestLog.filter((req) => req.grantType === "authorization_code")).toEqual([]);
+  });
+
+  it.skipIf(!redisTestsEnabled("authorize"))("prints a Redis store URL without its password", async () => {
+    const password = "hunter2-redis-password";
+    const server = await startRedis(["--requirepass", password]);
+    cleanups.push(() => server.stop());
+    world = await oauthWorld();
+    const url = `redis://default:${password}@127.0.0.1:${server.port}`;
+    const file = writeConfig(world, (c) => {
+      c.store = { ...c.store, url, encryption_key: KEY };
+    });
+    const r = await authorize(file);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(
+      `authorized th_ben; the refresh token is stored encrypted in redis://***@127.0.0.1:${server.port}\n`,
+    );
+    expect(`${r.stdout}${r.stderr}`).not.toContain(password);
   });
 });

@@ -14,7 +14,12 @@ export interface CliResult {
 }
 
 /** Runs `calbridge <args...>`; output is collected, not shown. One command at a time (it swaps the process streams). */
-export async function runCli(...args: string[]): Promise<CliResult> {
+export function runCli(...args: string[]): Promise<CliResult> {
+  return runCliWatching(() => {}, ...args);
+}
+
+/** runCli, with each piece of stderr also handed to `onStderr` as it is written (a prompt to act on, say). */
+export async function runCliWatching(onStderr: (text: string) => void, ...args: string[]): Promise<CliResult> {
   const out: string[] = [];
   const err: string[] = [];
   const realOut = process.stdout.write;
@@ -28,7 +33,12 @@ export async function runCli(...args: string[]): Promise<CliResult> {
       return true;
     };
   process.stdout.write = collect(out) as typeof process.stdout.write;
-  process.stderr.write = collect(err) as typeof process.stderr.write;
+  const collectErr = collect(err);
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    const ok = collectErr(chunk, ...rest);
+    onStderr(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
+    return ok;
+  }) as typeof process.stderr.write;
   try {
     const code = await main(["node", "calbridge", ...args]);
     return { code, stdout: out.join(""), stderr: err.join("") };

@@ -18,6 +18,7 @@ const env = {
   NOTIFY_WEBHOOK_URL: "https://hooks.slack.com/services/T0/B0/example-token",
   SMTP_PASSWORD: "smtp-password-123456",
   CALBRIDGE_CONNECT_SECRET: "connect-secret-0123456789abcdefghijklmnop",
+  CALBRIDGE_STORE_KEY: "store-key-0123456789abcdef0123456789",
 };
 
 const minimal = `
@@ -265,13 +266,65 @@ therapists:
     }
   });
 
+  it("requires https for google.api_root, token_url and auth_url, except on a loopback host", () => {
+    const withGoogle = (key: string, url: string) => minimal.replace("google:\n", `google:\n  ${key}: ${url}\n`);
+    const carried: Record<string, string> = {
+      api_root: "the calendar's access tokens and every event",
+      token_url: "refresh tokens, the OAuth client secret and signed assertions",
+      auth_url: "the consent page (and the sign-in it leads to)",
+    };
+    for (const [key, what] of Object.entries(carried)) {
+      const message = `google.${key}: must be an https:// URL: over http:// ${what} would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1]) (line 8)`;
+      for (const url of ["http://www.googleapis.com/", "http://10.0.0.5:8080/token", "http://127.0.0.1.nip.io/"]) {
+        expect(problems(withGoogle(key, url)), `${key} ${url}`).toEqual([message]);
+      }
+      for (const url of [
+        "https://proxy.clinic.example/",
+        "http://127.0.0.1:9/",
+        "http://localhost:8080/x",
+        "http://[::1]:8/",
+      ]) {
+        expect(problems(withGoogle(key, url)), `${key} ${url}`).toEqual([]);
+      }
+    }
+  });
+
   it("requires the OAuth client when a therapist uses OAuth", () => {
     const text = minimal + "    auth: { type: oauth, refresh_token: abcdefghij }\n";
     expect(problems(text)).toEqual([expect.stringMatching(/^google\.oauth: required because therapists\[0\]/)]);
   });
 
   it("reports YAML syntax errors with a line number", () => {
-    expect(problems("booking:\n  base_url: [unclosed\n")[0]).toMatch(/^line \d+: /);
+    expect(problems("booking:\n  base_url: [unclosed\n")[0]).toMatch(/^line \d+, column \d+: /);
+  });
+
+  it("reports each YAML syntax problem once, where it is, with line and column: no cascade", () => {
+    const text = [
+      "booking:", //                                         1
+      "  base_url: https://api.booking.example", //          2
+      "  api_key: [${BOOKING_API_KEY}", //                   3: a bracket never closed
+      "webhooks:", //                                        4
+      "  path: /webhooks: booking", //                       5: a second mapping on one line
+      '  signing_secrets: ["${BOOKING_WEBHOOK_SECRET}"]', // 6
+      "therapists:", //                                      7
+      '  - therapist_id: "th_anna', //                       8: an unterminated quote...
+      "    calendar_id: anna@clinic.example", //             9  ...that swallows the rest of the file
+      "  - therapist_id: th_ben", //                         10
+      "    calendar_id: ben@clinic.example", //              11
+      "",
+    ].join("\n");
+    expect(problems(text)).toEqual([
+      "line 3, column 12: the [ opened here is never closed (a missing ]?)",
+      "line 5, column 9: Nested mappings are not allowed in compact mappings",
+      'line 8, column 19: the " opened here is never closed (a missing "?)',
+    ]);
+    // Alone, the quote is one problem where it opens, not several where the file ends.
+    expect(problems(minimal.replace("calendar_id: anna@clinic.example", 'calendar_id: "anna@clinic.example'))).toEqual([
+      'line 11, column 18: the " opened here is never closed (a missing "?)',
+    ]);
+    expect(problems('webhooks:\n  signing_secrets: ["${X}]\n  path: /x\n')).toEqual([
+      'line 2, column 21: the " opened here is never closed (a missing "?)',
+    ]);
   });
 
   it("refuses an admin listener on the public listener's port, unless the hosts differ", () => {

@@ -8,7 +8,6 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createInvite } from "../../src/connect/invite.ts";
-import { loadRefreshToken } from "../../src/store/credentials.ts";
 import { BEN, CONNECT_SECRET, type ConnectWorld, startConnectWorld } from "./support.ts";
 
 const CHROMIUM = process.env.CALBRIDGE_CHROMIUM ?? "/usr/bin/chromium";
@@ -101,10 +100,10 @@ describe.runIf(browserTestsEnabled())("connecting a calendar in Chromium", { tim
     expect(await page.textContent("h1")).toBe("Your calendar is connected");
     const expected = w.expected().length;
     expect(await page.textContent("#count")).toBe(String(expected));
-    expect(await loadRefreshToken(w.app.store, "th_ben")).toBeTruthy();
+    expect((await w.app.credentials.loadRefreshToken("th_ben"))?.token).toBeTruthy();
     await expect.poll(() => w.live().length, { timeout: 15_000 }).toBe(expected);
 
-    await page.goto(`${w.origin}/status.html`);
+    await page.goto(`${w.app.admin!.url}/status.html`);
     const row = page.locator("tr", { hasText: "Ben Berger" });
     expect(await row.locator(".ok").textContent()).toBe("ok");
     expect(await row.textContent()).not.toContain("failing");
@@ -124,7 +123,7 @@ describe.runIf(browserTestsEnabled())("connecting a calendar in Chromium", { tim
     expect(await page.textContent("body")).toContain(
       'tick "See, edit, share and permanently delete all the calendars you can access using Google Calendar"',
     );
-    expect(await loadRefreshToken(cw.app.store, "th_ben")).toBeUndefined();
+    expect((await cw.app.credentials.loadRefreshToken("th_ben"))?.token).toBeUndefined();
     expect(cw.app.calendars.has("th_ben")).toBe(false);
     // "Try again" is the same link, still good.
     await page.click("#retry");

@@ -4,7 +4,6 @@
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { createInvite } from "../../src/connect/invite.ts";
-import { loadRefreshToken, saveRefreshToken } from "../../src/store/credentials.ts";
 import { runCli } from "../cli/support.ts";
 import { answerConsent, type ConsentChoice } from "../support/consent.ts";
 import { captureLog } from "../support/log-capture.ts";
@@ -34,7 +33,7 @@ async function connectThrough(link: string, choice: ConsentChoice = {}) {
   return { landing, google: new URL(google!), callback: new URL(callback), page: await get(callback) };
 }
 
-const stored = async (w: ConnectWorld) => loadRefreshToken(w.app.store, "th_ben");
+const stored = async (w: ConnectWorld) => (await w.app.credentials.loadRefreshToken("th_ben"))?.token;
 
 describe("calbridge invite", () => {
   it("prints a link on the public address; refuses what cannot be connected", async () => {
@@ -164,7 +163,7 @@ describe("connect pages", () => {
       reconnect: "calbridge invite --therapist th_ben",
     });
     expect(broken.hint).toContain("calbridge invite --therapist th_ben");
-    const html = await get(`${w.origin}/status.html`);
+    const html = await get(`${w.app.admin!.url}/status.html`);
     expect(html.html).toContain("Needs a reconnect link:</b> <code>calbridge invite --therapist th_ben</code>");
     const doctor = await runCli("--config", w.file, "doctor", "--json");
     const check = (JSON.parse(doctor.stdout) as { checks: { name: string; fix?: string }[] }).checks.find(
@@ -201,8 +200,8 @@ describe("connect pages", () => {
     cw = await startConnectWorld();
     const w = cw;
     const oauth = w.world.config.google.oauth!;
-    await saveRefreshToken(w.app.store, "th_ben", w.world.google.issueRefreshToken(BEN, oauth.client_id, []), {
-      via: "authorize",
+    await w.app.credentials.saveRefreshToken("th_ben", w.world.google.issueRefreshToken(BEN, oauth.client_id, []), {
+      source: "authorize",
     });
     await w.app.credentialsChanged("th_ben");
     await w.app.reconcile({ therapistId: "th_ben" });
@@ -213,7 +212,7 @@ describe("connect pages", () => {
       reconnect: "calbridge invite --therapist th_ben",
     });
     expect(creds.hint).toContain('the box "See, edit, share and permanently delete all the calendars');
-    const metrics = await (await request(`${w.origin}/metrics`)).body.text();
+    const metrics = await (await request(`${w.app.admin!.url}/metrics`)).body.text();
     expect(metrics).toContain(
       'calbridge_google_credentials_broken{therapist="th_ben",reason="insufficientPermissions"} 1',
     );
@@ -238,7 +237,7 @@ describe("connect pages", () => {
     const fixed = (await w.app.status()).therapists[0]!.credentials;
     expect(fixed.ok).toBe(true);
     expect([fixed.reason, fixed.hint, fixed.reconnect]).toEqual([undefined, undefined, undefined]);
-    const after = await (await request(`${w.origin}/metrics`)).body.text();
+    const after = await (await request(`${w.app.admin!.url}/metrics`)).body.text();
     expect(after).not.toContain('calbridge_google_credentials_broken{therapist="th_ben"');
   });
 });

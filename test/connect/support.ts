@@ -13,6 +13,7 @@ import { freePort } from "../support/redis.ts";
 
 export const CONNECT_SECRET = "connect-secret-for-tests-0123456789abcdef";
 export const BEN = "ben@personal.test";
+export const STORE_KEY = "connect-store-key-for-tests-0123456789";
 const DAY = 86_400_000;
 
 export interface ConnectWorld {
@@ -57,6 +58,7 @@ export async function startConnectWorld(options: ConnectWorldOptions = {}): Prom
       };
       c.google.oauth = { client_id: "placeholder", client_secret: "placeholder-secret" };
       c.connect = { public_url: origin, secret: CONNECT_SECRET, clinic_name: "Praxis am Park" };
+      c.store = { ...c.store, encryption_key: STORE_KEY };
       c.webhooks.listen = `127.0.0.1:${port}`;
       options.configure?.(c);
     },

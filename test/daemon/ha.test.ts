@@ -8,8 +8,8 @@ import { eventIdFor } from "../../src/calendar/ids.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
-import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
-import { sign } from "../../src/webhooks/signature.ts";
+import { startWorld, type World } from "../../src/simulator/world.ts";
+import { deliver } from "../support/deliver.ts";
 import { type FreezableProxy, redisTestsEnabled, startProxy, useRedisServer } from "../support/redis.ts";
 
 const LEASE_SECONDS = 2;
@@ -22,20 +22,6 @@ async function waitFor(what: string, predicate: () => boolean | Promise<boolean>
     await new Promise((r) => setTimeout(r, 10));
   }
   return performance.now() - start;
-}
-
-/** POSTs an event to a replica's webhook route, signed as the booking service signs it. */
-async function deliver(app: App, event: Record<string, unknown>): Promise<{ status: number; body: unknown }> {
-  const body = JSON.stringify(event);
-  const res = await fetch(`${app.http!.url}${app.config.webhooks.path}`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      "x-service-signature": sign(body, WORLD_WEBHOOK_SECRET, Math.floor(Date.now() / 1000)),
-    },
-    body,
-  });
-  return { status: res.status, body: await res.json() };
 }
 
 /** Events a replica's inbox processor finished with `result` (calbridge_webhook_processing_total). */

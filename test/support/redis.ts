@@ -66,14 +66,17 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
-/** Starts redis-server without persistence on a free port and resolves once it answers PING. */
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * Starts redis-server without persistence on a free port and resolves once it answers PING. `args` are added to its
+ * command line (e.g. ["--requirepass", "..."]: the returned url then carries no password).
+ */
+export async function startRedis(args: string[] = []): Promise<RedisServer> {
   if (!hasRedis()) throw new Error(`redis-server not found: ${INSTALL_HINT}`);
   let lastError: unknown;
   // A port found free can be taken before redis-server binds it; try a few.
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      return await startOn(await freePort());
+      return await startOn(await freePort(), args);
     } catch (err) {
       lastError = err;
     }
@@ -81,8 +84,8 @@ export async function startRedis(): Promise<RedisServer> {
   throw lastError;
 }
 
-async function startOn(port: number): Promise<RedisServer> {
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
+async function startOn(port: number, extra: string[]): Promise<RedisServer> {
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...extra];
   const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
   running.add(child);
   let output = "";
@@ -125,7 +128,8 @@ function answersPing(port: number): Promise<boolean> {
     socket.once("connect", () => socket.write("PING\r\n"));
     socket.on("data", (d) => {
       reply += String(d);
-      if (reply.includes("\r\n")) done(reply.startsWith("+PONG"));
+      // -NOAUTH: it answers, and wants a password (--requirepass).
+      if (reply.includes("\r\n")) done(reply.startsWith("+PONG") || reply.startsWith("-NOAUTH"));
     });
   });
 }

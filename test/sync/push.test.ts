@@ -1,8 +1,11 @@
 // Google push channels: opened per calendar when google.push is configured, a notification with the channel's
-// token triggers an immediate incremental sync (and the write-back), a forged one does nothing.
+// token triggers an immediate incremental sync (and the write-back), a forged one does nothing. Each channel has a
+// random token of its own, and the store keeps only its SHA-256.
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { Channel } from "../../src/daemon/push.ts";
+import { tokenDigest } from "../../src/store/secrets.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { DAY, type Harness, harness, iso } from "./support.ts";
 
@@ -158,5 +161,87 @@ describe("push channels", () => {
     expect(after[0]!.id).not.toBe(first!.id);
     await h.app.push.renew(Date.now()); // fresh enough: nothing happens
     expect([...h.world.google.channels.values()][0]!.id).toBe(after[0]!.id);
+  });
+
+  it("gives each channel a random token of its own and stores only its SHA-256; a forged token is refused", async () => {
+    h = await harness({
+      therapists: 2,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google" };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    h.world.google.requireHttpsChannels = false;
+    await h.app.push.start();
+    const opened = [...h.world.google.channels.values()] as unknown as {
+      id: string;
+      token: string;
+      calendarId: string;
+    }[];
+    expect(opened).toHaveLength(2);
+    const [one, two] = opened as [(typeof opened)[0], (typeof opened)[0]];
+    expect(one.token).not.toBe(two.token);
+    expect(one.token.length).toBeGreaterThanOrEqual(43);
+
+    const stored: Channel[] = [];
+    for await (const [key, ch] of h.app.store.table<Channel>("channels").entries()) {
+      if (!key.startsWith("channel-id:")) stored.push(ch);
+    }
+    expect(stored.map((c) => c.tokenHash).sort()).toEqual([tokenDigest(one.token), tokenDigest(two.token)].sort());
+    expect(stored.every((c) => c.token === undefined)).toBe(true);
+    expect(JSON.stringify(stored)).not.toContain(one.token);
+    expect(await h.app.store.table("meta").get("push_token")).toBeUndefined();
+
+    expect((await h.world.google.notify(one.calendarId)).map((d) => d.status)).toEqual([200]);
+    const forged = await request(`${h.app.http!.url}/webhooks/google`, {
+      method: "POST",
+      headers: { "x-goog-channel-id": one.id, "x-goog-channel-token": two.token, "x-goog-resource-state": "exists" },
+    });
+    await forged.body.dump();
+    expect(forged.statusCode).toBe(404);
+  });
+
+  it("rewrites an earlier build's channel, token in clear, as a digest at start; the token still verifies", async () => {
+    h = await harness({
+      therapists: 1,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google" };
+      },
+    });
+    await h.app.start();
+    const legacyToken = "legacy-channel-token-0123456789";
+    const channels = h.app.store.table<Channel>("channels");
+    await channels.set("th_1", {
+      therapistId: "th_1",
+      channelId: "legacy-channel",
+      resourceId: "res-1",
+      token: legacyToken,
+      expiration: Date.now() + 6 * DAY, // far from renewal: kept as it is
+    });
+    await h.app.store.table("meta").set("push_token", legacyToken);
+    await h.app.push.start();
+    expect(await channels.get("th_1")).toEqual({
+      therapistId: "th_1",
+      channelId: "legacy-channel",
+      resourceId: "res-1",
+      tokenHash: tokenDigest(legacyToken),
+      expiration: expect.any(Number),
+    });
+    expect(await h.app.store.table("meta").get("push_token")).toBeUndefined();
+    const send = async (token: string) => {
+      const res = await request(`${h!.app.http!.url}/webhooks/google`, {
+        method: "POST",
+        headers: {
+          "x-goog-channel-id": "legacy-channel",
+          "x-goog-channel-token": token,
+          "x-goog-resource-state": "sync",
+        },
+      });
+      await res.body.dump();
+      return res.statusCode;
+    };
+    expect(await send(legacyToken)).toBe(200);
+    expect(await send("legacy-channel-token-0123456780")).toBe(404);
   });
 });

@@ -306,7 +306,7 @@ describe("write-back", () => {
     const m = await mirrored(h);
     h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
     await settle(h);
-    let ev = h.world.google.event(m.cal, m.eventId)!;
+    const ev = h.world.google.event(m.cal, m.eventId)!;
     expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
     h.world.google.userDelete(m.cal, m.eventId);
     await settle(h);

@@ -116,6 +116,8 @@ describe("inbox processor", () => {
     const dead = await collect(inbox.deadLetters());
     expect(dead.map(([k]) => k)).toEqual(["evt_poison"]);
     expect(dead[0]![1]).toMatchObject({ eventId: "evt_poison", attempts: 2 });
+    // What is kept names the event; the body (customer details) is not kept.
+    expect(Object.keys(dead[0]![1]).sort()).toEqual(["attempts", "deadAt", "eventId", "reason", "receivedAt", "type"]);
     expect(await inbox.get("evt_poison")).toBeUndefined();
     await store.close();
   });
@@ -249,9 +251,9 @@ describe("inbox processor", () => {
     await processor.stop();
   });
 
-  it("keeps an event pending when its done mark cannot be stored, so the next start replays it", async () => {
+  it("retries a done mark the store refused until it is stored, without processing the event again", async () => {
     const path = tmpStorePath();
-    const h = await harness({ storePath: path });
+    const h = await harness({ storePath: path, processorOptions: { retryDelayMs: () => 1000 } });
     const gate = deferred();
     h.sink.behaviour = () => gate.promise;
     expect((await h.post(apt("evt_a", "appointment.updated", "apt_1"))).status).toBe(200);
@@ -259,17 +261,51 @@ describe("inbox processor", () => {
     await until(() => h.sink.active.get("apt_1") === 1, "the first sink call");
     h.flaky.failing = true; // the disk goes away while the sink works
     gate.resolve();
-    await h.processor!.idle();
-    // Both were processed, neither was marked done, and idle() waited for both marks to settle.
+    await until(() => h.clock.waiting === 2, "both marks waiting to be retried");
     expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_a", "evt_b"]);
     expect(
       h.log.lines
-        .filter((l) => l["msg"] === "webhook event processed but not marked done: the store failed")
+        .filter(
+          (l) =>
+            l["msg"] === "webhook event processed but not marked done: the store failed; retrying until it is stored",
+        )
         .map((l) => l["event_id"]),
     ).toEqual(["evt_a", "evt_b"]);
+    // Several failed tries later, a hint (another replica's notice, the sweep) does not take the events again.
+    await h.clock.advance(1000);
+    await until(() => h.clock.waiting === 2, "the second tries");
+    await h.processor!.notify("evt_a");
+    await h.processor!.notify("evt_b");
+    h.flaky.failing = false; // the disk is back: the next try stores both marks, with no restart
+    await h.clock.advance(1000);
+    await h.processor!.idle();
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_a", "evt_b"]);
+    expect(await collect(new WebhookInbox({ store: h.store }).pending())).toEqual([]);
+    expect(h.log.lines.filter((l) => l["msg"] === "done mark stored once the store answered again")).toHaveLength(2);
+    expect((await h.post(apt("evt_a", "appointment.updated", "apt_1"))).json["duplicate"]).toBe(true);
+    expect(await h.registry.metrics()).toContain(
+      'calbridge_webhook_processing_total{type="appointment.updated",result="ok"} 2',
+    );
+  });
+
+  it("keeps an event pending when its done mark is still not stored at stop, so the next start replays it", async () => {
+    const path = tmpStorePath();
+    const h = await harness({ storePath: path, processorOptions: { retryDelayMs: () => 1000 } });
+    const gate = deferred();
+    h.sink.behaviour = () => gate.promise;
+    expect((await h.post(apt("evt_a", "appointment.updated", "apt_1"))).status).toBe(200);
+    await until(() => h.sink.active.get("apt_1") === 1, "the sink call");
+    h.flaky.failing = true;
+    gate.resolve();
+    await until(() => h.clock.waiting === 1, "the mark waiting to be retried");
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_a"]);
+    await h.processor!.stop(0);
     h.flaky.failing = false;
+    expect(h.log.find((l) => String(l["msg"]).startsWith("processor stopped before the done mark"))).toMatchObject({
+      event_id: "evt_a",
+    });
     const again = new WebhookInbox({ store: h.store });
-    expect((await collect(again.pending())).map((e) => e.id)).toEqual(["evt_a", "evt_b"]);
+    expect((await collect(again.pending())).map((e) => e.id)).toEqual(["evt_a"]);
   });
 
   it("a done event survives a restart as a done mark: not replayed, and its redelivery is a duplicate", async () => {

@@ -90,6 +90,13 @@ const MAX_PROPERTY_KEY = 44;
 const MAX_PROPERTY_VALUE = 1024;
 const MAX_PROPERTIES = 300;
 const MAX_PROPERTY_BYTES = 32 * 1024;
+/**
+ * Google refuses a description over about 8,192 characters: "In Google Calendar, the event description character
+ * limit is approximately 8,192 characters ... exceeding the limit can result in errors during event creation or
+ * updates" (Nylas, "Event Description Limits in Google Calendar and Microsoft Exchange"; rjhorniii/ical2org#16: "the
+ * documented limit of 8K characters in a description"). The exact answer is not documented: 400 `invalid` here.
+ */
+const MAX_DESCRIPTION_CHARS = 8192;
 
 /** Keys over 44 characters are dropped and values over 1024 truncated, silently, as Google does. */
 function cleanProperties(value: unknown): Record<string, string> | undefined {
@@ -147,6 +154,9 @@ export function validateEvent(body: Record<string, unknown>, calendarZone: strin
   for (const key of ["summary", "description", "location"]) {
     if (fields[key] !== undefined && typeof fields[key] !== "string")
       throw new ApiError(400, "invalid", `Invalid ${key}.`);
+  }
+  if (typeof fields.description === "string" && fields.description.length > MAX_DESCRIPTION_CHARS) {
+    throw new ApiError(400, "invalid", "The description is too long.");
   }
   const props = validateExtendedProperties(body.extendedProperties);
   if (props) fields.extendedProperties = props;

@@ -1,0 +1,177 @@
+// Secrets at rest: AES-256-GCM envelopes under store.encryption_key, and the stored refresh tokens (CredentialStore):
+// never in clear on disk, a clear error naming the therapist, the setting and the fix when one cannot be decrypted,
+// an earlier build's clear tokens read and then encrypted, and key rotation through previous_encryption_keys.
+import { readFileSync } from "node:fs";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  CredentialDecryptError,
+  CredentialStore,
+  EncryptionKeyMissingError,
+  matchesDigest,
+  SecretBox,
+  SecretDecryptError,
+  tokenDigest,
+} from "../../src/store/secrets.ts";
+import type { Store } from "../../src/store/store.ts";
+import { captureLog } from "../support/log-capture.ts";
+import { openTestStore, tmpStorePath } from "../webhooks/support.ts";
+
+const KEY_A = "key-a-0123456789abcdef0123456789abcdef";
+const KEY_B = "key-b-fedcba9876543210fedcba9876543210";
+const TOKEN = "1//refresh-token-Quokka7Wombat3Platypus";
+
+const opened: Store[] = [];
+afterEach(async () => {
+  for (const s of opened.splice(0)) await s.close();
+});
+
+async function sqlite() {
+  const path = tmpStorePath();
+  const store = await openTestStore(path);
+  opened.push(store);
+  return { store, path };
+}
+
+/** The database file and its write-ahead log as text, as someone reading the disk would see them. */
+function onDisk(path: string): string {
+  const read = (p: string) => {
+    try {
+      return readFileSync(p).toString("latin1");
+    } catch {
+      return "";
+    }
+  };
+  return read(path) + read(`${path}-wal`);
+}
+
+const failure = async (work: Promise<unknown>) =>
+  work.then(
+    () => {
+      throw new Error("expected a failure");
+    },
+    (e: unknown) => e,
+  );
+
+describe("SecretBox", () => {
+  it("seals into a versioned envelope that opens only with its key and in its context", () => {
+    const box = new SecretBox(KEY_A);
+    const one = box.seal(TOKEN, "credentials/oauth/th_ben");
+    const two = box.seal(TOKEN, "credentials/oauth/th_ben");
+    expect(one).toMatch(/^enc:v1:[0-9a-f]{12}:[\w-]+:[\w-]+:[\w-]+$/);
+    expect(one).not.toBe(two); // a salt and an IV of its own
+    expect(one).not.toContain(TOKEN);
+    expect(box.open(one, "credentials/oauth/th_ben")).toBe(TOKEN);
+    expect(() => box.open(one, "credentials/oauth/th_anna")).toThrow(SecretDecryptError);
+    const tampered = one.slice(0, -2) + (one.endsWith("AA") ? "BB" : "AA");
+    expect(() => box.open(tampered, "credentials/oauth/th_ben")).toThrow(/damaged or altered/);
+    const other = new SecretBox(KEY_B);
+    expect(() => other.open(one, "credentials/oauth/th_ben")).toThrow(
+      expect.objectContaining({ reason: "unknown_key", keyId: box.keyId }),
+    );
+    // While rotating, the earlier key still opens what it sealed, and the envelope is known to be stale.
+    const rotating = new SecretBox(KEY_B, [KEY_A]);
+    expect(rotating.open(one, "credentials/oauth/th_ben")).toBe(TOKEN);
+    expect(rotating.isStale(one)).toBe(true);
+    expect(rotating.isStale(rotating.seal("x", "c"))).toBe(false);
+  });
+
+  it("digests bearer tokens for comparison only", () => {
+    const digest = tokenDigest("channel-token-1");
+    expect(digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(matchesDigest("channel-token-1", digest)).toBe(true);
+    expect(matchesDigest("channel-token-2", digest)).toBe(false);
+    expect(matchesDigest("channel-token-1", "abc")).toBe(false);
+  });
+});
+
+describe("CredentialStore", () => {
+  it("stores a refresh token encrypted: it is nowhere on disk in clear, and reads back", async () => {
+    const { store, path } = await sqlite();
+    const credentials = new CredentialStore({ store, box: new SecretBox(KEY_A) });
+    await credentials.saveRefreshToken("th_ben", TOKEN, { source: "authorize" });
+    expect(await credentials.loadRefreshToken("th_ben")).toEqual({
+      token: TOKEN,
+      savedAt: expect.any(Number),
+      meta: { source: "authorize" },
+    });
+    expect(onDisk(path)).not.toContain(TOKEN);
+    expect(onDisk(path)).toContain("enc:v1:");
+    expect(await credentials.loadRefreshToken("th_anna")).toBeUndefined();
+  });
+
+  it("refuses to store a token without a key, with the fix", async () => {
+    const { store } = await sqlite();
+    const err = await failure(new CredentialStore({ store }).saveRefreshToken("th_ben", TOKEN));
+    expect(err).toBeInstanceOf(EncryptionKeyMissingError);
+    expect(String(err)).toMatch(/store\.encryption_key is not set/);
+    expect(String(err)).toMatch(/openssl rand -base64 32/);
+    expect(await store.table("credentials").get("oauth:th_ben")).toBeUndefined();
+  });
+
+  it("names the therapist, store.encryption_key and the fix when a token cannot be decrypted", async () => {
+    const { store } = await sqlite();
+    await new CredentialStore({ store, box: new SecretBox(KEY_A) }).saveRefreshToken("th_ben", TOKEN);
+    for (const [box, pattern] of [
+      [new SecretBox(KEY_B), /encrypted under another key \(key id [0-9a-f]{12}\) than store\.encryption_key/],
+      [undefined, /it is encrypted and store\.encryption_key is not set/],
+    ] as const) {
+      const err = await failure(new CredentialStore({ store, box }).loadRefreshToken("th_ben"));
+      expect(err).toBeInstanceOf(CredentialDecryptError);
+      expect(String(err)).toMatch(/therapist th_ben: the stored OAuth refresh token cannot be decrypted/);
+      expect(String(err)).toMatch(pattern);
+      expect(String(err)).toContain("run `calbridge authorize --therapist th_ben` again");
+      expect(String(err)).not.toContain(TOKEN);
+    }
+    // An envelope copied into another therapist's row does not decrypt there.
+    const row = await store.table<{ refresh_token: string; at: number }>("credentials").get("oauth:th_ben");
+    await store.table("credentials").set("oauth:th_anna", row);
+    const err = await failure(new CredentialStore({ store, box: new SecretBox(KEY_A) }).loadRefreshToken("th_anna"));
+    expect(String(err)).toMatch(/therapist th_anna: .*damaged or altered/);
+  });
+
+  it("reads a token an earlier build stored in clear, and encrypts it once a key is configured", async () => {
+    const { store, path } = await sqlite();
+    await store.table("credentials").set("oauth:th_ben", { refresh_token: TOKEN, at: 1_700_000_000_000 });
+    const log = captureLog();
+    const keyless = new CredentialStore({ store, logger: log.logger });
+    expect((await keyless.loadRefreshToken("th_ben"))?.token).toBe(TOKEN);
+    expect((await keyless.loadRefreshToken("th_ben"))?.token).toBe(TOKEN);
+    const warned = log.lines.filter((l) => String(l["msg"]).startsWith("refresh token stored in clear"));
+    expect(warned).toHaveLength(1); // once
+    expect(warned[0]).toMatchObject({ level: 40, therapist_id: "th_ben" });
+
+    const keyed = new CredentialStore({ store, box: new SecretBox(KEY_A), logger: log.logger });
+    expect(await keyed.loadRefreshToken("th_ben")).toEqual({ token: TOKEN, savedAt: 1_700_000_000_000, meta: {} });
+    expect(await keyed.loadRefreshToken("th_ben")).toMatchObject({ token: TOKEN });
+    const row = await store.table<{ refresh_token: string }>("credentials").get("oauth:th_ben");
+    expect(row?.refresh_token).toMatch(/^enc:v1:/);
+    expect(
+      log.lines.filter(
+        (l) =>
+          l["msg"] === "refresh token stored in clear by an earlier build: now encrypted with store.encryption_key",
+      ),
+    ).toHaveLength(1);
+    await store.close();
+    opened.pop();
+    // Once the log is checkpointed into the database file, the clear copy is gone from both.
+    const { default: sqlite3 } = await import("sqlite3");
+    await new Promise<void>((resolve, reject) => {
+      const db = new sqlite3.Database(path);
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE);", (err) => db.close(() => (err ? reject(err) : resolve())));
+    });
+    expect(onDisk(path)).not.toContain(TOKEN);
+  });
+
+  it("rotates keys: a token sealed under a previous key is read and sealed again under the current one", async () => {
+    const { store } = await sqlite();
+    await new CredentialStore({ store, box: new SecretBox(KEY_A) }).saveRefreshToken("th_ben", TOKEN);
+    const log = captureLog();
+    const rotating = new CredentialStore({ store, box: new SecretBox(KEY_B, [KEY_A]), logger: log.logger });
+    expect((await rotating.loadRefreshToken("th_ben"))?.token).toBe(TOKEN);
+    expect(log.find((l) => String(l["msg"]).startsWith("refresh token sealed under a previous key"))).toBeDefined();
+    // From now on the new key alone reads it.
+    expect((await new CredentialStore({ store, box: new SecretBox(KEY_B) }).loadRefreshToken("th_ben"))?.token).toBe(
+      TOKEN,
+    );
+  });
+});
