@@ -417,6 +417,8 @@ async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs
     commandOptions: { timeout: commandTimeoutMs },
     socket: { reconnectStrategy: (retries) => Math.min(retries * 200, 5000) },
   });
+  // Each table's keyv adapter listens to the one client (error, connect, reconnecting, ...): not a leak.
+  client.setMaxListeners(TABLES.length + 10);
   let lastError: unknown;
   client.on("error", (err) => {
     // Reconnection is automatic; commands issued meanwhile fail and the callers report them.

@@ -17,9 +17,13 @@ export class Planner {
   /** The event body for an appointment in a therapist's calendar, with a visible notice appended when given. */
   render(appt: Snapshot, therapist: TherapistConfig, notice?: Link["notice"]): RenderedEvent | null {
     const config = this.#mapping.config;
-    const body = renderEvent(appt, therapist, { ...config.event, cancelled_events: config.sync.cancelled_events });
-    if (body && notice) body.description = `${body.description}\n\n${notice.text}`.trim();
-    return body;
+    // The notice goes through rendering: escaped like any text, and inside the description's length limit.
+    return renderEvent(
+      appt,
+      therapist,
+      { ...config.event, cancelled_events: config.sync.cancelled_events },
+      notice?.text,
+    );
   }
 
   /** The link's notice while it still applies: until the booking changes in anything the calendar shows. */

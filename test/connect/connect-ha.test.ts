@@ -29,7 +29,7 @@ describe.skipIf(!redisTestsEnabled("connect-ha"))("connect pages with two replic
     await client.quit();
     cw = await startConnectWorld({
       storeUrl: redis().url,
-      configure: (c) => (c.store = { url: redis().url, lease_seconds: 2 }),
+      configure: (c) => (c.store = { ...c.store, url: redis().url, lease_seconds: 2 }),
     });
     b = await createApp(cw.world.config, { logger: silentLogger, listen: "127.0.0.1:0" });
     await b.start();

@@ -58,7 +58,13 @@ describe.skipIf(!redisTestsEnabled("push-ha"))("push notifications with two repl
       storeUrl: redis().url,
       configure: (c) => {
         c.store = { url: redis().url, lease_seconds: LEASE_SECONDS };
-        c.sync = { ...c.sync, reconcile_cron: "0 0 1 1 *", calendar_poll_seconds: 60 };
+        // The move is written back at once: the grace period has tests of its own.
+        c.sync = {
+          ...c.sync,
+          reconcile_cron: "0 0 1 1 *",
+          calendar_poll_seconds: 60,
+          writeback: { reschedule_grace_seconds: 0 },
+        };
         // Nothing listens there: the channel the leader opens at start is re-pointed at a replica by `pointAt`.
         c.google.push = { public_url: "https://127.0.0.1:1/webhooks/google", token: TOKEN };
       },
