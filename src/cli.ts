@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// Owns the command line: run, reconcile, doctor, demo, authorize, invite, config-schema. Exit 0 ok, 1 failure,
-// 2 usage or configuration error (printed one problem per line, never as a stack trace).
+// Owns the command line: run, reconcile, writeback held, doctor, demo, authorize, invite, config-schema. Exit 0 ok,
+// 1 failure, 2 usage or configuration error (printed one problem per line, never as a stack trace).
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
 import { formatChecks, runDoctor } from "./cli/doctor.ts";
 import { formatPlan } from "./cli/plan-output.ts";
+import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
@@ -107,6 +108,33 @@ export function program(): Command {
       process.stdout.write(`${o.json ? JSON.stringify(report, null, 2) : formatPlan(report)}\n`);
       if (!report.ok && !(o.dryRun && report.failed === 0)) throw new ExitCode(1);
     });
+
+  cmd
+    .command("writeback")
+    .description("write-backs of therapists' calendar changes")
+    .command("held")
+    .description("list the write-backs the write-back guard holds; --apply sends them, --restore puts the events back")
+    .option("--therapist <id>", "only this therapist's")
+    .option("--appointment <id>", "only this appointment's")
+    .option("--apply", "send them to the booking service (cancel or reschedule the appointments)")
+    .option("--restore", "put the events back from the booking; send nothing")
+    .option("--json", "print the result as JSON")
+    .action(
+      async (o: { therapist?: string; appointment?: string; apply?: boolean; restore?: boolean; json?: boolean }) => {
+        if (o.apply && o.restore) throw new ExitCode(2, "--apply and --restore: choose one");
+        const config = load(cmd.opts());
+        const decision = o.apply ? "apply" : o.restore ? "restore" : undefined;
+        const result = await withApp(config, quietLogger(), (app) =>
+          writebackHeld(app, {
+            ...(o.therapist ? { therapistId: o.therapist } : {}),
+            ...(o.appointment ? { appointmentId: o.appointment } : {}),
+            ...(decision ? { decision } : {}),
+          }),
+        );
+        process.stdout.write(`${o.json ? JSON.stringify(result, null, 2) : formatHeld(result, decision)}\n`);
+        if (result.decided.some((d) => !d.ok)) throw new ExitCode(1);
+      },
+    );
 
   cmd
     .command("doctor")

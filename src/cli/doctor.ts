@@ -104,13 +104,14 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
   }
 
   checks.push(await clockCheck(config.booking.base_url, config.webhooks.tolerance_seconds, now));
+  checks.push(await writebackCheck(app));
   if (options.notifyTest) checks.push(...(await notifyChecks(app)));
   checks.sort((a, b) => order(a.name) - order(b.name));
   return checks;
 }
 
 function order(name: string): number {
-  return ["booking API key", "webhook endpoint", "calendar", "store", "clock", "notify"].findIndex((p) =>
+  return ["booking API key", "webhook endpoint", "calendar", "store", "clock", "write-backs", "notify"].findIndex((p) =>
     name.startsWith(p),
   );
 }
@@ -133,6 +134,39 @@ async function notifyChecks(app: App): Promise<Check[]> {
     detail: r.ok ? "test message sent; check that it arrived" : r.detail,
     ...(r.ok ? {} : { fix: `check the address, credentials and format of notify target ${r.target}` }),
   }));
+}
+
+/** Held write-backs wait for a person; a grace period under 30 s cannot wait for Google's Undo. */
+async function writebackCheck(app: App): Promise<Check> {
+  const name = "write-backs";
+  let held: Awaited<ReturnType<App["sync"]["guard"]["held"]>>;
+  try {
+    held = await app.sync.guard.held();
+  } catch (err) {
+    return { name, status: "warn", detail: `held write-backs could not be read: ${describeError(err)}` };
+  }
+  if (held.length > 0) {
+    const by = new Map<string, number>();
+    for (const h of held) by.set(h.therapistId, (by.get(h.therapistId) ?? 0) + 1);
+    return {
+      name,
+      status: "fail",
+      detail: `${held.length} calendar change(s) held by the write-back guard, nothing sent: ${[...by].map(([t, n]) => `${t} ${n}`).join(", ")}`,
+      fix: "list them with `calbridge writeback held`, then `--apply` to send them or `--restore` to put the events back",
+    };
+  }
+  const short = app.config.therapists
+    .map((t) => ({ id: t.therapist_id, grace: app.sync.mapping.writeback(t.therapist_id).cancel_grace_seconds }))
+    .filter((t) => t.grace < 30);
+  if (short.length > 0) {
+    return {
+      name,
+      status: "warn",
+      detail: `cancel_grace_seconds under 30 for ${short.map((t) => `${t.id} (${t.grace} s)`).join(", ")}: a deletion undone in Google Calendar may already have cancelled the appointment`,
+      fix: "set sync.writeback.cancel_grace_seconds (and the therapists' overrides) to 30 or more (60 by default)",
+    };
+  }
+  return { name, status: "ok", detail: "none held" };
 }
 
 async function webhookCheck(app: App): Promise<Check> {

@@ -220,7 +220,13 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     clock,
     logger: logger.child({ component: "notify" }),
     isLeader: () => lease.isLeader,
-    live: daemonView({ config, calendars, credentialErrors, deadLetters: () => sync.dead.count }),
+    live: daemonView({
+      config,
+      calendars,
+      credentialErrors,
+      deadLetters: () => sync.dead.count,
+      writebacksHeld: () => sync.guard.counts,
+    }),
     listWebhooks: () => booking.listWebhooks({ priority: "reconcile" }),
     // A new leader re-reads the dead letters, which the last leader may have changed since this replica started.
     prepare: () => sync.dead.load().then(() => {}),
@@ -297,6 +303,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     return run;
   };
 
+  const refreshHolds = () =>
+    sync.guard.refreshAll(config.therapists.map((t) => t.therapist_id)).then(
+      () => {},
+      (err: unknown) => logger.warn({ err: describeError(err) }, "held write-backs not counted: the store failed"),
+    );
+
   const status = async (): Promise<StatusSnapshot> => {
     // Not awaited: the page must answer even when the store does not; the next look shows the fresher value.
     void refreshLastReconcile().catch(() => {});
@@ -309,6 +321,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       lastReconcileAt: iso(lastReconcileAt),
       queues: { sync: engine.queueDepth, webhooks: inbox.pendingCount },
       deadLetters: sync.dead.count,
+      writebacksHeld: [...sync.guard.counts.values()].reduce((a, b) => a + b, 0),
       rateLimit: {
         limit: snap.limit ?? null,
         remaining: snap.remaining ?? null,
@@ -337,6 +350,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             ...(reconnect ? { reconnect } : {}),
           },
           pausedUntil: iso(health?.pausedUntil),
+          writebacksHeld: sync.guard.counts.get(t.therapist_id) ?? 0,
         };
       }),
     };
@@ -461,6 +475,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     status,
     async start() {
       await sync.dead.load();
+      await refreshHolds();
       const minimised = await inbox.minimiseDeadLetters();
       if (minimised > 0) {
         logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");
@@ -538,9 +553,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           "the admin listener is reachable from the network without admin.bearer_token: /status shows therapists and calendars to whoever reaches it",
         );
       }
+      let ticks = 0;
       gauges = setInterval(() => {
         metrics.queueDepth.set({ queue: "sync" }, engine.queueDepth);
         metrics.queueDepth.set({ queue: "webhooks" }, inbox.pendingCount);
+        // Held write-backs are counted from the store (an administrator's decision may come from another process).
+        if (++ticks % 6 === 0) void refreshHolds();
       }, 5000);
       gauges.unref();
       purge = setInterval(() => {

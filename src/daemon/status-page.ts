@@ -22,6 +22,8 @@ export interface TherapistStatus {
   };
   /** Set while the calendar is paused (quotaExceeded, revoked credentials). */
   pausedUntil: string | null;
+  /** Calendar changes held by the write-back guard (`calbridge writeback held`). */
+  writebacksHeld: number;
 }
 
 export interface RateLimitStatus {
@@ -40,6 +42,8 @@ export interface StatusSnapshot {
   lastReconcileAt: string | null;
   queues: Record<string, number>;
   deadLetters: number;
+  /** Calendar changes held by the write-back guard, over all therapists. */
+  writebacksHeld: number;
   rateLimit: RateLimitStatus | null;
   therapists: TherapistStatus[];
 }
@@ -74,7 +78,9 @@ function therapistRow(t: TherapistStatus): string {
     escapeHtml(t.calendarId),
     dash(t.lastSyncAt),
     escapeHtml(t.counts.eventsMirrored),
-    escapeHtml(t.counts.writebacks),
+    t.writebacksHeld > 0
+      ? `${escapeHtml(t.counts.writebacks)}<br><span class="bad">${escapeHtml(t.writebacksHeld)} held</span>: <code>calbridge writeback held --therapist ${escapeHtml(t.therapistId)}</code>`
+      : escapeHtml(t.counts.writebacks),
     creds,
     dash(t.pausedUntil),
     error,
@@ -91,6 +97,7 @@ export function renderStatusHtml(s: StatusSnapshot): string {
     ["Instance", s.instance ?? "—"],
     ["Last reconciliation", s.lastReconcileAt ?? "never"],
     ["Dead letters", String(s.deadLetters)],
+    ["Write-backs held", String(s.writebacksHeld)],
     ["Rate limit", rl ? `${rl.remaining ?? "?"} of ${rl.limit ?? "?"} left, resets ${rl.resetAt ?? "?"}` : "—"],
     ["Booking queue paused until", rl?.pausedUntil ?? "—"],
   ]

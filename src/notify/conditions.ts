@@ -201,6 +201,29 @@ const massDeleteGuard: ConditionKind = {
       : { title: "The mass-deletion guard is clear", text: "The last reconciliation looked sane and ran in full." },
 };
 
+const writebackHold: ConditionKind = {
+  id: "writeback_hold",
+  observe: (view) =>
+    perTherapist(view, (t) => ({
+      open: t.writebacksHeld === undefined ? undefined : t.writebacksHeld > 0,
+      facts: { held: t.writebacksHeld ?? 0 },
+    })),
+  describe(n, { config }) {
+    const name = who(config, n.therapistId);
+    return n.opened
+      ? {
+          title: `Calendar changes of ${name} are held by the write-back guard`,
+          text:
+            `${plural(Number(n.facts.held), "cancellation or move", "cancellations or moves")} from ${name}'s calendar ` +
+            "came faster than sync.writeback_guard allows (a phone app wiping the calendar, a compromised account?); " +
+            "nothing was sent to the booking service and no customer was told. Decide: " +
+            `\`calbridge writeback held --therapist ${n.therapistId}\` lists them, \`--apply\` sends them, \`--restore\` ` +
+            "puts the events back.",
+        }
+      : { title: `No write-backs of ${name} are held any more`, text: "The hold was decided; write-backs flow again." };
+  },
+};
+
 const bookingEndpoint: ConditionKind = {
   id: "booking_endpoint",
   observe: (view, config) => [
@@ -267,6 +290,7 @@ export const CONDITIONS: readonly ConditionKind[] = [
   quotaPause,
   deadLetters,
   massDeleteGuard,
+  writebackHold,
   bookingEndpoint,
   reconcileFailing,
 ];

@@ -17,6 +17,8 @@ export interface TherapistView {
   reason?: string;
   /** A quota pause not yet shown to be over (see GatewayHealth.quotaPause). */
   quotaPause?: { reason: string; until: number };
+  /** Calendar changes of this therapist held by the write-back guard. */
+  writebacksHeld?: number;
 }
 
 /** The daemon's state now (in memory). */
@@ -57,6 +59,8 @@ export interface DaemonParts {
   /** Therapists whose credentials could not be built at start, with the reason (app.ts). */
   credentialErrors: ReadonlyMap<string, string>;
   deadLetters(): number | undefined;
+  /** Held write-backs per therapist (the write-back guard's count). */
+  writebacksHeld?(): ReadonlyMap<string, number>;
 }
 
 /** The live view of a running daemon. */
@@ -65,6 +69,7 @@ export function daemonView(parts: DaemonParts): () => LiveView {
   return () => ({
     deadLetters: parts.deadLetters(),
     therapists: config.therapists.map((t): TherapistView => {
+      const held = parts.writebacksHeld?.().get(t.therapist_id);
       const base: TherapistView = {
         id: t.therapist_id,
         ...(t.name ? { name: t.name } : {}),
@@ -72,6 +77,7 @@ export function daemonView(parts: DaemonParts): () => LiveView {
         calendarId: t.calendar_id,
         ...(t.impersonate ? { impersonate: t.impersonate } : {}),
         credentials: "unknown",
+        ...(held !== undefined ? { writebacksHeld: held } : {}),
       };
       const setupError = parts.credentialErrors.get(t.therapist_id);
       if (setupError !== undefined) {

@@ -5,6 +5,7 @@
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
+import { KeyedSerial } from "./keyed.ts";
 
 export type WritebackKind = "cancel" | "reschedule";
 
@@ -49,6 +50,9 @@ export class WritebackGuard {
   readonly #intents = new Map<string, Map<string, number>>();
   /** Appointments this process knows to be held (the store is the truth; another process may release them). */
   readonly #heldIds = new Set<string>();
+  readonly #serial = new KeyedSerial();
+  /** Held write-backs per therapist as last counted (refreshAll, admit, release): for the metric and notifications. */
+  #counts = new Map<string, number>();
 
   constructor(options: WritebackGuardOptions) {
     this.#o = options;
@@ -96,7 +100,12 @@ export class WritebackGuard {
    * Whether this write-back may be sent now; if not, it is recorded as held. Held when the therapist's hold is open, or
    * when more appointments than the limit wanted a write-back within the window.
    */
-  async admit(entry: Omit<HeldWriteback, "heldAt" | "reason">): Promise<"send" | "held"> {
+  admit(entry: Omit<HeldWriteback, "heldAt" | "reason">): Promise<"send" | "held"> {
+    // One therapist's decisions one at a time: two write-backs decided at once must not both find the hold closed.
+    return this.#serial.run(entry.therapistId, () => this.#admit(entry));
+  }
+
+  async #admit(entry: Omit<HeldWriteback, "heldAt" | "reason">): Promise<"send" | "held"> {
     const { therapistId, appointmentId } = entry;
     if (await this.isHeld(appointmentId)) return "held";
     this.note(therapistId, appointmentId);
@@ -125,6 +134,21 @@ export class WritebackGuard {
     return "held";
   }
 
+  /** A person decided about a held write-back (sent it, or put the event back): it is no longer held. */
+  async release(appointmentId: string): Promise<void> {
+    const held = await this.#o.holds.get(appointmentId);
+    this.#heldIds.delete(appointmentId);
+    if (!held) return;
+    await this.#o.holds.delete(appointmentId);
+    this.#intents.get(held.therapistId)?.delete(appointmentId);
+    await this.#refresh(held.therapistId);
+  }
+
+  /** Held write-backs per therapist, as last counted (no store read). */
+  get counts(): ReadonlyMap<string, number> {
+    return this.#counts;
+  }
+
   /** Every held write-back, or one therapist's. */
   async held(therapistId?: string): Promise<HeldWriteback[]> {
     const out: HeldWriteback[] = [];
@@ -146,11 +170,14 @@ export class WritebackGuard {
       counts.set(h.therapistId, (counts.get(h.therapistId) ?? 0) + 1);
     }
     for (const [t, n] of counts) this.#o.metrics?.held.set({ therapist: t }, n);
+    this.#counts = counts;
     return counts;
   }
 
   async #refresh(therapistId: string | undefined): Promise<void> {
     if (!therapistId) return;
-    this.#o.metrics?.held.set({ therapist: therapistId }, (await this.heldOf(therapistId)).length);
+    const n = (await this.heldOf(therapistId)).length;
+    this.#counts.set(therapistId, n);
+    this.#o.metrics?.held.set({ therapist: therapistId }, n);
   }
 }

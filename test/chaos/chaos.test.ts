@@ -8,6 +8,7 @@ import { faultTests } from "./faults.ts";
 import { raceTests } from "./races.ts";
 import { suiteSeed } from "./random.ts";
 import { secretTests } from "./secrets.ts";
+import { therapistTests } from "./therapists.ts";
 import { webhookFuzzTests } from "./webhook-fuzz.ts";
 
 const seed = suiteSeed();
@@ -16,6 +17,7 @@ console.log(`[chaos] seed ${seed} (CHAOS_SEED=${seed} repeats this run)`);
 crashTests(seed);
 faultTests(seed);
 raceTests(seed);
+therapistTests(seed);
 webhookFuzzTests(seed);
 configFuzzTests(seed);
 apiGarbageTests(seed);

@@ -20,6 +20,7 @@ export function therapist(over: Partial<TherapistStatus> = {}): TherapistStatus 
     counts: { eventsMirrored: 12, writebacks: 2 },
     credentials: { ok: true },
     pausedUntil: null,
+    writebacksHeld: 0,
     ...over,
   };
 }
@@ -38,6 +39,7 @@ export function fakeHealth(now: number): FakeHealth {
       lastReconcileAt: new Date(now - 5 * 60_000).toISOString(),
       queues: { sync: 3, writeback: 0 },
       deadLetters: 1,
+      writebacksHeld: 0,
       rateLimit: { limit: 60, remaining: 42, resetAt: "2026-11-22T09:01:00.000Z", pausedUntil: null },
       therapists: [therapist()],
     },

@@ -258,6 +258,27 @@ const cases: Case[] = [
     event: event(MOVED, { etag: '"2"' }),
     expect: { kind: "adopt" },
   },
+  {
+    name: "event made a series by the therapist: a single event again",
+    appt: A,
+    link: link(A),
+    event: event(A, { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=4"], etag: '"2"' }),
+    expect: { kind: "restore", reason: expect.stringMatching(/does not repeat/) as unknown as string },
+  },
+  {
+    name: "a refused deletion: the event is put back (a new event, never the cancel again)",
+    appt: A,
+    link: link(A, { present: false, removedBy: "refused" }),
+    event: event(A, { status: "cancelled" }),
+    expect: { kind: "create" },
+  },
+  {
+    name: "a refused move: the event is put back where the booking has it",
+    appt: A,
+    link: link(A, { present: false, removedBy: "refused" }),
+    event: event(A, at(T0 + 5 * H)),
+    expect: { kind: "update" },
+  },
   // Reassignments.
   {
     name: "reassigned to another mapped therapist",
@@ -326,6 +347,7 @@ describe("decide", () => {
       link(A),
       link(A, { present: false, removedBy: "booking" }),
       link(A, { present: false, removedBy: "calendar" }),
+      link(A, { present: false, removedBy: "refused" }),
       link(A, { therapistId: "th_2" }),
     ];
     const events: (CalEvent | null | undefined)[] = [
@@ -336,6 +358,7 @@ describe("decide", () => {
       event(A, at(T0 + 5 * H)),
       event(A, at(T0, T0 + 2 * H)),
       event(A, { summary: "edited" }),
+      event(A, { recurrence: ["RRULE:FREQ=DAILY;COUNT=3"] }),
     ];
     let n = 0;
     for (const a of appts)
@@ -360,7 +383,7 @@ describe("decide", () => {
               // An event that could not be read, or was not, never says "deleted".
               if (e === null || e === undefined) expect(action.kind.startsWith("writeback")).toBe(false);
             }
-    expect(n).toBe(7 * 5 * 7 * 2 * 2);
+    expect(n).toBe(7 * 6 * 8 * 2 * 2);
   });
 });
 

@@ -13,10 +13,12 @@ interface Planned {
   match: FaultMatch | undefined;
   status: number;
   body: string | undefined;
+  /** The error envelope's code (a refusal such as past_booking); internal_error / simulated_error otherwise. */
+  code?: string;
 }
 
 export type Outcome =
-  | { kind: "fail"; status: number }
+  | { kind: "fail"; status: number; code?: string }
   | { kind: "drop" }
   | { kind: "malformed"; status: number; body: string }
   | undefined;
@@ -42,6 +44,14 @@ export class Faults {
     this.#fail.push({ remaining: n, match, status, body: undefined });
   }
 
+  /**
+   * The next `n` matching requests are refused with the error `code` (e.g. past_booking: the spec names the code, not
+   * the status, nor which operations may answer it), unprocessed.
+   */
+  refuseNext(n: number, code: string, options: { status?: number; match?: FaultMatch } = {}): void {
+    this.#fail.push({ remaining: n, match: options.match, status: options.status ?? 422, body: undefined, code });
+  }
+
   /** The next `n` matching requests are processed, then the connection is destroyed without an answer. */
   dropResponseNext(n: number, match?: FaultMatch): void {
     this.#drop.push({ remaining: n, match, status: 0, body: undefined });
@@ -63,7 +73,7 @@ export class Faults {
   /** Before processing: answer with an error instead? */
   before(method: string, path: string): Outcome {
     const planned = take(this.#fail, method, path);
-    if (planned) return { kind: "fail", status: planned.status };
+    if (planned) return { kind: "fail", status: planned.status, ...(planned.code ? { code: planned.code } : {}) };
     if (this.errorRate > 0 && this.#rng.next() < this.errorRate) return { kind: "fail", status: 503 };
     return undefined;
   }

@@ -169,8 +169,8 @@ async function handle(ctx: HttpContext, seq: number, req: IncomingMessage, res: 
   const rl = admission.headers;
   const before = ctx.faults.before(method, path);
   if (before?.kind === "fail") {
-    const code = before.status >= 500 ? "internal_error" : "simulated_error";
-    return fail(new SimError(before.status, code, "simulated failure"), rl, "fault");
+    const code = before.code ?? (before.status >= 500 ? "internal_error" : "simulated_error");
+    return fail(new SimError(before.status, code, before.code ? `refused: ${code}` : "simulated failure"), rl, "fault");
   }
   if (!hit) {
     if (found.length > 0)

@@ -1,0 +1,86 @@
+// Owns `calbridge writeback held`: the write-backs the guard holds, listed for a person to decide, and that person's
+// decision carried out through the engine: --apply sends them to the booking service, --restore puts the events back
+// from the booking (and sends nothing). Each decision releases its hold.
+import type { App } from "../daemon/app.ts";
+import type { SyncOutcome } from "../sync/types.ts";
+import type { HeldWriteback } from "../sync/writeback-guard.ts";
+
+export interface HeldOptions {
+  therapistId?: string;
+  appointmentId?: string;
+  decision?: "apply" | "restore";
+}
+
+export interface HeldResult {
+  held: HeldWriteback[];
+  /** Per appointment, what the decision did (only with a decision). */
+  decided: { appointmentId: string; ok: boolean; did: string }[];
+}
+
+export async function writebackHeld(app: App, o: HeldOptions): Promise<HeldResult> {
+  const held = (await app.sync.guard.held(o.therapistId)).filter(
+    (h) => o.appointmentId === undefined || h.appointmentId === o.appointmentId,
+  );
+  const decided: HeldResult["decided"] = [];
+  if (!o.decision) return { held, decided };
+  for (const h of held) {
+    let outcome: SyncOutcome;
+    try {
+      outcome = await app.engine.settle(h.appointmentId, {
+        reason: `admin: ${o.decision} a held ${h.kind}`,
+        priority: "writeback",
+        calendar: { reread: true },
+        override: o.decision,
+      });
+    } catch (err) {
+      decided.push({ appointmentId: h.appointmentId, ok: false, did: (err as Error).message });
+      continue;
+    }
+    if (outcome.ok) {
+      await app.sync.guard.release(h.appointmentId);
+      decided.push({
+        appointmentId: h.appointmentId,
+        ok: true,
+        did: describe(outcome.action.kind, outcome.action.reason),
+      });
+    } else {
+      decided.push({ appointmentId: h.appointmentId, ok: false, did: outcome.error });
+    }
+  }
+  return { held, decided };
+}
+
+function describe(kind: string, reason: string): string {
+  switch (kind) {
+    case "writeback_cancel":
+      return "cancelled in the booking service";
+    case "writeback_reschedule":
+      return "rescheduled in the booking service";
+    case "restore":
+    case "update":
+    case "create":
+      return "event put back from the booking";
+    default:
+      return `nothing to do (${reason})`;
+  }
+}
+
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+
+export function formatHeld(r: HeldResult, decision: HeldOptions["decision"]): string {
+  if (r.held.length === 0) return "no write-backs are held";
+  if (decision) {
+    const lines = r.decided.map((d) => `${d.ok ? "ok  " : "FAIL"} ${d.appointmentId}: ${d.did}`);
+    return lines.join("\n");
+  }
+  const rows = r.held.map(
+    (h) =>
+      `${h.therapistId}  ${h.appointmentId}  ${h.kind}${h.startTime ? ` to ${h.startTime}` : ""}  held since ${iso(h.heldAt)}  (${h.reason})`,
+  );
+  return [
+    `${r.held.length} write-back(s) held:`,
+    ...rows,
+    "",
+    "send them: calbridge writeback held --apply [--therapist ID]; put the events back: calbridge writeback held --restore [--therapist ID]",
+  ].join("\n");
+}

@@ -1,0 +1,280 @@
+// Therapists in a strict Google Calendar, through the real daemon on the manual clock (issue #14): a bulk deletion is
+// held, not cancelled; Undo within the grace period sends nothing; what a therapist adds to an event survives; an
+// event Google will not restore comes back under the next id with the refused cancel sent once; a series made of an
+// event trips no guard and becomes a single event again.
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { runDoctor } from "../../src/cli/doctor.ts";
+import { writebackHeld } from "../../src/cli/writeback-held.ts";
+import { ManualClock } from "../../src/clock.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
+import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
+import type { Link } from "../../src/sync/types.ts";
+import { captureLog } from "../support/log-capture.ts";
+import { DAY, type Harness, harness, iso } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const HOUR = 3_600_000;
+
+/** A daemon on the manual clock that receives the simulator's webhooks; calendar polls are the test's to make. */
+async function daemon(clock: ManualClock, configure?: (c: ConfigInput) => void, log = captureLog()) {
+  const x = await harness({ therapists: 2, clock, logger: log.logger, ...(configure ? { configure } : {}) });
+  await x.app.start();
+  x.world.booking.addWebhookEndpoint({
+    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
+    secret: WORLD_WEBHOOK_SECRET,
+    events: ["*"],
+  });
+  return { x, log };
+}
+
+/** Real I/O done for now: webhooks delivered, inbox processed, the engine idle. */
+async function quiet(x: Harness) {
+  for (let i = 0; i < 2; i++) {
+    await x.world.booking.webhooksIdle();
+    await x.app.processor.idle();
+    await x.app.engine.idle();
+  }
+}
+
+/** Moves the manual clock on in steps, with real I/O finishing between them. */
+async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_000) {
+  for (let t = 0; t < ms; t += step) {
+    await clock.advance(Math.min(step, ms - t));
+    await quiet(x);
+  }
+}
+
+async function pollAll(x: Harness) {
+  for (const t of x.world.therapists) await x.app.poller.poll(t);
+  await quiet(x);
+}
+
+/** `n` confirmed appointments of th_1 mirrored into its calendar (a reconciliation counts them for the guard). */
+async function mirrored(x: Harness, clock: ManualClock, n: number, therapist = "th_1") {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const start = new Date(clock.now() + (i + 2) * DAY);
+    start.setUTCHours(9 + (i % 8), 0, 0, 0);
+    ids.push(
+      String(x.world.booking.create({ therapist_id: therapist, start_time: start.toISOString() }, { force: true }).id),
+    );
+  }
+  await quiet(x);
+  await x.app.reconcile();
+  await pollAll(x); // the sync tokens
+  return ids;
+}
+
+const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
+const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
+
+/** Live events of a calendar that carry an appointment's mark, whatever generation of its id. */
+function liveOf(x: Harness, cal: string, appointmentId: string) {
+  return x.world.google
+    .events(cal)
+    .filter(
+      (e) =>
+        e.status !== "cancelled" &&
+        (e.extendedProperties as { private?: Record<string, string> } | undefined)?.private
+          ?.calbridge_appointment_id === appointmentId,
+    );
+}
+
+describe("a bulk deletion (issue #14, case 1)", () => {
+  it("is held, not cancelled: visible in /status, the metric, the log and doctor, until a person restores it", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, log } = await daemon(clock);
+    h = x;
+    const ids = await mirrored(x, clock, 10);
+    const cal = x.world.calendarOf("th_1");
+    for (const id of ids) x.world.google.userDelete(cal, eventIdFor(id)); // a phone app wipes the calendar
+    await pollAll(x);
+    await pass(x, clock, 90_000); // past the grace period
+    await pollAll(x);
+    await x.app.reconcile();
+    await quiet(x);
+
+    expect(cancels(x)).toBe(0);
+    for (const id of ids) expect(x.world.booking.get(id)!.status).toBe("confirmed");
+    const held = await x.app.sync.guard.held("th_1");
+    expect(held.map((w) => w.appointmentId).sort()).toEqual([...ids].sort());
+    expect((await x.app.status()).therapists.find((t) => t.therapistId === "th_1")?.writebacksHeld).toBe(10);
+    expect(await x.app.registry.getSingleMetricAsString("calbridge_writebacks_held")).toContain(
+      'calbridge_writebacks_held{therapist="th_1"} 10',
+    );
+    expect(log.lines.filter((l) => String(l["msg"]).startsWith("write-back guard:"))).toHaveLength(1);
+    const doctor = await runDoctor(x.app);
+    expect(doctor.find((c) => c.name === "write-backs")).toMatchObject({ status: "fail" });
+
+    // A person decides: put the events back. Google will not restore the ids a person deleted: the next generation.
+    const restored = await writebackHeld(x.app, { therapistId: "th_1", decision: "restore" });
+    expect(restored.decided.every((d) => d.ok)).toBe(true);
+    await quiet(x);
+    for (const id of ids) expect(liveOf(x, cal, id).map((e) => e.id)).toEqual([eventIdFor(id, 1)]);
+    expect(await x.app.sync.guard.held()).toEqual([]);
+    expect(cancels(x)).toBe(0);
+    // Quiet afterwards: a poll and a reconciliation write nothing anywhere and send nothing.
+    const writes = x.writes();
+    await pollAll(x);
+    await pass(x, clock, 90_000);
+    expect((await x.app.reconcile()).plan).toEqual([]);
+    expect(x.writes()).toBe(writes);
+    expect(cancels(x)).toBe(0);
+  });
+
+  it("sends the held cancellations when a person applies them, and joins new deletions to an open hold", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const ids = await mirrored(x, clock, 8);
+    const cal = x.world.calendarOf("th_1");
+    for (const id of ids.slice(0, 6)) x.world.google.userDelete(cal, eventIdFor(id));
+    await pollAll(x);
+    await pass(x, clock, 90_000);
+    expect((await x.app.sync.guard.held("th_1")).length).toBe(6);
+    // One more deletion while the hold is open: held too, however few it would be on its own.
+    x.world.google.userDelete(cal, eventIdFor(ids[6]!));
+    await pollAll(x);
+    await pass(x, clock, 90_000);
+    expect((await x.app.sync.guard.held("th_1")).length).toBe(7);
+    expect(cancels(x)).toBe(0);
+
+    const applied = await writebackHeld(x.app, { therapistId: "th_1", decision: "apply" });
+    expect(applied.decided.map((d) => d.did)).toEqual(Array(7).fill("cancelled in the booking service"));
+    expect(cancels(x)).toBe(7);
+    for (const id of ids.slice(0, 7)) expect(x.world.booking.get(id)!.status).toBe("cancelled");
+    expect(x.world.booking.get(ids[7]!)!.status).toBe("confirmed");
+    expect(await x.app.sync.guard.held()).toEqual([]);
+  });
+
+  it("a few deletions under the floor are written back after the grace period", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const ids = await mirrored(x, clock, 10);
+    const cal = x.world.calendarOf("th_1");
+    for (const id of ids.slice(0, 2)) x.world.google.userDelete(cal, eventIdFor(id));
+    await pollAll(x);
+    await pass(x, clock, 30_000);
+    expect(cancels(x)).toBe(0); // still in the grace period
+    await pass(x, clock, 60_000);
+    expect(cancels(x)).toBe(2);
+    expect(await x.app.sync.guard.held()).toEqual([]);
+  });
+});
+
+describe("the grace period (issue #14, case 2)", () => {
+  it("Undo within the grace period sends nothing; nor does a move moved back", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [a, b] = await mirrored(x, clock, 2);
+    const cal = x.world.calendarOf("th_1");
+    x.world.google.userDelete(cal, eventIdFor(a!));
+    const ev = x.world.google.event(cal, eventIdFor(b!))!;
+    const start = Date.parse(String((ev.start as { dateTime: string }).dateTime));
+    const at = (ms: number) => ({ start: { dateTime: iso(ms) }, end: { dateTime: iso(ms + HOUR) } });
+    x.world.google.userEdit(cal, eventIdFor(b!), at(start + 2 * HOUR));
+    await pollAll(x);
+    await pass(x, clock, 10_000);
+    // Six seconds later the therapist presses Undo, and drags the other event back.
+    x.world.google.userUndoDelete(cal, eventIdFor(a!));
+    x.world.google.userEdit(cal, eventIdFor(b!), at(start));
+    await pollAll(x);
+    await pass(x, clock, 120_000);
+    await pollAll(x);
+    expect(cancels(x)).toBe(0);
+    expect(patches(x)).toBe(0);
+    expect(x.world.booking.get(a!)!.status).toBe("confirmed");
+    expect(x.world.google.event(cal, eventIdFor(a!))?.status).toBe("confirmed");
+    expect((await x.app.reconcile()).plan).toEqual([]);
+  });
+});
+
+describe("what a therapist adds to an event (issue #14, case 3)", () => {
+  it("keeps location, reminders and guests across the booking's moves", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [id] = await mirrored(x, clock, 1);
+    const cal = x.world.calendarOf("th_1");
+    const eventId = eventIdFor(id!);
+    x.world.google.userEdit(cal, eventId, {
+      location: "Room 3, Praxis am Park",
+      reminders: { useDefault: false, overrides: [{ method: "popup", minutes: 15 }] },
+      attendees: [{ email: "colleague@clinic.test" }],
+    });
+    await pollAll(x);
+    const moved = new Date(clock.now() + 9 * DAY);
+    moved.setUTCHours(14, 0, 0, 0);
+    x.world.booking.move(id!, moved.toISOString(), { force: true });
+    await quiet(x);
+    const ev = x.world.google.event(cal, eventId)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(moved.getTime());
+    expect(ev.location).toBe("Room 3, Praxis am Park");
+    expect(ev.reminders).toEqual({ useDefault: false, overrides: [{ method: "popup", minutes: 15 }] });
+    expect((ev.attendees as { email: string }[]).map((g) => g.email)).toEqual(["colleague@clinic.test"]);
+    // And a reconciliation leaves them alone too.
+    await x.app.reconcile();
+    expect(x.world.google.event(cal, eventId)?.location).toBe("Room 3, Praxis am Park");
+  });
+});
+
+describe("an event Google will not restore (issue #14, case 4)", () => {
+  it("comes back under the next generation of its id, and the refused cancel is sent once", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [id] = await mirrored(x, clock, 1);
+    const cal = x.world.calendarOf("th_1");
+    x.world.booking.faults.refuseNext(1000, "past_booking", { match: { path: `/v1/appointments/${id}/cancel` } });
+    x.world.google.userDelete(cal, eventIdFor(id!));
+    await pollAll(x);
+    await pass(x, clock, 90_000);
+    for (let i = 0; i < 3; i++) {
+      await pollAll(x);
+      await x.app.reconcile();
+      await pass(x, clock, 60_000);
+    }
+    expect(cancels(x)).toBe(1);
+    expect(x.world.booking.get(id!)!.status).toBe("confirmed");
+    const live = liveOf(x, cal, id!);
+    expect(live.map((e) => e.id)).toEqual([eventIdFor(id!, 1)]);
+    expect(String(live[0]!.description)).toMatch(/your deletion of this appointment was not applied.*past_booking/);
+    const link = (await x.app.sync.links.get(id!)) as Link;
+    expect(link).toMatchObject({ eventId: eventIdFor(id!, 1), generation: 1, present: true });
+    const writes = x.writes();
+    await pollAll(x);
+    expect((await x.app.reconcile()).plan).toEqual([]);
+    expect(x.writes()).toBe(writes);
+  });
+});
+
+describe("a series made of an event (issue #14, case 5)", () => {
+  it("trips no guard, is not a stray, and becomes a single event again", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const ids = await mirrored(x, clock, 3);
+    const cal = x.world.calendarOf("th_1");
+    x.world.google.userEdit(cal, eventIdFor(ids[0]!), { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=10"] });
+    const report = await x.app.reconcile();
+    expect(report.guard.tripped).toBe(false);
+    expect(report.ok).toBe(true);
+    expect(report.plan.map((p) => p.kind)).toEqual(["restore"]);
+    await pollAll(x);
+    const ev = x.world.google.event(cal, eventIdFor(ids[0]!))!;
+    expect(ev.recurrence ?? []).toEqual([]);
+    expect(String(ev.description)).toMatch(/does not repeat/);
+    expect(x.world.google.events(cal).filter((e) => e.status !== "cancelled" && e.recurringEventId)).toEqual([]);
+    expect(patches(x)).toBe(0);
+    expect(cancels(x)).toBe(0);
+    expect((await x.app.reconcile()).plan).toEqual([]);
+  });
+});
