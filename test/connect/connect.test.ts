@@ -205,6 +205,9 @@ describe("connect pages", () => {
     });
     await w.app.credentialsChanged("th_ben");
     await w.app.reconcile({ therapistId: "th_ben" });
+    // Broken credentials are the calendar's state, not the appointments' fault: nothing goes to the dead letters.
+    await w.app.engine.idle();
+    expect(w.app.sync.dead.count).toBe(0);
     const creds = (await w.app.status()).therapists[0]!.credentials;
     expect(creds).toMatchObject({
       ok: false,
