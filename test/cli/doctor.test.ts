@@ -61,6 +61,7 @@ describe("calbridge doctor", () => {
       "ok   calendar of th_ben",
       "ok   store",
       "ok   clock",
+      "ok   write-backs",
     ]);
     expect(r.stdout).toContain(`${PUBLIC_URL} is registered and enabled`);
     expect(r.stdout).not.toMatch(/fix:|WARN|FAIL/);
@@ -75,6 +76,7 @@ describe("calbridge doctor", () => {
       ["calendar of th_ben", "ok"],
       ["store", "ok"],
       ["clock", "ok"],
+      ["write-backs", "ok"],
     ]);
   });
 

@@ -3,8 +3,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
-import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
-import { DAY, type Harness, harness, iso } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -13,18 +12,8 @@ afterEach(async () => {
 });
 
 /** A daemon on the manual clock that receives the simulator's webhooks. */
-async function daemon(
-  clock: ManualClock,
-  retry: { maxAttempts?: number; baseMs?: number; unavailableGraceMs?: number },
-) {
-  const x = await harness({ therapists: 2, clock, engine: retry });
-  await x.app.start();
-  x.world.booking.addWebhookEndpoint({
-    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
-    secret: WORLD_WEBHOOK_SECRET,
-    events: ["*"],
-  });
-  return x;
+function daemon(clock: ManualClock, retry: { maxAttempts?: number; baseMs?: number; unavailableGraceMs?: number }) {
+  return daemonHarness({ therapists: 2, clock, engine: retry });
 }
 
 /** Moves the manual clock on in steps, letting real I/O (HTTP to the simulators) finish between them. */

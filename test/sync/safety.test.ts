@@ -8,10 +8,9 @@ import { runDoctor } from "../../src/cli/doctor.ts";
 import { writebackHeld } from "../../src/cli/writeback-held.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
-import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
 import type { Link } from "../../src/sync/types.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { DAY, type Harness, harness, iso } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -23,13 +22,7 @@ const HOUR = 3_600_000;
 
 /** A daemon on the manual clock that receives the simulator's webhooks; calendar polls are the test's to make. */
 async function daemon(clock: ManualClock, configure?: (c: ConfigInput) => void, log = captureLog()) {
-  const x = await harness({ therapists: 2, clock, logger: log.logger, ...(configure ? { configure } : {}) });
-  await x.app.start();
-  x.world.booking.addWebhookEndpoint({
-    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
-    secret: WORLD_WEBHOOK_SECRET,
-    events: ["*"],
-  });
+  const x = await daemonHarness({ therapists: 2, clock, logger: log.logger, ...(configure ? { configure } : {}) });
   return { x, log };
 }
 
@@ -73,18 +66,6 @@ async function mirrored(x: Harness, clock: ManualClock, n: number, therapist = "
 
 const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
-
-/** Live events of a calendar that carry an appointment's mark, whatever generation of its id. */
-function liveOf(x: Harness, cal: string, appointmentId: string) {
-  return x.world.google
-    .events(cal)
-    .filter(
-      (e) =>
-        e.status !== "cancelled" &&
-        (e.extendedProperties as { private?: Record<string, string> } | undefined)?.private
-          ?.calbridge_appointment_id === appointmentId,
-    );
-}
 
 describe("a bulk deletion (issue #14, case 1)", () => {
   it("is held, not cancelled: visible in /status, the metric, the log and doctor, until a person restores it", async () => {

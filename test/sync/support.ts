@@ -1,7 +1,7 @@
 // Test support for the sync engine: a simulated world plus an App built from its config by the production wiring.
 import { type App, type AppOptions, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
-import { startWorld, type World, type WorldOptions } from "../../src/simulator/world.ts";
+import { startWorld, WORLD_WEBHOOK_SECRET, type World, type WorldOptions } from "../../src/simulator/world.ts";
 
 export interface Harness {
   world: World;
@@ -44,6 +44,30 @@ export async function harness(
       await world.close();
     },
   };
+}
+
+/** A harness whose daemon runs (HTTP server, inbox processor) and receives the simulator's webhooks. */
+export async function daemonHarness(options: Parameters<typeof harness>[0] = {}): Promise<Harness> {
+  const x = await harness(options);
+  await x.app.start();
+  x.world.booking.addWebhookEndpoint({
+    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
+    secret: WORLD_WEBHOOK_SECRET,
+    events: ["*"],
+  });
+  return x;
+}
+
+/** The live events of a calendar that carry the appointment's mark (whatever generation of its id). */
+export function liveOf(x: Harness, cal: string, appointmentId: string): Record<string, unknown>[] {
+  return x.world.google
+    .events(cal)
+    .filter(
+      (e) =>
+        e.status !== "cancelled" &&
+        (e.extendedProperties as { private?: Record<string, string> } | undefined)?.private
+          ?.calbridge_appointment_id === appointmentId,
+    );
 }
 
 export const DAY = 86_400_000;

@@ -4,9 +4,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
-import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
 import type { Link } from "../../src/sync/types.ts";
-import { DAY, type Harness, harness, iso } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -23,7 +22,7 @@ async function twoWay(
   engine?: { maxAttempts?: number; baseMs?: number },
   clock?: ManualClock,
 ): Promise<Harness> {
-  const x = await harness({
+  return daemonHarness({
     therapists: 2,
     ...(clock ? { clock } : {}),
     // No grace period unless a test asks for one: these tests are about what a write-back does once it is sent.
@@ -33,13 +32,6 @@ async function twoWay(
     },
     ...(engine ? { engine, bookingMaxRetries: 0 } : {}),
   });
-  await x.app.start();
-  x.world.booking.addWebhookEndpoint({
-    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
-    secret: WORLD_WEBHOOK_SECRET,
-    events: ["*"],
-  });
-  return x;
 }
 
 /** Lets every pending webhook, calendar change and write-back finish. */
@@ -50,18 +42,6 @@ async function settle(x: Harness): Promise<void> {
     for (const t of x.world.therapists) await x.app.poller.poll(t);
     await x.app.engine.idle();
   }
-}
-
-/** The live events of a calendar that carry the appointment's mark (whatever generation of its id). */
-function liveOf(x: Harness, cal: string, appointmentId: string): Record<string, unknown>[] {
-  return x.world.google
-    .events(cal)
-    .filter(
-      (e) =>
-        e.status !== "cancelled" &&
-        (e.extendedProperties as { private?: Record<string, string> } | undefined)?.private
-          ?.calbridge_appointment_id === appointmentId,
-    );
 }
 
 function bookingWrites(x: Harness): number {
