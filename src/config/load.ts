@@ -77,14 +77,24 @@ function resolveRefs(
     });
     return out.replaceAll("\u0000", "${");
   }
-  if (Array.isArray(value)) return value.map((v, i) => resolveRefs(v, [...path, i], opts, problems, resolved));
   if (value && typeof value === "object") {
+    // YAML anchors can make a value contain itself, and nothing in a configuration nests this deep.
+    if (path.length > MAX_DEPTH) {
+      const at = formatPath(path.slice(0, 2));
+      throw new ConfigError("config", [
+        `${at}: nested deeper than ${MAX_DEPTH} levels (a YAML anchor used inside itself?)`,
+      ]);
+    }
+    if (Array.isArray(value)) return value.map((v, i) => resolveRefs(v, [...path, i], opts, problems, resolved));
     return Object.fromEntries(
       Object.entries(value).map(([k, v]) => [k, resolveRefs(v, [...path, k], opts, problems, resolved)]),
     );
   }
   return value;
 }
+
+/** Deepest nesting a configuration may have (the schema needs four levels). */
+const MAX_DEPTH = 32;
 
 function issueMessage(issue: z.core.$ZodIssue): string {
   if (issue.code === "unrecognized_keys") {
@@ -107,6 +117,18 @@ function describe(v: unknown): string {
 
 /** Parses and validates configuration text. Throws ConfigError listing every problem found. */
 export function parseConfig(text: string, options: LoadOptions = {}): Config {
+  try {
+    return parseUnguarded(text, options);
+  } catch (err) {
+    // Whatever a malformed file makes a parser do, the answer is a configuration error, never a crash.
+    if (err instanceof RangeError) {
+      throw new ConfigError(options.source ?? "config", [`(top level): the file cannot be read (${err.message})`]);
+    }
+    throw err;
+  }
+}
+
+function parseUnguarded(text: string, options: LoadOptions): Config {
   const source = options.source ?? "config";
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
@@ -123,13 +145,19 @@ export function parseConfig(text: string, options: LoadOptions = {}): Config {
   }
   const problems: string[] = [];
   const resolvedSecrets: string[] = [];
-  const resolved = resolveRefs(
-    raw,
-    [],
-    { env: options.env ?? process.env, readFile: options.readFile ?? ((p) => readFileSync(p, "utf8")) },
-    problems,
-    resolvedSecrets,
-  );
+  let resolved: unknown;
+  try {
+    resolved = resolveRefs(
+      raw,
+      [],
+      { env: options.env ?? process.env, readFile: options.readFile ?? ((p) => readFileSync(p, "utf8")) },
+      problems,
+      resolvedSecrets,
+    );
+  } catch (err) {
+    if (err instanceof ConfigError) throw new ConfigError(source, err.problems);
+    throw err;
+  }
   const result = ConfigSchema.safeParse(resolved, {
     // With the input reported, a value of the wrong type reads "expected number, found ..." rather than "required".
     reportInput: true,

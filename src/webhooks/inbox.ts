@@ -188,10 +188,13 @@ export class WebhookInbox {
     }
   }
 
-  /** Keeps the failure count across restarts, so a poisonous event is not retried forever. */
-  async recordFailure(id: string, attempts: number, error: string): Promise<void> {
-    const stored = await this.#inbox.get(id);
-    if (stored && !isDone(stored)) await this.#inbox.set(id, { ...stored, attempts, lastError: error.slice(0, 2000) });
+  /**
+   * Counts one more start at which `entry` is handed over (read by `pending()` just before): a write that joins the
+   * group commit, so replaying a full inbox after a crash costs a few transactions, not two queries an entry.
+   */
+  async countReplay(entry: InboxEntry): Promise<void> {
+    const { event, ...rest } = entry;
+    await this.#writes.set(entry.id, { ...rest, event, attempts: entry.attempts + 1 });
   }
 
   /** Replaces the entry with its done mark: no longer pending, and later deliveries of the id are duplicates. */

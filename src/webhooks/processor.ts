@@ -170,7 +170,7 @@ export class InboxProcessor {
         const log = this.#logger.child({ event_id: entry.id, event_type: entry.type });
         try {
           if (entry.attempts < this.#maxReplays) {
-            await this.#inbox.recordFailure(entry.id, entry.attempts + 1, "replayed");
+            await this.#inbox.countReplay(entry);
             again.push(entry);
             return;
           }

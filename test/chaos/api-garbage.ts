@@ -165,7 +165,7 @@ export function apiGarbageTests(seed: number): void {
         proxy.garbleNext(1, /^POST \/calendar\/v3\/calendars\/[^/]+\/events/, HTML);
         await app.engine.syncAppointment(fresh, { reason: "appointment.created", priority: "webhook" });
         b.move(ids[3]!, new Date(created.getTime() + DAY));
-        proxy.garbleNext(1, /^PUT \/calendar\/v3\/calendars\/[^/]+\/events\//, '{"id":');
+        proxy.garbleNext(1, /^PATCH \/calendar\/v3\/calendars\/[^/]+\/events\//, '{"id":');
         await app.engine.syncAppointment(ids[3]!, { reason: "appointment.updated", priority: "webhook" });
         expect(await eventually(() => stateProblems(world), 10_000)).toEqual([]);
         expect(proxy.pending).toBe(0);

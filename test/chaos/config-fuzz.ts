@@ -22,6 +22,7 @@ export const CONFIG_ENV = {
   NOTIFY_WEBHOOK_URL: "https://hooks.slack.com/services/T0FUZZ/B0FUZZ/fuzz-hook-token-7c2e",
   SMTP_PASSWORD: "smtp-fuzz-password-41d9",
   CALBRIDGE_STORE_KEY: "fuzz-store-key-Vb3nQ8xL2mR7tK9wZ4cJ6hP1",
+  CALBRIDGE_CONNECT_SECRET: "fuzz-connect-secret-0123456789abcdefghij",
 };
 
 const EXAMPLE = readFileSync(join(ROOT, "config/example.yaml"), "utf8");

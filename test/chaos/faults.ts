@@ -25,8 +25,11 @@ const iso = (ms: number) => new Date(ms).toISOString();
 const startOf = (ev: Record<string, unknown>) => Date.parse(String((ev.start as { dateTime: string }).dateTime));
 
 /** The booking simulator's appointment ids behind event ids, for reading the emulator's request log. */
+/** Event ids of every appointment, its later generations included (used where Google refused to restore one). */
 function appointmentsByEventId(world: World): Map<string, string> {
-  return new Map(world.booking.all().map((a) => [eventIdFor(String(a.id)), String(a.id)]));
+  return new Map(
+    world.booking.all().flatMap((a) => [0, 1, 2, 3].map((g) => [eventIdFor(String(a.id), g), String(a.id)] as const)),
+  );
 }
 
 export function faultTests(seed: number): void {

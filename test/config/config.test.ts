@@ -133,6 +133,24 @@ therapists:
     ]);
   });
 
+  it("refuses a YAML anchor used inside itself with one line, not a stack overflow", () => {
+    for (const [text, where] of [
+      ["booking: &b {x: *b}\n", "booking.x"],
+      ["therapists: &t\n  - *t\n", "therapists[0]"],
+    ] as const) {
+      let err: unknown;
+      try {
+        parseConfig(text, { env: {}, secrets: new SecretRegistry() });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).problems).toEqual([
+        `${where}: nested deeper than 32 levels (a YAML anchor used inside itself?)`,
+      ]);
+    }
+  });
+
   it("says what was found when a value has the wrong type", () => {
     const text = minimal.replace(
       "base_url: http://127.0.0.1:9999",
