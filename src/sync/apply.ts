@@ -4,7 +4,7 @@ import type { Logger } from "../log.ts";
 import type { Effects, EventAt } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
-import { applyWriteback } from "./writeback.ts";
+import { applyWriteback, type WritebackOutcome } from "./writeback.ts";
 
 /** What the engine knew when it decided, handed to the action. */
 export interface ApplyContext {
@@ -22,6 +22,15 @@ export interface ApplyContext {
   maxAttempts: number;
 }
 
+/** What came of an action, for the appointment's history. */
+export interface Applied {
+  /** The event id written, when the write took another generation of the appointment's ids. */
+  eventId?: string;
+  /** Google's answer to a deletion, or that the calendar is no longer mapped (the event was left). */
+  deleted?: "deleted" | "already_gone" | "not_mapped";
+  writeback?: WritebackOutcome;
+}
+
 const VERB = { create: "created", update: "updated", restore: "restored" } as const;
 
 /** Where the action's event id lives: the link's generation when it is the link's id. */
@@ -29,7 +38,12 @@ export function eventAt(appointmentId: string, link: Link | undefined, eventId: 
   return { appointmentId, eventId, generation: link?.eventId === eventId ? (link.generation ?? 0) : 0 };
 }
 
-export async function applyAction(action: Action, c: ApplyContext, fx: Effects, booking: BookingPort): Promise<void> {
+export async function applyAction(
+  action: Action,
+  c: ApplyContext,
+  fx: Effects,
+  booking: BookingPort,
+): Promise<Applied> {
   const { id, appt, link, sourceAt, log } = c;
   const snapshot = appt ?? link?.booking ?? { id };
   const notice = fx.planner.noticeFor(link, appt);
@@ -52,7 +66,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         });
       }
       fx.metrics.operations.inc({ kind: "none", result: "ok" });
-      return;
+      return {};
     }
     case "adopt": {
       await fx.record({
@@ -66,7 +80,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         notice,
       });
       fx.metrics.operations.inc({ kind: "adopt", result: "ok" });
-      return;
+      return {};
     }
     case "create":
     case "update":
@@ -95,13 +109,14 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         { action: action.kind, therapist_id: action.therapistId, reason: action.reason },
         `event ${VERB[action.kind]}`,
       );
-      return;
+      return { eventId: w.eventId };
     }
     case "delete": {
+      let deleted: Applied["deleted"] = "not_mapped";
       if (fx.mapping.calendarIfAny(action.therapistId)) {
-        const result = await fx.remove(action.therapistId, action.eventId);
+        deleted = await fx.remove(action.therapistId, action.eventId);
         log.info(
-          { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
+          { action: "delete", therapist_id: action.therapistId, reason: action.reason, result: deleted },
           "event deleted",
         );
       } else {
@@ -116,7 +131,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         present: false,
         removedBy: "booking",
       });
-      return;
+      return { deleted };
     }
     case "move": {
       const w = await fx.write(action.to.therapistId, "create", action.body, eventAt(id, link, action.to.eventId));
@@ -145,13 +160,13 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         { action: "move", from: action.from.therapistId, to: action.to.therapistId },
         "event moved to the new therapist's calendar",
       );
-      return;
+      return { eventId: w.eventId };
     }
     case "writeback_reschedule":
     case "writeback_cancel": {
-      if (!link) return;
+      if (!link) return {};
       fx.activity.wroteBack(action.therapistId);
-      await applyWriteback(fx, booking, action, {
+      const writeback = await applyWriteback(fx, booking, action, {
         id,
         appt: snapshot,
         link,
@@ -161,7 +176,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         attempt: c.attempt,
         maxAttempts: c.maxAttempts,
       });
-      return;
+      return { writeback };
     }
   }
 }

@@ -108,6 +108,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     sources.set(id, {
       reason: "reconcile",
       priority: "reconcile",
+      origin: "reconcile",
       booking: { appt, readAt },
       ...(calendar ? { calendar } : {}),
       log,
@@ -181,6 +182,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
           const source: SyncRequest = {
             reason: "reconcile (event without a listed appointment)",
             priority: "reconcile",
+            origin: "reconcile",
             calendar: { therapistId: s.therapistId, event: s.event, seenAt: listedAt },
             log,
           };

@@ -12,6 +12,19 @@ import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 
 type WritebackAction = Extract<Action, { kind: "writeback_reschedule" | "writeback_cancel" }>;
 
+/** What became of a write-back, for the appointment's history: what was sent, and the booking service's answer. */
+export interface WritebackOutcome {
+  kind: "reschedule" | "cancel" | "reassign";
+  /** ok: taken; refused or failed: the event was put back; gone: the appointment no longer exists; disabled: not sent. */
+  result: "ok" | "refused" | "failed" | "gone" | "disabled";
+  /** The refusal or the last failure. */
+  error?: unknown;
+  /** The booking's status in the answer. */
+  status?: string;
+  /** A reassignment: the therapist whose calendar the event was moved to (where it stays only when `ok`). */
+  therapistId?: string;
+}
+
 interface WritebackInput {
   id: string;
   /** The booking's current state. */
@@ -36,18 +49,18 @@ export async function applyWriteback(
   booking: BookingPort,
   action: WritebackAction,
   w: WritebackInput,
-): Promise<void> {
+): Promise<WritebackOutcome> {
   const ctx: Ctx = { fx, booking };
   const kind = action.kind === "writeback_reschedule" ? "reschedule" : "cancel";
   try {
-    if (action.kind === "writeback_reschedule") await reschedule(ctx, action.startTime, w);
-    else await cancel(ctx, w);
+    if (action.kind === "writeback_reschedule") return await reschedule(ctx, action.startTime, w);
+    return await cancel(ctx, w);
   } catch (err) {
     if (err instanceof BookingApiError && err.kind === "not_found" && (await appointmentGone(ctx, w.id))) {
       // The booking service no longer knows the appointment: nothing to restore it from.
       await removeEvent(ctx, w, "appointment no longer exists");
       fx.metrics.writebacks.inc({ kind, result: "gone" });
-      return;
+      return { kind, result: "gone", error: err };
     }
     // A calendar that cannot be used now (credentials, quota pause) says nothing about the change: the engine waits.
     if (isUnavailable(err)) throw err;
@@ -71,6 +84,7 @@ export async function applyWriteback(
       { writeback: kind, err: describeError(err), refused },
       "write-back not applied; event restored from the booking",
     );
+    return { kind, result: refused ? "refused" : "failed", error: err };
   }
 }
 
@@ -85,21 +99,19 @@ async function appointmentGone(ctx: Ctx, id: string): Promise<boolean> {
   }
 }
 
-async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<void> {
+async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<WritebackOutcome> {
   const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
   await accept(ctx, w, w.link.therapistId, booking, w.event ?? undefined, sourceAt);
   ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
   w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
+  return { kind: "reschedule", result: "ok", ...statusOf(booking) };
 }
 
-async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
+async function cancel(ctx: Ctx, w: WritebackInput): Promise<WritebackOutcome> {
   const moved = await findElsewhere(ctx, w.link);
-  if (moved) {
-    await movedToOtherCalendar(ctx, w, moved);
-    return;
-  }
+  if (moved) return movedToOtherCalendar(ctx, w, moved);
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   const res = await ctx.booking.cancelAppointment(
     w.id,
@@ -118,6 +130,7 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   });
   ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
   w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
+  return { kind: "cancel", result: "ok", ...statusOf(booking) };
 }
 
 /** A deletion may be a move to another mapped therapist's calendar: look for the same event there. */
@@ -142,9 +155,10 @@ async function movedToOtherCalendar(
   ctx: Ctx,
   w: WritebackInput,
   moved: { therapistId: string; event: CalEvent },
-): Promise<void> {
+): Promise<WritebackOutcome> {
   const to = ctx.fx.mapping.therapist(moved.therapistId);
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
+  const outcome = { kind: "reassign", therapistId: moved.therapistId } as const;
   if (!wb.reassign || !to) {
     await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
@@ -153,7 +167,7 @@ async function movedToOtherCalendar(
       "calbridge: moving an appointment to another therapist's calendar does not reassign it here (writeback.reassign is off). The event was put back.",
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
-    return;
+    return { ...outcome, result: "disabled" };
   }
   try {
     const res = await ctx.booking.patchAppointment(
@@ -164,6 +178,7 @@ async function movedToOtherCalendar(
     await accept(ctx, w, moved.therapistId, merge(w.appt, res), moved.event, w.sourceAt);
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
     w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
+    return { ...outcome, result: "ok", ...statusOf(res) };
   } catch (err) {
     // A 404 for an appointment that is still there: the service does not take this therapist.
     const refusedAs404 =
@@ -176,8 +191,11 @@ async function movedToOtherCalendar(
       `calbridge: the reassignment was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
+    return { ...outcome, result: "refused", error: err };
   }
 }
+
+const statusOf = (booking: Snapshot) => (booking.status ? { status: booking.status } : {});
 
 /**
  * The booking took the therapist's change: record the event as it now stands in `therapistId`'s calendar, rewriting
