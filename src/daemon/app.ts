@@ -31,6 +31,7 @@ import { createWebhookHandler } from "../webhooks/route.ts";
 import { adminRoutes } from "./admin.ts";
 import { connectCommand, TherapistCalendars, usesOAuth } from "./calendars.ts";
 import { reconcileMaxAgeMs, storeFolderOf } from "./health.ts";
+import { recentWithLinks } from "./history-page.ts";
 import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
@@ -300,6 +301,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const status = async (): Promise<StatusSnapshot> => {
     // Not awaited: the page must answer even when the store does not; the next look shows the fresher value.
     void refreshLastReconcile().catch(() => {});
+    void sync.history.log.loadRecent().catch(() => {});
     const snap = booking.gate.snapshot();
     const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : null);
     return {
@@ -339,6 +341,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           pausedUntil: iso(health?.pausedUntil),
         };
       }),
+      history: { retentionDays: config.history.retention_days, recent: recentWithLinks(sync.history.log.recent()) },
     };
   };
 
@@ -461,6 +464,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     status,
     async start() {
       await sync.dead.load();
+      await sync.history.log.loadRecent();
       const minimised = await inbox.minimiseDeadLetters();
       if (minimised > 0) {
         logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");
@@ -527,6 +531,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             },
             clock,
             ...(config.admin.bearer_token ? { bearerToken: config.admin.bearer_token } : {}),
+            history: { read: (id) => sync.history.log.read(id), retentionDays: config.history.retention_days },
           }),
         ],
         registry,
@@ -600,6 +605,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         }),
       ]);
       clearTimeout(graceTimer);
+      await sync.history.log.close();
       gateways.close();
       notifier.close();
       await store.close();
