@@ -266,6 +266,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
     meta,
     guard: sync.guard,
+    history: sync.history,
     managed: sync.managed,
     clock,
     logger: syncLogger,

@@ -301,4 +301,33 @@ describe("an appointment's history", () => {
       /booking webhook \(retry of appointment\.created\)\s+gave up after 3 attempts \(google 403 forbidden\): dead letter/,
     );
   });
+
+  it("a copy left behind by a reassignment, removed by the reconciliation itself, is told too", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await daemon(clock);
+    const start = Math.floor((clock.now() + 3 * DAY) / DAY) * DAY + 8 * HOUR;
+    const id = String(h.world.booking.create({ therapist_id: "th_1", start_time: iso(start) }, { force: true }).id);
+    await pass(h, clock);
+    // Reassigned to th_2: the event is written there, but removing it from th_1's calendar fails once.
+    h.world.google.faults.next(1, {
+      status: 403,
+      reason: "forbidden",
+      match: /DELETE .*th_1%40clinic\.test\/events\//,
+    });
+    h.world.booking.reassign(id, "th_2", { force: true });
+    await pass(h, clock);
+    expect(h.world.google.event(h.world.calendarOf("th_1"), eventIdFor(id))?.status).toBe("confirmed");
+    await h.app.reconcile();
+    await pass(h, clock);
+    expect(h.world.google.event(h.world.calendarOf("th_1"), eventIdFor(id))?.status).toBe("cancelled");
+    await h.app.sync.history.log.flush();
+    const { entries } = await h.app.sync.history.log.read(id);
+    expect(story(entries)).toEqual([
+      "booking event_created appointment.created ",
+      "booking event_moved appointment.updated ",
+      "reconcile event_deleted reconcile deleted",
+    ]);
+    expect(entries[1]).toMatchObject({ therapistId: "th_1", toTherapistId: "th_2" });
+    expect(entries[2]).toMatchObject({ therapistId: "th_1", reason: "copy left behind in another calendar" });
+  });
 });
