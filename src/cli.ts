@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Owns the command line: run, reconcile, doctor, history, demo, authorize, invite, config-schema. Exit 0 ok, 1 failure,
-// 2 usage or configuration error (printed one problem per line, never as a stack trace).
+// Owns the command line: run, reconcile, doctor, history, demo, authorize, invite, config-schema. Exit 0 ok,
+// 1 failure, 2 usage or configuration error (printed one problem per line, never as a stack trace).
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";

@@ -52,13 +52,13 @@ function writeback(e: HistoryEntry): string {
           ? `appointment reassigned to ${e.toTherapistId ?? "?"} in the booking service`
           : `appointment rescheduled in the booking service to ${timeOf(e.start)}`;
     case "refused":
-      return `${what} refused by the booking service (${answer(e)}); the event was put back as booked`;
+      return `${what} refused by the booking service (${answer(e)}); the event is put back as booked`;
     case "failed":
-      return `${what} could not be sent (${answer(e)}); the event was put back as booked`;
+      return `${what} could not be sent (${answer(e)}); the event is put back as booked`;
     case "gone":
-      return "the appointment no longer exists in the booking service; the event was removed";
+      return "the appointment no longer exists in the booking service; its event is removed";
     case "disabled":
-      return `event moved to ${cal(e.toTherapistId)}, but reassigning from the calendar is off; the event was put back`;
+      return `event moved to ${cal(e.toTherapistId)}, but reassigning from the calendar is off; the event is put back`;
     default:
       return `${what} not sent (${e.result ?? "?"})`;
   }
@@ -87,7 +87,7 @@ export function whatOf(e: HistoryEntry): string {
     case "writeback":
       return writeback(e);
     case "writeback_waiting":
-      return `${wbNoun} waits ${e.waitSeconds ?? "?"} s before it is sent (grace period)`;
+      return `${wbNoun} waits out a ${e.waitSeconds ?? "?"} s grace period before it is sent`;
     case "writeback_held":
       return `${wbNoun} is held by the write-back guard for an administrator to decide`;
     case "sync_failed":

@@ -1,5 +1,6 @@
-// Owns the admin routes (GET /readyz, /metrics, /status, /status.html, /history/ID), served on the admin listener only, and their
-// optional bearer token: without it they answer 401 with WWW-Authenticate, the token compared in constant time.
+// Owns the admin routes (GET /readyz, /metrics, /status, /status.html, /history/ID), served on the admin listener
+// only, and their optional bearer token: without it they answer 401 with WWW-Authenticate, the token compared in
+// constant time.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";

@@ -20,14 +20,17 @@ export interface ApplyContext {
   /** This attempt's number, and how many the engine makes before giving up (write-backs restore then). */
   attempt: number;
   maxAttempts: number;
+  /** Told what came of the action as soon as it took effect (the appointment's history). */
+  tell?: (applied: Applied) => void;
 }
 
 /** What came of an action, for the appointment's history. */
 export interface Applied {
-  /** The event id written, when the write took another generation of the appointment's ids. */
+  /** The event id written (another generation of the appointment's ids when Google refused to restore one). */
   eventId?: string;
   /** Google's answer to a deletion, or that the calendar is no longer mapped (the event was left). */
   deleted?: "deleted" | "already_gone" | "not_mapped";
+  /** A write-back's answer from the booking service. */
   writeback?: WritebackOutcome;
 }
 
@@ -38,12 +41,7 @@ export function eventAt(appointmentId: string, link: Link | undefined, eventId: 
   return { appointmentId, eventId, generation: link?.eventId === eventId ? (link.generation ?? 0) : 0 };
 }
 
-export async function applyAction(
-  action: Action,
-  c: ApplyContext,
-  fx: Effects,
-  booking: BookingPort,
-): Promise<Applied> {
+export async function applyAction(action: Action, c: ApplyContext, fx: Effects, booking: BookingPort): Promise<void> {
   const { id, appt, link, sourceAt, log } = c;
   const snapshot = appt ?? link?.booking ?? { id };
   const notice = fx.planner.noticeFor(link, appt);
@@ -66,7 +64,8 @@ export async function applyAction(
         });
       }
       fx.metrics.operations.inc({ kind: "none", result: "ok" });
-      return {};
+      c.tell?.({});
+      return;
     }
     case "adopt": {
       await fx.record({
@@ -80,7 +79,8 @@ export async function applyAction(
         notice,
       });
       fx.metrics.operations.inc({ kind: "adopt", result: "ok" });
-      return {};
+      c.tell?.({});
+      return;
     }
     case "create":
     case "update":
@@ -93,6 +93,7 @@ export async function applyAction(
         eventAt(id, link, action.eventId),
         action.ifMatch,
       );
+      c.tell?.({ eventId: w.eventId });
       await fx.record({
         appointmentId: id,
         therapistId: action.therapistId,
@@ -109,18 +110,19 @@ export async function applyAction(
         { action: action.kind, therapist_id: action.therapistId, reason: action.reason },
         `event ${VERB[action.kind]}`,
       );
-      return { eventId: w.eventId };
+      return;
     }
     case "delete": {
-      let deleted: Applied["deleted"] = "not_mapped";
       if (fx.mapping.calendarIfAny(action.therapistId)) {
-        deleted = await fx.remove(action.therapistId, action.eventId);
+        const result = await fx.remove(action.therapistId, action.eventId);
+        c.tell?.({ deleted: result });
         log.info(
-          { action: "delete", therapist_id: action.therapistId, reason: action.reason, result: deleted },
+          { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
           "event deleted",
         );
       } else {
         log.warn({ therapist_id: action.therapistId }, "event left in a calendar that is no longer mapped");
+        c.tell?.({ deleted: "not_mapped" });
       }
       await fx.record({
         appointmentId: id,
@@ -131,10 +133,11 @@ export async function applyAction(
         present: false,
         removedBy: "booking",
       });
-      return { deleted };
+      return;
     }
     case "move": {
       const w = await fx.write(action.to.therapistId, "create", action.body, eventAt(id, link, action.to.eventId));
+      c.tell?.({ eventId: w.eventId });
       await fx.record({
         appointmentId: id,
         therapistId: action.to.therapistId,
@@ -160,13 +163,13 @@ export async function applyAction(
         { action: "move", from: action.from.therapistId, to: action.to.therapistId },
         "event moved to the new therapist's calendar",
       );
-      return { eventId: w.eventId };
+      return;
     }
     case "writeback_reschedule":
     case "writeback_cancel": {
-      if (!link) return {};
+      if (!link) return;
       fx.activity.wroteBack(action.therapistId);
-      const writeback = await applyWriteback(fx, booking, action, {
+      await applyWriteback(fx, booking, action, {
         id,
         appt: snapshot,
         link,
@@ -175,8 +178,9 @@ export async function applyAction(
         log,
         attempt: c.attempt,
         maxAttempts: c.maxAttempts,
+        tell: (writeback) => c.tell?.({ writeback }),
       });
-      return { writeback };
+      return;
     }
   }
 }

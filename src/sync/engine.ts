@@ -4,7 +4,7 @@
 import type { Priority } from "../booking/gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import { applyAction } from "./apply.ts";
+import { type Applied, applyAction } from "./apply.ts";
 import { customerResyncs } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
@@ -261,13 +261,13 @@ export class SyncEngine {
       const planned = this.#planner.plan(id, state.appt, link, event, seenIn(request));
       const action = await this.#gate.pass(planned, { ...state, link, override: request.override, state: p.gate });
       try {
-        const applied = await applyAction(
+        const tell = (applied: Applied) => this.#history.applied(id, request, action, applied, { link, ...state });
+        await applyAction(
           action,
-          { ...state, id, link, event, log, attempt, maxAttempts: this.#retry.maxAttempts },
+          { ...state, id, link, event, log, attempt, maxAttempts: this.#retry.maxAttempts, tell },
           this.#fx,
           this.#booking,
         );
-        this.#history.applied(id, request, action, applied, { link, appt: state.appt });
         await this.#gate.done(action, link);
         return action;
       } catch (err) {

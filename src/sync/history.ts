@@ -9,7 +9,10 @@ import type { Action, Link, Snapshot, SyncRequest } from "./types.ts";
 
 /** What the engine tells the history. */
 export interface HistoryRecorder {
-  /** An action was carried out (`applied`: what came of it), decided from `before`. */
+  /**
+   * An action took effect (`applied`: what came of it, told as soon as it is known, so a step that fails afterwards,
+   * such as putting an event back after a refusal, does not hide it), decided from `before`.
+   */
   applied(
     id: string,
     request: SyncRequest,

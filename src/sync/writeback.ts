@@ -15,12 +15,12 @@ type WritebackAction = Extract<Action, { kind: "writeback_reschedule" | "writeba
 /** What became of a write-back, for the appointment's history: what was sent, and the booking service's answer. */
 export interface WritebackOutcome {
   kind: "reschedule" | "cancel" | "reassign";
-  /** ok: taken; refused or failed: the event was put back; gone: the appointment no longer exists; disabled: not sent. */
+  /** ok: taken; refused or failed: the event is put back; gone: the appointment no longer exists; disabled: not sent. */
   result: "ok" | "refused" | "failed" | "gone" | "disabled";
   /** The refusal or the last failure. */
   error?: unknown;
   /** The booking's status in the answer. */
-  status?: string;
+  status?: string | undefined;
   /** A reassignment: the therapist whose calendar the event was moved to (where it stays only when `ok`). */
   therapistId?: string;
 }
@@ -36,6 +36,8 @@ interface WritebackInput {
   log: Logger;
   attempt: number;
   maxAttempts: number;
+  /** Told the booking service's answer as soon as it is known, before the event is put back after a refusal. */
+  tell?: (outcome: WritebackOutcome) => void;
 }
 
 /** The collaborators of a write-back: the effects on calendars and links, and the booking service. */
@@ -49,18 +51,19 @@ export async function applyWriteback(
   booking: BookingPort,
   action: WritebackAction,
   w: WritebackInput,
-): Promise<WritebackOutcome> {
+): Promise<void> {
   const ctx: Ctx = { fx, booking };
   const kind = action.kind === "writeback_reschedule" ? "reschedule" : "cancel";
   try {
-    if (action.kind === "writeback_reschedule") return await reschedule(ctx, action.startTime, w);
-    return await cancel(ctx, w);
+    if (action.kind === "writeback_reschedule") await reschedule(ctx, action.startTime, w);
+    else await cancel(ctx, w);
   } catch (err) {
     if (err instanceof BookingApiError && err.kind === "not_found" && (await appointmentGone(ctx, w.id))) {
       // The booking service no longer knows the appointment: nothing to restore it from.
+      w.tell?.({ kind, result: "gone", error: err });
       await removeEvent(ctx, w, "appointment no longer exists");
       fx.metrics.writebacks.inc({ kind, result: "gone" });
-      return { kind, result: "gone", error: err };
+      return;
     }
     // A calendar that cannot be used now (credentials, quota pause) says nothing about the change: the engine waits.
     if (isUnavailable(err)) throw err;
@@ -71,6 +74,7 @@ export async function applyWriteback(
       fx.metrics.writebacks.inc({ kind, result: "retry" });
       throw err;
     }
+    w.tell?.({ kind, result: refused ? "refused" : "failed", error: err });
     const why = refused
       ? `the booking service refused it (${(err as { code: string }).code}: ${describeError(err).replace(/ \(.*\)$/, "")})`
       : `it could not be sent after ${w.attempt} attempts (${describeError(err)})`;
@@ -84,7 +88,6 @@ export async function applyWriteback(
       { writeback: kind, err: describeError(err), refused },
       "write-back not applied; event restored from the booking",
     );
-    return { kind, result: refused ? "refused" : "failed", error: err };
   }
 }
 
@@ -99,19 +102,22 @@ async function appointmentGone(ctx: Ctx, id: string): Promise<boolean> {
   }
 }
 
-async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<WritebackOutcome> {
+async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<void> {
   const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
+  w.tell?.({ kind: "reschedule", result: "ok", status: res.status });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
   await accept(ctx, w, w.link.therapistId, booking, w.event ?? undefined, sourceAt);
   ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
   w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
-  return { kind: "reschedule", result: "ok", ...statusOf(booking) };
 }
 
-async function cancel(ctx: Ctx, w: WritebackInput): Promise<WritebackOutcome> {
+async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   const moved = await findElsewhere(ctx, w.link);
-  if (moved) return movedToOtherCalendar(ctx, w, moved);
+  if (moved) {
+    await movedToOtherCalendar(ctx, w, moved);
+    return;
+  }
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   const res = await ctx.booking.cancelAppointment(
     w.id,
@@ -119,6 +125,7 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<WritebackOutcome> {
     { priority: "writeback" },
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
+  w.tell?.({ kind: "cancel", result: "ok", status: booking.status });
   await ctx.fx.record({
     appointmentId: w.id,
     therapistId: w.link.therapistId,
@@ -130,7 +137,6 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<WritebackOutcome> {
   });
   ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
   w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
-  return { kind: "cancel", result: "ok", ...statusOf(booking) };
 }
 
 /** A deletion may be a move to another mapped therapist's calendar: look for the same event there. */
@@ -155,11 +161,11 @@ async function movedToOtherCalendar(
   ctx: Ctx,
   w: WritebackInput,
   moved: { therapistId: string; event: CalEvent },
-): Promise<WritebackOutcome> {
+): Promise<void> {
   const to = ctx.fx.mapping.therapist(moved.therapistId);
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
-  const outcome = { kind: "reassign", therapistId: moved.therapistId } as const;
   if (!wb.reassign || !to) {
+    w.tell?.({ kind: "reassign", result: "disabled", therapistId: moved.therapistId });
     await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
       ctx,
@@ -167,7 +173,7 @@ async function movedToOtherCalendar(
       "calbridge: moving an appointment to another therapist's calendar does not reassign it here (writeback.reassign is off). The event was put back.",
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
-    return { ...outcome, result: "disabled" };
+    return;
   }
   try {
     const res = await ctx.booking.patchAppointment(
@@ -175,15 +181,16 @@ async function movedToOtherCalendar(
       { therapist_id: moved.therapistId },
       { priority: "writeback" },
     );
+    w.tell?.({ kind: "reassign", result: "ok", status: res.status, therapistId: moved.therapistId });
     await accept(ctx, w, moved.therapistId, merge(w.appt, res), moved.event, w.sourceAt);
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
     w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
-    return { ...outcome, result: "ok", ...statusOf(res) };
   } catch (err) {
     // A 404 for an appointment that is still there: the service does not take this therapist.
     const refusedAs404 =
       err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
     if (!isRefusal(err) && !refusedAs404) throw err;
+    w.tell?.({ kind: "reassign", result: "refused", error: err, therapistId: moved.therapistId });
     await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
       ctx,
@@ -191,11 +198,8 @@ async function movedToOtherCalendar(
       `calbridge: the reassignment was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
-    return { ...outcome, result: "refused", error: err };
   }
 }
-
-const statusOf = (booking: Snapshot) => (booking.status ? { status: booking.status } : {});
 
 /**
  * The booking took the therapist's change: record the event as it now stands in `therapistId`'s calendar, rewriting

@@ -77,7 +77,7 @@ describe("GET /history/APPOINTMENT_ID", () => {
     for (const raw of ["<img", "<svg", "<x>"]) expect(html).not.toContain(raw);
     expect(html).toContain("apt_&quot;&gt;&lt;img src=x onerror=alert(1)&gt;");
     expect(html).toContain(
-      "cancellation refused by the booking service (booking 422 past_booking); the event was put back as booked (&lt;svg onload=alert(2)&gt;)",
+      "cancellation refused by the booking service (booking 422 past_booking); the event is put back as booked (&lt;svg onload=alert(2)&gt;)",
     );
     expect(html).toContain("2 earlier entries were dropped");
   });

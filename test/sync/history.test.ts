@@ -55,6 +55,19 @@ async function pass(x: Harness, clock: ManualClock, ms = 0, step = 5_000): Promi
 
 const at = (ms: number) => ({ dateTime: iso(ms) });
 
+/** Start of the live event carrying the appointment's mark (whatever generation of its id), if any. */
+function liveStart(x: Harness, cal: string, appointmentId: string): number | undefined {
+  const live = x.world.google
+    .events(cal)
+    .find(
+      (e) =>
+        e.status !== "cancelled" &&
+        (e.extendedProperties as { private?: Record<string, string> } | undefined)?.private
+          ?.calbridge_appointment_id === appointmentId,
+    );
+  return live ? Date.parse(String((live.start as { dateTime: string }).dateTime)) : undefined;
+}
+
 /** What matters of each entry for the story (the rest is checked once). */
 const story = (entries: HistoryEntry[]) =>
   entries.map((e) => [e.origin, e.kind, e.writeback ?? e.trigger, e.result ?? e.code ?? ""].join(" "));
@@ -134,14 +147,14 @@ describe("an appointment's history", () => {
         /booking webhook \(appointment\.updated\)\s+event updated in th_1's calendar, .* \(booking changed\)$/,
       ),
       expect.stringMatching(
-        /therapist's calendar\s+the reschedule to .* waits 30 s before it is sent \(grace period\)/,
+        /therapist's calendar\s+the reschedule to .* waits out a 30 s grace period before it is sent/,
       ),
       expect.stringMatching(/therapist's calendar\s+appointment rescheduled in the booking service to /),
-      expect.stringMatching(/therapist's calendar\s+the reschedule to .* waits 30 s/),
+      expect.stringMatching(/therapist's calendar\s+the reschedule to .* waits out a 30 s grace period/),
       expect.stringMatching(
-        /therapist's calendar\s+reschedule to .* refused by the booking service \(booking 422 past_booking\); the event was put back as booked \(event moved in the calendar\)$/,
+        /therapist's calendar\s+reschedule to .* refused by the booking service \(booking 422 past_booking\); the event is put back as booked \(event moved in the calendar\)$/,
       ),
-      expect.stringMatching(/therapist's calendar\s+the cancellation waits 60 s/),
+      expect.stringMatching(/therapist's calendar\s+the cancellation waits out a 60 s grace period/),
       expect.stringMatching(
         /therapist's calendar\s+appointment cancelled in the booking service \(event deleted in the calendar\)$/,
       ),
@@ -329,5 +342,43 @@ describe("an appointment's history", () => {
     ]);
     expect(entries[1]).toMatchObject({ therapistId: "th_1", toTherapistId: "th_2" });
     expect(entries[2]).toMatchObject({ therapistId: "th_1", reason: "copy left behind in another calendar" });
+  });
+
+  it("a refusal is told even when putting the event back fails at first (Google away for a moment)", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await daemon(clock, (c) => {
+      c.sync = { ...c.sync, writeback: { reschedule_grace_seconds: 0 } };
+    });
+    const start = Math.floor((clock.now() + 3 * DAY) / DAY) * DAY + 8 * HOUR;
+    const id = String(h.world.booking.create({ therapist_id: "th_1", start_time: iso(start) }, { force: true }).id);
+    const cal = h.world.calendarOf("th_1");
+    await pass(h, clock);
+    // Every write to the event fails for a while: the refusal's restore fails, and is retried by the engine.
+    h.world.google.faults.next(8, {
+      status: 500,
+      reason: "backendError",
+      match: new RegExp(`(PUT|PATCH|POST) .*th_1%40clinic\\.test/events/${eventIdFor(id)}`),
+    });
+    h.world.google.userEdit(cal, eventIdFor(id), { start: at(clock.now() - DAY), end: at(clock.now() - DAY + HOUR) });
+    // Not `pass`: the calendar client's own retries wait on the manual clock too.
+    const polled = h.app.poller.poll("th_1");
+    const back = () => liveStart(h!, cal, id) === start;
+    for (let i = 0; i < 300 && !back(); i++) {
+      await clock.advance(1_000);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await polled;
+    await h.app.engine.idle();
+    expect(back()).toBe(true);
+    expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(1);
+    await h.app.sync.history.log.flush();
+    const { entries } = await h.app.sync.history.log.read(id);
+    expect(story(entries).slice(1)).toEqual([
+      "calendar writeback reschedule refused",
+      "calendar sync_failed calendar change backendError",
+      "calendar event_created retry of calendar change ",
+    ]);
+    expect(entries[1]).toMatchObject({ code: "past_booking" });
+    expect(entries.at(-1)).toMatchObject({ start: iso(start) });
   });
 });
