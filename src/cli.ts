@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// Owns the command line: run, reconcile, writeback held, doctor, demo, authorize, invite, config-schema. Exit 0 ok,
-// 1 failure, 2 usage or configuration error (printed one problem per line, never as a stack trace).
+// Owns the command line: run, reconcile, writeback held, doctor, history, demo, authorize, invite, config-schema.
+// Exit 0 ok, 1 failure, 2 usage or configuration error (printed one problem per line, never as a stack trace).
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
 import { formatChecks, runDoctor } from "./cli/doctor.ts";
+import { historyCommand } from "./cli/history.ts";
 import { formatPlan } from "./cli/plan-output.ts";
 import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
@@ -158,6 +159,17 @@ export function program(): Command {
         `${o.json ? JSON.stringify({ ok: checks.every((c) => c.status !== "fail"), checks }, null, 2) : formatChecks(checks)}\n`,
       );
       if (checks.some((c) => c.status === "fail")) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("history")
+    .description("print every decision calbridge took about an appointment, and which side caused it")
+    .argument("<appointment_id>", "the booking service's appointment id")
+    .option("--json", "print the entries as JSON")
+    .action(async (id: string, o: { json?: boolean }) => {
+      const result = await historyCommand(load(cmd.opts()), id, o.json === true);
+      (result.found || o.json ? process.stdout : process.stderr).write(`${result.output}\n`);
+      if (!result.found) throw new ExitCode(1);
     });
 
   cmd

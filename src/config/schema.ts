@@ -308,7 +308,7 @@ export const ConfigSchema = z
         listen: listen
           .default("127.0.0.1:9090")
           .describe(
-            "Address of the admin listener: /status, /status.html, /metrics, /readyz and /healthz. Never expose it to the internet.",
+            "Address of the admin listener: /status, /status.html, /history/APPOINTMENT_ID, /metrics, /readyz and /healthz. Never expose it to the internet.",
           ),
         bearer_token: secret("admin.bearer_token")
           .optional()
@@ -559,6 +559,29 @@ export const ConfigSchema = z
       })
       .prefault({})
       .describe("Messages to people when something breaks, and when it recovers."),
+    history: z
+      .strictObject({
+        retention_days: z
+          .number()
+          .int()
+          .positive()
+          .default(90)
+          .describe(
+            "Days an appointment's history entries are kept (`calbridge history`); the store's hourly purge removes older ones.",
+          ),
+        max_entries: z
+          .number()
+          .int()
+          .min(10)
+          .default(100)
+          .describe(
+            "Entries kept per appointment at most; the oldest go first (a step repeated in a row is counted, not listed again).",
+          ),
+      })
+      .prefault({})
+      .describe(
+        "Every decision calbridge takes about an appointment, and who caused it: ids, times, statuses, reasons and error codes, never customer details.",
+      ),
     therapists: z.array(TherapistSchema).min(1, "map at least one therapist"),
   })
   .superRefine((cfg, ctx) => {

@@ -1,10 +1,12 @@
-// Owns the admin routes (GET /readyz, /metrics, /status, /status.html), served on the admin listener only, and their
-// optional bearer token: without it they answer 401 with WWW-Authenticate, the token compared in constant time.
+// Owns the admin routes (GET /readyz, /metrics, /status, /status.html, /history/ID), served on the admin listener
+// only, and their optional bearer token: without it they answer 401 with WWW-Authenticate, the token compared in
+// constant time.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { checkReadiness, type HealthSource, type ReadinessOptions } from "./health.ts";
+import { HISTORY_PREFIX, type HistorySource, renderRecentHistory, serveHistory } from "./history-page.ts";
 import { methodNotAllowed, type RouteHandler, sendJson } from "./http.ts";
 import { renderStatusHtml } from "./status-page.ts";
 
@@ -15,6 +17,8 @@ export interface AdminRoutesOptions {
   clock?: Clock;
   /** When set, every admin route requires `Authorization: Bearer <token>`. */
   bearerToken?: string;
+  /** Appointment histories: GET /history/APPOINTMENT_ID. */
+  history?: { read: HistorySource; retentionDays: number };
 }
 
 export const ADMIN_PATHS = ["/readyz", "/metrics", "/status", "/status.html"] as const;
@@ -49,7 +53,8 @@ export function adminRoutes(options: AdminRoutesOptions): RouteHandler {
 
   return async (req, res, listener) => {
     const path = new URL(req.url ?? "/", "http://x").pathname;
-    if (!paths.has(path)) return false;
+    const history = options.history && path.startsWith(HISTORY_PREFIX) ? options.history : undefined;
+    if (!paths.has(path) && !history) return false;
     if (bearerToken !== undefined && !authorized(req, bearerToken)) {
       sendJson(
         res,
@@ -70,12 +75,20 @@ export function adminRoutes(options: AdminRoutesOptions): RouteHandler {
         const r = await checkReadiness(health, options.readiness ?? {}, clock.now());
         sendJson(res, r.ready ? 200 : 503, { status: r.ready ? "ready" : "not_ready", checks: r.checks });
       }
+    } else if (history) {
+      await serveHistory(path, req.headers.accept, res, { ...history, htmlHeaders: HTML_HEADERS });
     } else if (path === "/metrics") {
       send(res, 200, registry.contentType, await registry.metrics(), { "Cache-Control": "no-store" });
     } else {
       const snapshot = await health.status();
       if (path === "/status.html" || /\btext\/html\b/.test(req.headers.accept ?? "")) {
-        send(res, 200, "text/html; charset=utf-8", renderStatusHtml(snapshot), HTML_HEADERS);
+        send(
+          res,
+          200,
+          "text/html; charset=utf-8",
+          renderStatusHtml(snapshot, snapshot.history ? renderRecentHistory(snapshot.history.recent) : ""),
+          HTML_HEADERS,
+        );
       } else sendJson(res, 200, snapshot, { Vary: "Accept" });
     }
     return true;

@@ -31,6 +31,7 @@ import { createWebhookHandler } from "../webhooks/route.ts";
 import { adminRoutes } from "./admin.ts";
 import { connectCommand, TherapistCalendars, usesOAuth } from "./calendars.ts";
 import { reconcileMaxAgeMs, storeFolderOf } from "./health.ts";
+import { recentWithLinks } from "./history-page.ts";
 import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
@@ -271,6 +272,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
     meta,
     guard: sync.guard,
+    history: sync.history,
     managed: sync.managed,
     clock,
     logger: syncLogger,
@@ -312,6 +314,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const status = async (): Promise<StatusSnapshot> => {
     // Not awaited: the page must answer even when the store does not; the next look shows the fresher value.
     void refreshLastReconcile().catch(() => {});
+    void sync.history.log.loadRecent().catch(() => {});
     const snap = booking.gate.snapshot();
     const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : null);
     return {
@@ -353,6 +356,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           writebacksHeld: sync.guard.counts.get(t.therapist_id) ?? 0,
         };
       }),
+      history: { retentionDays: config.history.retention_days, recent: recentWithLinks(sync.history.log.recent()) },
     };
   };
 
@@ -476,6 +480,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     async start() {
       await sync.dead.load();
       await refreshHolds();
+      await sync.history.log.loadRecent();
       const minimised = await inbox.minimiseDeadLetters();
       if (minimised > 0) {
         logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");
@@ -542,6 +547,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             },
             clock,
             ...(config.admin.bearer_token ? { bearerToken: config.admin.bearer_token } : {}),
+            history: { read: (id) => sync.history.log.read(id), retentionDays: config.history.retention_days },
           }),
         ],
         registry,
@@ -618,6 +624,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         }),
       ]);
       clearTimeout(graceTimer);
+      await sync.history.log.close();
       gateways.close();
       notifier.close();
       await store.close();

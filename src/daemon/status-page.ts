@@ -46,6 +46,11 @@ export interface StatusSnapshot {
   writebacksHeld: number;
   rateLimit: RateLimitStatus | null;
   therapists: TherapistStatus[];
+  /** Appointments with the newest history entries, newest first, each with the admin route of its history. */
+  history?: {
+    retentionDays: number;
+    recent: { appointmentId: string; at: string; kind: string; origin: string; href: string }[];
+  };
 }
 
 const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
@@ -87,7 +92,8 @@ function therapistRow(t: TherapistStatus): string {
   ]);
 }
 
-export function renderStatusHtml(s: StatusSnapshot): string {
+/** The page; `more` is HTML (already escaped) shown after the therapists' table. */
+export function renderStatusHtml(s: StatusSnapshot, more = ""): string {
   const rl = s.rateLimit;
   const queues = Object.entries(s.queues)
     .map(([name, depth]) => `${escapeHtml(name)}: ${escapeHtml(depth)}`)
@@ -123,6 +129,7 @@ ${row([escapeHtml("Queues"), queues || "—"])}
 ${head}
 ${s.therapists.map(therapistRow).join("\n")}
 </table>
+${more}
 </body></html>
 `;
 }

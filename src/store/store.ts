@@ -1,4 +1,4 @@
-// Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, notifications, ...)
+// Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, histories, ...)
 // on an embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
 import { resolve } from "node:path";
 import type KeyvSqlite from "@keyv/sqlite";
@@ -66,6 +66,7 @@ export const TABLES = [
   "holds",
   "notify",
   "invites",
+  "history",
 ] as const;
 export type TableName = (typeof TABLES)[number];
 

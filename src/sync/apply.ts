@@ -4,7 +4,7 @@ import type { Logger } from "../log.ts";
 import type { Effects, EventAt } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
-import { applyWriteback } from "./writeback.ts";
+import { applyWriteback, type WritebackOutcome } from "./writeback.ts";
 
 /** What the engine knew when it decided, handed to the action. */
 export interface ApplyContext {
@@ -20,6 +20,18 @@ export interface ApplyContext {
   /** This attempt's number, and how many the engine makes before giving up (write-backs restore then). */
   attempt: number;
   maxAttempts: number;
+  /** Told what came of the action as soon as it took effect (the appointment's history). */
+  tell?: (applied: Applied) => void;
+}
+
+/** What came of an action, for the appointment's history. */
+export interface Applied {
+  /** The event id written (another generation of the appointment's ids when Google refused to restore one). */
+  eventId?: string;
+  /** Google's answer to a deletion, or that the calendar is no longer mapped (the event was left). */
+  deleted?: "deleted" | "already_gone" | "not_mapped";
+  /** A write-back's answer from the booking service. */
+  writeback?: WritebackOutcome;
 }
 
 const VERB = { create: "created", update: "updated", restore: "restored" } as const;
@@ -52,6 +64,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         });
       }
       fx.metrics.operations.inc({ kind: "none", result: "ok" });
+      c.tell?.({});
       return;
     }
     case "adopt": {
@@ -66,6 +79,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         notice,
       });
       fx.metrics.operations.inc({ kind: "adopt", result: "ok" });
+      c.tell?.({});
       return;
     }
     case "create":
@@ -79,6 +93,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         eventAt(id, link, action.eventId),
         action.ifMatch,
       );
+      c.tell?.({ eventId: w.eventId });
       await fx.record({
         appointmentId: id,
         therapistId: action.therapistId,
@@ -100,12 +115,14 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "delete": {
       if (fx.mapping.calendarIfAny(action.therapistId)) {
         const result = await fx.remove(action.therapistId, action.eventId);
+        c.tell?.({ deleted: result });
         log.info(
           { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
           "event deleted",
         );
       } else {
         log.warn({ therapist_id: action.therapistId }, "event left in a calendar that is no longer mapped");
+        c.tell?.({ deleted: "not_mapped" });
       }
       await fx.record({
         appointmentId: id,
@@ -120,6 +137,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     }
     case "move": {
       const w = await fx.write(action.to.therapistId, "create", action.body, eventAt(id, link, action.to.eventId));
+      c.tell?.({ eventId: w.eventId });
       await fx.record({
         appointmentId: id,
         therapistId: action.to.therapistId,
@@ -160,6 +178,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         log,
         attempt: c.attempt,
         maxAttempts: c.maxAttempts,
+        tell: (writeback) => c.tell?.({ writeback }),
       });
       return;
     }

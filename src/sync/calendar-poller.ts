@@ -122,6 +122,7 @@ export class CalendarPoller {
         this.#sync.syncAppointment(id, {
           reason: "calendar change",
           priority: "writeback",
+          origin: "calendar",
           // A deletion stays an event with status "cancelled": only that, never a missing event, means deleted.
           calendar: { therapistId, event, seenAt: readAt },
           log,

@@ -8,6 +8,8 @@ import { Activity } from "./activity.ts";
 import { DeadLetters } from "./dead-letters.ts";
 import { Effects } from "./effects.ts";
 import { SyncEngine } from "./engine.ts";
+import { History } from "./history.ts";
+import { HistoryLog } from "./history-log.ts";
 import { LinkStore } from "./links.ts";
 import { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -40,6 +42,8 @@ export interface SyncCore {
   dead: DeadLetters;
   activity: Activity;
   guard: WritebackGuard;
+  /** Each appointment's history: what the engine decided, and who caused it. */
+  history: History;
   /** Managed events per therapist as the last reconciliation counted them (the write-back guard's base). */
   managed: Map<string, number>;
   engine: SyncEngine;
@@ -63,11 +67,13 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     metrics: { held: o.metrics.writebacksHeld, tripped: o.metrics.writebackGuardTripped },
   });
   const gate = new WritebackGate({ guard, mapping, planner, clock: o.clock });
+  const history = new History(historyLog(o.store, o.config, o.clock, o.logger), o.clock);
   const engine = new SyncEngine({
     booking: o.booking,
     fx,
     dead,
     gate,
+    history,
     logger: o.logger,
     clock: o.clock,
     concurrency: o.config.sync.concurrency,
@@ -77,5 +83,16 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
       ...o.retry,
     },
   });
-  return { mapping, links, planner, fx, dead, activity, guard, managed, engine };
+  return { mapping, links, planner, fx, dead, activity, guard, history, managed, engine };
+}
+
+/** The history's store, as the configuration keeps it (the daemon's, and `calbridge history`'s). */
+export function historyLog(store: Store, config: Config, clock: Clock, logger?: Logger): HistoryLog {
+  return new HistoryLog({
+    store,
+    clock,
+    retentionMs: config.history.retention_days * 86_400_000,
+    maxEntries: config.history.max_entries,
+    ...(logger ? { logger } : {}),
+  });
 }

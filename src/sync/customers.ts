@@ -12,7 +12,7 @@ export async function customerResyncs(
   config: Config,
   customerId: string,
   now: number,
-  base: Pick<SyncRequest, "reason" | "priority" | "log">,
+  base: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
 ): Promise<[string, SyncRequest][]> {
   const dateTo = new Date(now + config.sync.window.future_days * DAY).toISOString();
   const upcoming: Appointment[] = [];

@@ -4,12 +4,13 @@
 import type { Priority } from "../booking/gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import { applyAction } from "./apply.ts";
+import { type Applied, applyAction } from "./apply.ts";
 import { customerResyncs } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { Failures } from "./failures.ts";
+import { type HistoryRecorder, noHistory } from "./history.ts";
 import type { LinkStore } from "./links.ts";
 import type { Planner } from "./planner.ts";
 import { StateReader } from "./reader.ts";
@@ -25,6 +26,8 @@ export interface EngineOptions {
   fx: Effects;
   dead: DeadLetters;
   gate: WritebackGate;
+  /** Where each decision about an appointment is told (its history). */
+  history?: HistoryRecorder;
   logger?: Logger;
   clock?: Clock;
   /** Syncs at once (sync.concurrency). */
@@ -51,6 +54,7 @@ export class SyncEngine {
   readonly #gate: WritebackGate;
   readonly #failures: Failures;
   readonly #dead: DeadLetters;
+  readonly #history: HistoryRecorder;
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #retry: RetryPolicy;
@@ -66,10 +70,11 @@ export class SyncEngine {
     this.#read = new StateReader(o.booking, o.fx);
     this.#gate = o.gate;
     this.#dead = o.dead;
+    this.#history = o.history ?? noHistory;
     this.#logger = o.logger ?? silentLogger;
     this.#clock = o.clock ?? systemClock;
     this.#retry = withDefaults(o.retry);
-    this.#failures = new Failures({ dead: o.dead, fx: o.fx, retry: this.#retry, clock: this.#clock });
+    this.#failures = new Failures({ ...o, retry: this.#retry, clock: this.#clock, history: this.#history });
     this.#concurrency = o.concurrency;
     this.#queue = this.#newQueue();
   }
@@ -112,7 +117,10 @@ export class SyncEngine {
    * Re-renders a customer's upcoming appointments (their name or contact details changed): lists them, then syncs each.
    * Resolves like settle(), once every one of them is done.
    */
-  resyncCustomer(customerId: string, request: Pick<SyncRequest, "reason" | "priority" | "log">): Promise<SyncOutcome> {
+  resyncCustomer(
+    customerId: string,
+    request: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
+  ): Promise<SyncOutcome> {
     return new Promise<SyncOutcome>((resolve, reject) => {
       const pending = toPending(request, { until: "settled", resolve, fail: reject }, customerId);
       if (!this.#queue.add(`c:${customerId}`, pending, LANES[request.priority])) reject(new EngineStoppedError());
@@ -191,7 +199,7 @@ export class SyncEngine {
       p.resolveAll({ ok: true, action });
       return { done: true };
     } catch (err) {
-      if (err instanceof WritebackWaits) return this.#waits(p, err, log);
+      if (err instanceof WritebackWaits) return this.#waits(id, p, err, log);
       return this.#failures.handle(`appt:${id}`, p, err, log, read.state);
     }
   }
@@ -223,7 +231,8 @@ export class SyncEngine {
   }
 
   /** A write-back in its grace period runs again when the period ends (reading both sides again); a held one is done. */
-  #waits(p: Pending, w: WritebackWaits, log: Logger): RunVerdict {
+  #waits(id: string, p: Pending, w: WritebackWaits, log: Logger): RunVerdict {
+    this.#history.waiting(id, p.request, w, p.gate);
     if (w.why === "held") {
       log.info({ action: w.action.kind }, "write-back held by the guard");
       p.resolveAll({ ok: true, action: w.action, waiting: "held" });
@@ -252,9 +261,10 @@ export class SyncEngine {
       const planned = this.#planner.plan(id, state.appt, link, event, seenIn(request));
       const action = await this.#gate.pass(planned, { ...state, link, override: request.override, state: p.gate });
       try {
+        const tell = (applied: Applied) => this.#history.applied(id, request, action, applied, { link, ...state });
         await applyAction(
           action,
-          { ...state, id, link, event, log, attempt, maxAttempts: this.#retry.maxAttempts },
+          { ...state, id, link, event, log, attempt, maxAttempts: this.#retry.maxAttempts, tell },
           this.#fx,
           this.#booking,
         );

@@ -5,6 +5,7 @@ import type { Logger } from "../log.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isPermanent, isUnavailable } from "./errors.ts";
+import type { HistoryRecorder } from "./history.ts";
 import { type RetryPolicy, retryDelay } from "./retry.ts";
 import type { BookingState } from "./snapshot.ts";
 import { type Pending, retryRequest, therapistOf } from "./work.ts";
@@ -15,12 +16,14 @@ export class Failures {
   readonly #fx: Effects;
   readonly #retry: RetryPolicy;
   readonly #clock: Clock;
+  readonly #history: HistoryRecorder;
 
-  constructor(o: { dead: DeadLetters; fx: Effects; retry: RetryPolicy; clock: Clock }) {
+  constructor(o: { dead: DeadLetters; fx: Effects; retry: RetryPolicy; clock: Clock; history: HistoryRecorder }) {
     this.#dead = o.dead;
     this.#fx = o.fx;
     this.#retry = o.retry;
     this.#clock = o.clock;
+    this.#history = o.history;
   }
 
   /** One failed run: retried under the policy, or given up on as exactly one dead letter. */
@@ -49,6 +52,7 @@ export class Failures {
     });
     const therapistId = therapistOf(p.request, read);
     if (therapistId) this.#fx.activity.failed(therapistId, error);
+    this.#history.failed(key, p.request, err, { final, runs: p.runs });
     if (final) {
       log.error({ err: error, attempts: p.runs, reason: p.request.reason }, "sync failed for good: dead letter");
       await this.#dead

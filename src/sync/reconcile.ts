@@ -7,6 +7,7 @@ import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
+import type { HistoryRecorder } from "./history.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -33,6 +34,8 @@ export interface ReconcileContext {
   links: LinkReader;
   sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints">;
   metrics: Pick<SyncMetrics, "guardTripped" | "reconcileDuration" | "lastReconcileSuccess">;
+  /** Where a copy removed by the run itself (not through a sync) is told. */
+  history?: Pick<HistoryRecorder, "applied">;
   /** Held write-backs are reported, not planned again. */
   guard: Pick<WritebackGuard, "isHeld">;
   /** Where the managed events counted per therapist go (the write-back guard's base). */
@@ -42,6 +45,8 @@ export interface ReconcileContext {
   clock: Clock;
   logger: Logger;
 }
+
+const STRAY: SyncRequest = { reason: "reconcile", priority: "reconcile", origin: "reconcile" };
 
 /** A run that would remove this many or fewer things is never held, whatever the share (a small calendar's cancellation). */
 export const GUARD_FLOOR = 3;
@@ -108,6 +113,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     sources.set(id, {
       reason: "reconcile",
       priority: "reconcile",
+      origin: "reconcile",
       booking: { appt, readAt },
       ...(calendar ? { calendar } : {}),
       log,
@@ -181,6 +187,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
           const source: SyncRequest = {
             reason: "reconcile (event without a listed appointment)",
             priority: "reconcile",
+            origin: "reconcile",
             calendar: { therapistId: s.therapistId, event: s.event, seenAt: listedAt },
             log,
           };
@@ -209,13 +216,15 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     await inSlices(plan, 64, async (action) => {
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && action.reason === "copy left behind in another calendar") {
-        await mapping
+        const deleted = await mapping
           .calendar(action.therapistId)
           .delete(action.eventId)
           .catch((err: unknown) => {
             failed++;
             log.warn({ err: describeError(err) }, "stray event not removed");
           });
+        if (deleted)
+          ctx.history?.applied(action.appointmentId, STRAY, action, { deleted }, { link: undefined, appt: null });
         return;
       }
       const source = sources.get(action.appointmentId);

@@ -64,10 +64,18 @@ export type CalendarHint =
     }
   | { reread: true };
 
+/**
+ * Which side caused a request, as the appointment's history tells it: a booking webhook, the periodic (or a command's)
+ * reconciliation, a change seen in the therapist's calendar, or an administrator's decision.
+ */
+export type Origin = "booking" | "reconcile" | "calendar" | "admin";
+
 /** One request to bring an appointment's two sides together: why, how urgent, and the hints that save reads. */
 export interface SyncRequest {
   reason: string;
   priority: Priority;
+  /** Who caused it (absent: an override's is "admin", otherwise the one its priority serves). */
+  origin?: Origin;
   booking?: BookingHint;
   calendar?: CalendarHint;
   /** An administrator's decision about a held write-back: send it, or put the event back. */

@@ -28,7 +28,7 @@ export class EngineSink implements EventSink {
     if (event.type === "appointment.created") booking.appt = object as Appointment;
     else if (event.type === "appointment.cancelled") booking.appt = { ...(object as Appointment), status: "cancelled" };
     // updated / completed / no_show: payloads are not described by the spec; the engine fetches the appointment.
-    await this.#sync.settle(id, { reason: event.type, priority: "webhook", booking, log });
+    await this.#sync.settle(id, { reason: event.type, priority: "webhook", origin: "booking", booking, log });
   }
 
   async customerUpdated(event: BookingWebhookEvent, log: Logger): Promise<void> {
@@ -39,6 +39,11 @@ export class EngineSink implements EventSink {
       log.warn("customer.updated without a customer id; nothing to re-render");
       return;
     }
-    await this.#sync.resyncCustomer(customerId, { reason: "customer.updated", priority: "webhook", log });
+    await this.#sync.resyncCustomer(customerId, {
+      reason: "customer.updated",
+      priority: "webhook",
+      origin: "booking",
+      log,
+    });
   }
 }

@@ -1,6 +1,7 @@
 // Owns one appointment's pending sync work as the engine's queue holds it: the merged request, the callers waiting
 // for it, and its standing in the retry policy (attempts spent, failing since).
 import type { Priority } from "../booking/gate.ts";
+import { mergeOrigin } from "./history-entry.ts";
 import { type BookingState, mergeHints } from "./snapshot.ts";
 import type { CalendarHint, SyncOutcome, SyncRequest } from "./types.ts";
 import type { GateState } from "./writeback-gate.ts";
@@ -70,9 +71,11 @@ export function mergeRequest(a: SyncRequest, b: SyncRequest): SyncRequest {
   const calendar = mergeCalendar(a.calendar, b.calendar);
   const log = b.log ?? a.log;
   const override = b.override ?? a.override;
+  const origin = mergeOrigin(a.origin, b.origin);
   return {
     reason: b.reason,
     priority: RANK[a.priority] < RANK[b.priority] ? a.priority : b.priority,
+    ...(origin ? { origin } : {}),
     ...(booking ? { booking } : {}),
     ...(calendar ? { calendar } : {}),
     ...(override ? { override } : {}),

@@ -12,6 +12,19 @@ import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 
 type WritebackAction = Extract<Action, { kind: "writeback_reschedule" | "writeback_cancel" }>;
 
+/** What became of a write-back, for the appointment's history: what was sent, and the booking service's answer. */
+export interface WritebackOutcome {
+  kind: "reschedule" | "cancel" | "reassign";
+  /** ok: taken; refused or failed: the event is put back; gone: the appointment no longer exists; disabled: not sent. */
+  result: "ok" | "refused" | "failed" | "gone" | "disabled";
+  /** The refusal or the last failure. */
+  error?: unknown;
+  /** The booking's status in the answer. */
+  status?: string | undefined;
+  /** A reassignment: the therapist whose calendar the event was moved to (where it stays only when `ok`). */
+  therapistId?: string;
+}
+
 interface WritebackInput {
   id: string;
   /** The booking's current state. */
@@ -23,6 +36,8 @@ interface WritebackInput {
   log: Logger;
   attempt: number;
   maxAttempts: number;
+  /** Told the booking service's answer as soon as it is known, before the event is put back after a refusal. */
+  tell?: (outcome: WritebackOutcome) => void;
 }
 
 /** The collaborators of a write-back: the effects on calendars and links, and the booking service. */
@@ -45,6 +60,7 @@ export async function applyWriteback(
   } catch (err) {
     if (err instanceof BookingApiError && err.kind === "not_found" && (await appointmentGone(ctx, w.id))) {
       // The booking service no longer knows the appointment: nothing to restore it from.
+      w.tell?.({ kind, result: "gone", error: err });
       await removeEvent(ctx, w, "appointment no longer exists");
       fx.metrics.writebacks.inc({ kind, result: "gone" });
       return;
@@ -58,6 +74,7 @@ export async function applyWriteback(
       fx.metrics.writebacks.inc({ kind, result: "retry" });
       throw err;
     }
+    w.tell?.({ kind, result: refused ? "refused" : "failed", error: err });
     const why = refused
       ? `the booking service refused it (${(err as { code: string }).code}: ${describeError(err).replace(/ \(.*\)$/, "")})`
       : `it could not be sent after ${w.attempt} attempts (${describeError(err)})`;
@@ -87,6 +104,7 @@ async function appointmentGone(ctx: Ctx, id: string): Promise<boolean> {
 
 async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<void> {
   const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
+  w.tell?.({ kind: "reschedule", result: "ok", status: res.status });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
   await accept(ctx, w, w.link.therapistId, booking, w.event ?? undefined, sourceAt);
@@ -107,6 +125,7 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     { priority: "writeback" },
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
+  w.tell?.({ kind: "cancel", result: "ok", status: booking.status });
   await ctx.fx.record({
     appointmentId: w.id,
     therapistId: w.link.therapistId,
@@ -146,6 +165,7 @@ async function movedToOtherCalendar(
   const to = ctx.fx.mapping.therapist(moved.therapistId);
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   if (!wb.reassign || !to) {
+    w.tell?.({ kind: "reassign", result: "disabled", therapistId: moved.therapistId });
     await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
       ctx,
@@ -161,6 +181,7 @@ async function movedToOtherCalendar(
       { therapist_id: moved.therapistId },
       { priority: "writeback" },
     );
+    w.tell?.({ kind: "reassign", result: "ok", status: res.status, therapistId: moved.therapistId });
     await accept(ctx, w, moved.therapistId, merge(w.appt, res), moved.event, w.sourceAt);
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
     w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
@@ -169,6 +190,7 @@ async function movedToOtherCalendar(
     const refusedAs404 =
       err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
     if (!isRefusal(err) && !refusedAs404) throw err;
+    w.tell?.({ kind: "reassign", result: "refused", error: err, therapistId: moved.therapistId });
     await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
       ctx,
