@@ -51,6 +51,9 @@ export function faultTests(seed: number): void {
             reconcile_cron: "0 0 1 1 *",
             // Write-backs at once: the grace period has tests of its own.
             writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 },
+            // The therapists here make dozens of single changes on purpose; the guard that holds a burst of them
+            // has tests of its own (test/sync/safety.test.ts, therapists.ts), so here every change is written back.
+            writeback_guard: { window_minutes: 60, max_ratio: 1, floor: 1000 },
           };
         },
       });
