@@ -21,6 +21,7 @@ import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
 import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
+import type { MappingReport } from "../sync/mapping-report.ts";
 import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
 import type { RetryPolicy } from "../sync/retry.ts";
 import type { CalendarPort } from "../sync/types.ts";
@@ -32,6 +33,7 @@ import { adminRoutes } from "./admin.ts";
 import { connectCommand, TherapistCalendars, usesOAuth } from "./calendars.ts";
 import { reconcileMaxAgeMs, storeFolderOf } from "./health.ts";
 import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
+import { MappingUpkeep } from "./mapping-upkeep.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
 import type { StatusSnapshot } from "./status-page.ts";
@@ -88,6 +90,8 @@ export interface App {
    */
   credentialsChanged(therapistId: string): Promise<void>;
   status(): Promise<StatusSnapshot>;
+  /** What the links say about the mapping: therapists no longer mapped, events still to move or left behind. */
+  mappingReport(): Promise<MappingReport>;
   start(): Promise<void>;
   /** Stops accepting webhooks, drains the queues, closes the store; bounded by graceMs. */
   stop(graceMs?: number): Promise<void>;
@@ -149,6 +153,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     store,
     clock,
     logger: syncLogger,
+    openCalendar: (t, calendarId, subject) => gateways.openAt(t, calendarId, subject),
     ...(options.engine ? { retry: options.engine } : {}),
     metrics: {
       operations: metrics.syncOperations,
@@ -162,11 +167,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
   });
   const { engine } = sync;
+  const tokens = store.table<string>("tokens");
   const poller = new CalendarPoller({
     mapping: sync.mapping,
     links: sync.links,
     sync: engine,
-    tokens: store.table<string>("tokens"),
+    tokens,
     clock,
     logger: logger.child({ component: "poller" }),
     intervalMs: config.sync.calendar_poll_seconds * 1000,
@@ -246,6 +252,23 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     if (stored !== undefined && (lastReconcileAt === undefined || stored > lastReconcileAt)) lastReconcileAt = stored;
   };
   let bookingState: { ok: boolean; detail?: string } = { ok: true, detail: "not checked yet" };
+  const upkeep = new MappingUpkeep({ sync, tokens, clock, logger: syncLogger });
+  // The leader's pass moving events to re-pointed calendars: a reconciliation listing the calendars meanwhile would take
+  // an event caught between two calendars for a stray copy, so it waits for the pass.
+  let relocating: Promise<unknown> | undefined;
+  const relocate = (therapistIds?: readonly string[]): Promise<void> => {
+    const pass = upkeep.relocate(therapistIds);
+    const gate = pass.catch(() => {});
+    relocating = gate;
+    void gate.then(() => {
+      if (relocating === gate) relocating = undefined;
+    });
+    return pass;
+  };
+  const readiness: { maxReconcileAgeMs?: number; minFreeBytes: number } = {
+    maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron),
+    minFreeBytes: config.store.min_free_mb * 1024 * 1024,
+  };
   let cron: ScheduledTask | undefined;
   let running: Promise<ReconcileReport> | undefined;
   let stopping = false;
@@ -271,6 +294,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
 
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
+    while (relocating) await relocating;
     // One run at a time: a cron tick during a long run joins the run in progress.
     if (running && !opts.dryRun) return running;
     const run = (async () => {
@@ -300,6 +324,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const status = async (): Promise<StatusSnapshot> => {
     // Not awaited: the page must answer even when the store does not; the next look shows the fresher value.
     void refreshLastReconcile().catch(() => {});
+    const mapping = upkeep.status();
     const snap = booking.gate.snapshot();
     const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : null);
     return {
@@ -339,6 +364,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           pausedUntil: iso(health?.pausedUntil),
         };
       }),
+      ...(mapping ? { mapping } : {}),
     };
   };
 
@@ -389,6 +415,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       sweep.unref();
     }
     if (!options.oneShot) {
+      // Events still in a calendar the mapping no longer names (calendar_id changed while stopped) move first.
+      void relocate().catch((err: unknown) =>
+        logger.warn({ err: describeError(err) }, "events of changed calendars not moved yet; their syncs move them"),
+      );
       poller.start();
       void push.start();
       cron = createTask(config.sync.reconcile_cron, () => {
@@ -459,6 +489,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     reconcile: runReconcile,
     credentialsChanged,
     status,
+    mappingReport: () => upkeep.report(),
     async start() {
       await sync.dead.load();
       const minimised = await inbox.minimiseDeadLetters();
@@ -521,10 +552,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
               status,
             },
             registry,
-            readiness: {
-              maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron),
-              minFreeBytes: config.store.min_free_mb * 1024 * 1024,
-            },
+            readiness,
             clock,
             ...(config.admin.bearer_token ? { bearerToken: config.admin.bearer_token } : {}),
           }),
@@ -555,6 +583,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         { url: app.http.url, admin_url: app.admin.url, therapists: config.therapists.length, store: store.kind },
         "calbridge started",
       );
+      await upkeep.atStart();
       if (notices) {
         // Every replica listens; the notice is a no-op unless this one's processor runs (it leads).
         stopNotices = await notices.subscribe(INBOX_ACCEPTED_CHANNEL, (id) => {

@@ -66,6 +66,7 @@ export const TABLES = [
   "holds",
   "notify",
   "invites",
+  "leftbehind",
 ] as const;
 export type TableName = (typeof TABLES)[number];
 

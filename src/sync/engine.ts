@@ -13,6 +13,7 @@ import { Failures } from "./failures.ts";
 import type { LinkStore } from "./links.ts";
 import type { Planner } from "./planner.ts";
 import { StateReader } from "./reader.ts";
+import type { Relocator } from "./relocate.ts";
 import { type RetryPolicy, withDefaults } from "./retry.ts";
 import { type BookingState, hintState } from "./snapshot.ts";
 import type { Action, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
@@ -30,6 +31,8 @@ export interface EngineOptions {
   /** Syncs at once (sync.concurrency). */
   concurrency: number;
   retry?: Partial<RetryPolicy>;
+  /** Brings a link's event to the calendar the mapping names now before anything else is decided about it. */
+  relocator?: Relocator;
 }
 
 /** Thrown to callers waiting for a request the engine will not finish (it stopped): the work stays where it came from. */
@@ -55,6 +58,7 @@ export class SyncEngine {
   readonly #clock: Clock;
   readonly #retry: RetryPolicy;
   readonly #concurrency: number;
+  readonly #relocator: Relocator | undefined;
   #queue: WorkQueue<Pending>;
   #stopped = false;
 
@@ -71,6 +75,7 @@ export class SyncEngine {
     this.#retry = withDefaults(o.retry);
     this.#failures = new Failures({ dead: o.dead, fx: o.fx, retry: this.#retry, clock: this.#clock });
     this.#concurrency = o.concurrency;
+    this.#relocator = o.relocator;
     this.#queue = this.#newQueue();
   }
 
@@ -122,6 +127,7 @@ export class SyncEngine {
   /** The action a sync would take now, reading what it must but writing nothing anywhere (the dry run). */
   async plan(id: string, request: SyncRequest): Promise<Action> {
     const link = await this.#links.get(id);
+    if (this.#relocator?.pending(link)) return this.#relocator.planned(link)!;
     const state = await this.#read.booking(id, link, request);
     const event = await this.#read.event(link, state.appt, request);
     return this.#planner.plan(id, state.appt, link, event, seenIn(request));
@@ -134,7 +140,7 @@ export class SyncEngine {
    */
   planFromHints(id: string, link: Link | undefined, request: SyncRequest): Action | undefined {
     const cal = request.calendar;
-    if (cal && "reread" in cal) return undefined;
+    if ((cal && "reread" in cal) || this.#relocator?.pending(link)) return undefined;
     if (cal && link && cal.seenAt !== undefined && link.syncedAt >= cal.seenAt) return undefined;
     const state = hintState(link, request.booking);
     if (!state) return undefined;
@@ -153,6 +159,17 @@ export class SyncEngine {
   /** Resolves when nothing is queued, running, or waiting (for a retry or a write-back's grace period). */
   drained(): Promise<void> {
     return this.#queue.drained();
+  }
+
+  /** Runs `fn` while no sync runs: those in flight finish first, new ones wait queued. `fn` must not await a sync. */
+  async between<T>(fn: () => T | Promise<T>): Promise<T> {
+    const queue = this.#queue;
+    await queue.pause();
+    try {
+      return await fn();
+    } finally {
+      queue.resume();
+    }
   }
 
   /** Stops retries and new work for good, waits for the syncs in flight, and tells the callers of everything left. */
@@ -244,7 +261,10 @@ export class SyncEngine {
     read: { state?: BookingState },
   ): Promise<Action> {
     const request = p.request;
-    const link = await this.#links.get(id);
+    const stored = await this.#links.get(id);
+    // An event left in a calendar the mapping no longer names is moved first: nothing is decided from the old one.
+    const link = this.#relocator ? await this.#relocator.settle(stored, log) : stored;
+    if (request.only === "relocate") return { kind: "none", appointmentId: id, reason: "event in its calendar" };
     const state = await this.#read.booking(id, link, request);
     if (state.appt) read.state = { appt: state.appt, sourceAt: state.sourceAt };
     let event = await this.#read.event(link, state.appt, request);

@@ -59,6 +59,7 @@ describe("calbridge doctor", () => {
       "ok   webhook endpoint",
       "ok   calendar of th_anna",
       "ok   calendar of th_ben",
+      "ok   mapping",
       "ok   store",
       "ok   clock",
     ]);
@@ -73,6 +74,7 @@ describe("calbridge doctor", () => {
       ["webhook endpoint", "ok"],
       ["calendar of th_anna", "ok"],
       ["calendar of th_ben", "ok"],
+      ["mapping", "ok"],
       ["store", "ok"],
       ["clock", "ok"],
     ]);
