@@ -11,6 +11,7 @@ import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
 import { createInvite, inviteUrl, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
 import { type App, createApp } from "./daemon/app.ts";
+import { ConfigReloader } from "./daemon/reload.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
 import { openStore, redactStoreUrl } from "./store/store.ts";
@@ -66,13 +67,22 @@ export function program(): Command {
     .command("run")
     .description("run the daemon: webhooks, reconciliation, calendar polling, HTTP server")
     .action(async () => {
-      const config = load(cmd.opts());
+      const file = configPath(cmd.opts());
+      const config = loadConfig(file);
       const log = logger();
       const app = await createApp(config, { logger: log });
-      await app.start();
+      const started = app.start();
+      // SIGHUP reloads the file (Node's default would end the process); one arriving during the start waits for it.
+      const reloader = new ConfigReloader({ file, load: loadConfig, reload: app.reload, logger: log, after: started });
+      const onHangup = () => void reloader.request();
+      process.on("SIGHUP", onHangup);
+      await started;
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
           log.info({ signal }, "stopping");
+          // A reload now would race the stop; a SIGHUP from here on is ignored (not Node's default: no kill).
+          process.off("SIGHUP", onHangup);
+          process.on("SIGHUP", () => {});
           const hard = setTimeout(() => process.exit(1), 9_500);
           hard.unref();
           app.stop(8_000).then(resolve, (err) => {

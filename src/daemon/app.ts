@@ -7,6 +7,7 @@ import { BookingClient } from "../booking/client.ts";
 import { BookingApiError } from "../booking/errors.ts";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import { type Clock, systemClock } from "../clock.ts";
+import type { ConfigChanges } from "../config/changes.ts";
 import type { Config } from "../config/schema.ts";
 import { countAppointments } from "../connect/count.ts";
 import { createInvite, inviteUrl, notConnectable } from "../connect/invite.ts";
@@ -36,6 +37,7 @@ import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
 import { MappingUpkeep } from "./mapping-upkeep.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
+import { applyReload } from "./reload.ts";
 import type { StatusSnapshot } from "./status-page.ts";
 
 export interface AppOptions {
@@ -92,6 +94,11 @@ export interface App {
   status(): Promise<StatusSnapshot>;
   /** What the links say about the mapping: therapists no longer mapped, events still to move or left behind. */
   mappingReport(): Promise<MappingReport>;
+  /**
+   * Applies a reloaded configuration (SIGHUP) between syncs and reconciliations; settings only a restart takes up are
+   * kept as they were. Answers what changed.
+   */
+  reload(next: Config): Promise<ConfigChanges>;
   start(): Promise<void>;
   /** Stops accepting webhooks, drains the queues, closes the store; bounded by graceMs. */
   stop(graceMs?: number): Promise<void>;
@@ -253,6 +260,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
   let bookingState: { ok: boolean; detail?: string } = { ok: true, detail: "not checked yet" };
   const upkeep = new MappingUpkeep({ sync, tokens, clock, logger: syncLogger });
+  // A reload in progress: reconciliations wait for it, so none plans on one mapping and applies on the other.
+  let reloading: Promise<unknown> | undefined;
   // The leader's pass moving events to re-pointed calendars: a reconciliation listing the calendars meanwhile would take
   // an event caught between two calendars for a stray copy, so it waits for the pass.
   let relocating: Promise<unknown> | undefined;
@@ -294,7 +303,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
 
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
-    while (relocating) await relocating;
+    while (reloading || relocating) await (reloading ?? relocating);
     // One run at a time: a cron tick during a long run joins the run in progress.
     if (running && !opts.dryRun) return running;
     const run = (async () => {
@@ -444,6 +453,50 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     await engine.abandon();
   };
 
+  /** A reload's leader follow-ups: the poller and cron start again with the new mapping and settings. */
+  const restartLeaderTimers = () => {
+    if (options.oneShot || stopping || !lease.isLeader) return;
+    poller.stop();
+    poller.start();
+    void cron?.destroy();
+    cron = createTask(config.sync.reconcile_cron, () => {
+      void runReconcile().catch(() => {});
+    });
+    cron.start();
+  };
+
+  const reload = (next: Config): Promise<ConfigChanges> =>
+    applyReload(
+      {
+        config,
+        gateways,
+        sync,
+        poller,
+        push,
+        tokens,
+        readiness,
+        logger,
+        async betweenReconciliations(fn) {
+          const turn = (async () => {
+            if (running) await running.catch(() => {});
+            return fn();
+          })();
+          const gate = turn.catch(() => {});
+          reloading = gate;
+          try {
+            return await turn;
+          } finally {
+            if (reloading === gate) reloading = undefined;
+          }
+        },
+        leading: () => lease.isLeader && !options.oneShot && !stopping,
+        restartLeaderTimers,
+        relocate,
+        backfill,
+      },
+      next,
+    ).finally(() => void upkeep.report().catch(() => {}));
+
   let leaderWork: Promise<void> = Promise.resolve();
   const lease: LeaderLease = new LeaderLease({
     store,
@@ -490,6 +543,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     credentialsChanged,
     status,
     mappingReport: () => upkeep.report(),
+    reload,
     async start() {
       await sync.dead.load();
       const minimised = await inbox.minimiseDeadLetters();
