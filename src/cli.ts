@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// Owns the command line: run, reconcile, doctor, demo, authorize, invite, config-schema. Exit 0 ok, 1 failure,
+// Owns the command line: run, reconcile, purge, doctor, demo, authorize, invite, config-schema. Exit 0 ok, 1 failure,
 // 2 usage or configuration error (printed one problem per line, never as a stack trace).
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
 import { formatChecks, runDoctor } from "./cli/doctor.ts";
 import { formatPlan } from "./cli/plan-output.ts";
+import { PurgeUsageError, runPurge } from "./cli/purge.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
@@ -117,6 +118,31 @@ export function program(): Command {
       process.stdout.write(`${o.json ? JSON.stringify(report, null, 2) : formatPlan(report)}\n`);
       if (!report.ok && !(o.dryRun && report.failed === 0)) throw new ExitCode(1);
     });
+
+  cmd
+    .command("purge")
+    .description(
+      "remove calbridge's own events of a therapist (no longer mapped, or leaving) from their calendar, and forget them",
+    )
+    .requiredOption("--therapist <id>", "therapist whose events to remove")
+    .option("--dry-run", "list what would be deleted; delete nothing")
+    .option("--force", "delete even when the mass-deletion guard would hold it")
+    .option("--calendar <id>", "the calendar to clean (default: the mapping's, or the one the links name)")
+    .option("--impersonate <address>", "the account the service account acts as there (default: see README)")
+    .action(
+      async (o: { therapist: string; dryRun?: boolean; force?: boolean; calendar?: string; impersonate?: string }) => {
+        const config = load(cmd.opts());
+        let outcome: Awaited<ReturnType<typeof runPurge>>;
+        try {
+          outcome = await runPurge(config, o, quietLogger());
+        } catch (err) {
+          if (err instanceof PurgeUsageError) throw new ExitCode(2, err.message);
+          throw err;
+        }
+        process.stdout.write(`${outcome.text}\n`);
+        if (!outcome.ok) throw new ExitCode(1);
+      },
+    );
 
   cmd
     .command("doctor")
