@@ -1,18 +1,21 @@
 #!/usr/bin/env node
-// Owns the command line: run, reconcile, writeback held, doctor, history, demo, authorize, invite, config-schema.
-// Exit 0 ok, 1 failure, 2 usage or configuration error (printed one problem per line, never as a stack trace).
+// Owns the command line: run, reconcile, writeback held, purge, doctor, history, demo, authorize, invite,
+// config-schema. Exit 0 ok, 1 failure, 2 usage or configuration error (printed one problem per line, never as a
+// stack trace).
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
 import { formatChecks, runDoctor } from "./cli/doctor.ts";
 import { historyCommand } from "./cli/history.ts";
 import { formatPlan } from "./cli/plan-output.ts";
+import { PurgeUsageError, runPurge } from "./cli/purge.ts";
 import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
 import { createInvite, inviteUrl, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
 import { type App, createApp } from "./daemon/app.ts";
+import { ConfigReloader } from "./daemon/reload.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
 import { openStore, redactStoreUrl } from "./store/store.ts";
@@ -68,13 +71,22 @@ export function program(): Command {
     .command("run")
     .description("run the daemon: webhooks, reconciliation, calendar polling, HTTP server")
     .action(async () => {
-      const config = load(cmd.opts());
+      const file = configPath(cmd.opts());
+      const config = loadConfig(file);
       const log = logger();
       const app = await createApp(config, { logger: log });
-      await app.start();
+      const started = app.start();
+      // SIGHUP reloads the file (Node's default would end the process); one arriving during the start waits for it.
+      const reloader = new ConfigReloader({ file, load: loadConfig, reload: app.reload, logger: log, after: started });
+      const onHangup = () => void reloader.request();
+      process.on("SIGHUP", onHangup);
+      await started;
       await new Promise<void>((resolve) => {
         const stop = (signal: string) => {
           log.info({ signal }, "stopping");
+          // A reload now would race the stop; a SIGHUP from here on is ignored (not Node's default: no kill).
+          process.off("SIGHUP", onHangup);
+          process.on("SIGHUP", () => {});
           const hard = setTimeout(() => process.exit(1), 9_500);
           hard.unref();
           app.stop(8_000).then(resolve, (err) => {
@@ -134,6 +146,31 @@ export function program(): Command {
         );
         process.stdout.write(`${o.json ? JSON.stringify(result, null, 2) : formatHeld(result, decision)}\n`);
         if (result.decided.some((d) => !d.ok)) throw new ExitCode(1);
+      },
+    );
+
+  cmd
+    .command("purge")
+    .description(
+      "remove calbridge's own events of a therapist (no longer mapped, or leaving) from their calendar, and forget them",
+    )
+    .requiredOption("--therapist <id>", "therapist whose events to remove")
+    .option("--dry-run", "list what would be deleted; delete nothing")
+    .option("--force", "delete even when the mass-deletion guard would hold it")
+    .option("--calendar <id>", "the calendar to clean (default: the mapping's, or the one the links name)")
+    .option("--impersonate <address>", "the account the service account acts as there (default: see README)")
+    .action(
+      async (o: { therapist: string; dryRun?: boolean; force?: boolean; calendar?: string; impersonate?: string }) => {
+        const config = load(cmd.opts());
+        let outcome: Awaited<ReturnType<typeof runPurge>>;
+        try {
+          outcome = await runPurge(config, o, quietLogger());
+        } catch (err) {
+          if (err instanceof PurgeUsageError) throw new ExitCode(2, err.message);
+          throw err;
+        }
+        process.stdout.write(`${outcome.text}\n`);
+        if (!outcome.ok) throw new ExitCode(1);
       },
     );
 

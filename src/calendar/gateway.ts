@@ -393,6 +393,24 @@ export class CalendarGateway {
     }
   }
 
+  /**
+   * Moves the event to calendar `destination` under the same id (events.move: "changes an event's organizer"); this
+   * calendar keeps a cancelled entry. The account must be able to write both calendars: Google answers 404 or 403
+   * otherwise (extrabacon/google-oauth-jwt #21: "continously getting 404 not found ... Permission issue"), and 409 when
+   * the destination already has the id.
+   */
+  move(eventId: string, destination: string): Promise<CalendarEvent> {
+    return this.#runner.run("events.move", "event", () =>
+      this.#api.events.move({
+        calendarId: this.calendarId,
+        eventId,
+        destination,
+        quotaUser: this.#quotaUser,
+        sendUpdates: "none",
+      }),
+    );
+  }
+
   /** The event, or null when the id is unknown. A deleted event is returned with status "cancelled". */
   async get(eventId: string): Promise<CalendarEvent | null> {
     try {

@@ -90,6 +90,7 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
     }),
   );
   checks.push(...calendarChecks);
+  checks.push(...(await mappingChecks(app)));
 
   const storeFix = "check store.url and that the folder or Redis is reachable and writable";
   if (options.storeError !== undefined) {
@@ -111,9 +112,60 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
 }
 
 function order(name: string): number {
-  return ["booking API key", "webhook endpoint", "calendar", "store", "clock", "write-backs", "notify"].findIndex((p) =>
-    name.startsWith(p),
-  );
+  return [
+    "booking API key",
+    "webhook endpoint",
+    "calendar",
+    "mapping",
+    "store",
+    "clock",
+    "write-backs",
+    "notify",
+  ].findIndex((p) => name.startsWith(p));
+}
+
+/** What the links say about the mapping: therapists no longer mapped, events still to move or left behind. */
+async function mappingChecks(app: App): Promise<Check[]> {
+  let report: Awaited<ReturnType<App["mappingReport"]>>;
+  try {
+    report = await app.mappingReport();
+  } catch (err) {
+    return [{ name: "mapping", status: "warn", detail: `the links could not be read: ${describeError(err)}` }];
+  }
+  const checks: Check[] = [
+    ...report.unmapped.map(
+      (u): Check => ({
+        name: `mapping: ${u.therapistId}`,
+        status: "warn",
+        detail: `not in therapists:, but calbridge has ${u.events} events in ${u.calendarIds.join(", ") || "their calendar"}; they are left alone`,
+        fix: `remove them with \`${u.purge}\` (see them first with --dry-run), or map the therapist again`,
+      }),
+    ),
+    ...[...report.misplaced].map(
+      ([therapistId, ids]): Check => ({
+        name: `mapping: ${therapistId}`,
+        status: "warn",
+        detail: `${ids.length} events are still in the calendar mapped before; the running daemon moves them`,
+        fix: "if this stays, look for `event moved` and `old calendar cannot be reached` in the daemon's log",
+      }),
+    ),
+    ...report.leftBehind.map(
+      (l): Check => ({
+        name: `mapping: ${l.therapistId}`,
+        status: "warn",
+        detail: `${l.events} events stayed in ${l.calendarId}, which calbridge could not reach when they were to move (${l.reason}); each is also in the calendar mapped now`,
+        fix: `once calbridge can reach ${l.calendarId} again, \`${l.purge}\`; or delete them there by hand`,
+      }),
+    ),
+  ];
+  if (checks.length > 0) return checks;
+  return [
+    {
+      name: "mapping",
+      status: "ok",
+      detail: `all ${report.managed} calbridge events are in mapped therapists' calendars`,
+    },
+  ];
 }
 
 async function notifyChecks(app: App): Promise<Check[]> {

@@ -80,6 +80,8 @@ export function whatOf(e: HistoryEntry): string {
         : `event deleted from ${cal(e.therapistId)}${e.result === "already_gone" ? " (Google: it was already gone)" : ""}`;
     case "event_moved":
       return `event moved from ${cal(e.therapistId)} to ${cal(e.toTherapistId)}${span(e)}`;
+    case "event_relocated":
+      return `event moved to the calendar now mapped for ${e.therapistId ?? "?"}`;
     case "event_adopted":
       return `event found in ${cal(e.therapistId)} and taken over`;
     case "booking_changed":

@@ -165,9 +165,19 @@ const TherapistAuthSchema = z.discriminatedUnion("type", [
 
 export const TherapistSchema = z.strictObject({
   therapist_id: z.string().min(1).describe("The booking service's therapist id."),
-  calendar_id: z.string().min(1).describe("Google Calendar id (an address, or `primary` for OAuth users)."),
+  calendar_id: z
+    .string()
+    .min(1)
+    .describe(
+      "Google Calendar id (an address, or `primary` for OAuth users). Changed later, calbridge moves its events there (README: Changing the mapping).",
+    ),
   name: z.string().optional().describe("Display name used in logs and /status."),
-  impersonate: z.string().optional().describe("Domain-wide delegation subject (the therapist's address)."),
+  impersonate: z
+    .string()
+    .optional()
+    .describe(
+      "Domain-wide delegation subject (the therapist's address). With calendar_id `primary` the calendar is this account's own, so changing it moves the events.",
+    ),
   timezone: timezone.default("UTC").describe("IANA time zone of the therapist's events."),
   auth: TherapistAuthSchema.optional().describe("Overrides google.auth for this therapist."),
   writeback: WritebackSchema.partial().optional().describe("Overrides sync.writeback for this therapist."),

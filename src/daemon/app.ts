@@ -7,6 +7,7 @@ import { BookingClient } from "../booking/client.ts";
 import { BookingApiError } from "../booking/errors.ts";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import { type Clock, systemClock } from "../clock.ts";
+import type { ConfigChanges } from "../config/changes.ts";
 import type { Config } from "../config/schema.ts";
 import { countAppointments } from "../connect/count.ts";
 import { createInvite, inviteUrl, notConnectable } from "../connect/invite.ts";
@@ -21,6 +22,7 @@ import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
 import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
+import type { MappingReport } from "../sync/mapping-report.ts";
 import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
 import type { RetryPolicy } from "../sync/retry.ts";
 import type { CalendarPort } from "../sync/types.ts";
@@ -33,8 +35,10 @@ import { connectCommand, TherapistCalendars, usesOAuth } from "./calendars.ts";
 import { reconcileMaxAgeMs, storeFolderOf } from "./health.ts";
 import { recentWithLinks } from "./history-page.ts";
 import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
+import { MappingUpkeep } from "./mapping-upkeep.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
+import { applyReload } from "./reload.ts";
 import type { StatusSnapshot } from "./status-page.ts";
 
 export interface AppOptions {
@@ -89,6 +93,13 @@ export interface App {
    */
   credentialsChanged(therapistId: string): Promise<void>;
   status(): Promise<StatusSnapshot>;
+  /** What the links say about the mapping: therapists no longer mapped, events still to move or left behind. */
+  mappingReport(): Promise<MappingReport>;
+  /**
+   * Applies a reloaded configuration (SIGHUP) between syncs and reconciliations; settings only a restart takes up are
+   * kept as they were. Answers what changed.
+   */
+  reload(next: Config): Promise<ConfigChanges>;
   start(): Promise<void>;
   /** Stops accepting webhooks, drains the queues, closes the store; bounded by graceMs. */
   stop(graceMs?: number): Promise<void>;
@@ -150,6 +161,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     store,
     clock,
     logger: syncLogger,
+    openCalendar: (t, calendarId, subject) => gateways.openAt(t, calendarId, subject),
     ...(options.engine ? { retry: options.engine } : {}),
     metrics: {
       operations: metrics.syncOperations,
@@ -163,11 +175,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
   });
   const { engine } = sync;
+  const tokens = store.table<string>("tokens");
   const poller = new CalendarPoller({
     mapping: sync.mapping,
     links: sync.links,
     sync: engine,
-    tokens: store.table<string>("tokens"),
+    tokens,
     clock,
     logger: logger.child({ component: "poller" }),
     intervalMs: config.sync.calendar_poll_seconds * 1000,
@@ -253,6 +266,25 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     if (stored !== undefined && (lastReconcileAt === undefined || stored > lastReconcileAt)) lastReconcileAt = stored;
   };
   let bookingState: { ok: boolean; detail?: string } = { ok: true, detail: "not checked yet" };
+  const upkeep = new MappingUpkeep({ sync, tokens, clock, logger: syncLogger });
+  // A reload in progress: reconciliations wait for it, so none plans on one mapping and applies on the other.
+  let reloading: Promise<unknown> | undefined;
+  // The leader's pass moving events to re-pointed calendars: a reconciliation listing the calendars meanwhile would take
+  // an event caught between two calendars for a stray copy, so it waits for the pass.
+  let relocating: Promise<unknown> | undefined;
+  const relocate = (therapistIds?: readonly string[]): Promise<void> => {
+    const pass = upkeep.relocate(therapistIds);
+    const gate = pass.catch(() => {});
+    relocating = gate;
+    void gate.then(() => {
+      if (relocating === gate) relocating = undefined;
+    });
+    return pass;
+  };
+  const readiness: { maxReconcileAgeMs?: number; minFreeBytes: number } = {
+    maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron),
+    minFreeBytes: config.store.min_free_mb * 1024 * 1024,
+  };
   let cron: ScheduledTask | undefined;
   let running: Promise<ReconcileReport> | undefined;
   let stopping = false;
@@ -279,6 +311,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
 
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
+    while (reloading || relocating) await (reloading ?? relocating);
     // One run at a time: a cron tick during a long run joins the run in progress.
     if (running && !opts.dryRun) return running;
     const run = (async () => {
@@ -315,6 +348,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     // Not awaited: the page must answer even when the store does not; the next look shows the fresher value.
     void refreshLastReconcile().catch(() => {});
     void sync.history.log.loadRecent().catch(() => {});
+    const mapping = upkeep.status();
     const snap = booking.gate.snapshot();
     const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : null);
     return {
@@ -357,6 +391,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         };
       }),
       history: { retentionDays: config.history.retention_days, recent: recentWithLinks(sync.history.log.recent()) },
+      ...(mapping ? { mapping } : {}),
     };
   };
 
@@ -407,6 +442,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       sweep.unref();
     }
     if (!options.oneShot) {
+      // Events still in a calendar the mapping no longer names (calendar_id changed while stopped) move first.
+      void relocate().catch((err: unknown) =>
+        logger.warn({ err: describeError(err) }, "events of changed calendars not moved yet; their syncs move them"),
+      );
       poller.start();
       void push.start();
       cron = createTask(config.sync.reconcile_cron, () => {
@@ -431,6 +470,50 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     await processor.stop();
     await engine.abandon();
   };
+
+  /** A reload's leader follow-ups: the poller and cron start again with the new mapping and settings. */
+  const restartLeaderTimers = () => {
+    if (options.oneShot || stopping || !lease.isLeader) return;
+    poller.stop();
+    poller.start();
+    void cron?.destroy();
+    cron = createTask(config.sync.reconcile_cron, () => {
+      void runReconcile().catch(() => {});
+    });
+    cron.start();
+  };
+
+  const reload = (next: Config): Promise<ConfigChanges> =>
+    applyReload(
+      {
+        config,
+        gateways,
+        sync,
+        poller,
+        push,
+        tokens,
+        readiness,
+        logger,
+        async betweenReconciliations(fn) {
+          const turn = (async () => {
+            if (running) await running.catch(() => {});
+            return fn();
+          })();
+          const gate = turn.catch(() => {});
+          reloading = gate;
+          try {
+            return await turn;
+          } finally {
+            if (reloading === gate) reloading = undefined;
+          }
+        },
+        leading: () => lease.isLeader && !options.oneShot && !stopping,
+        restartLeaderTimers,
+        relocate,
+        backfill,
+      },
+      next,
+    ).finally(() => void upkeep.report().catch(() => {}));
 
   let leaderWork: Promise<void> = Promise.resolve();
   const lease: LeaderLease = new LeaderLease({
@@ -477,6 +560,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     reconcile: runReconcile,
     credentialsChanged,
     status,
+    mappingReport: () => upkeep.report(),
+    reload,
     async start() {
       await sync.dead.load();
       await refreshHolds();
@@ -541,10 +626,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
               status,
             },
             registry,
-            readiness: {
-              maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron),
-              minFreeBytes: config.store.min_free_mb * 1024 * 1024,
-            },
+            readiness,
             clock,
             ...(config.admin.bearer_token ? { bearerToken: config.admin.bearer_token } : {}),
             history: { read: (id) => sync.history.log.read(id), retentionDays: config.history.retention_days },
@@ -579,6 +661,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         { url: app.http.url, admin_url: app.admin.url, therapists: config.therapists.length, store: store.kind },
         "calbridge started",
       );
+      await upkeep.atStart();
       if (notices) {
         // Every replica listens; the notice is a no-op unless this one's processor runs (it leads).
         stopNotices = await notices.subscribe(INBOX_ACCEPTED_CHANNEL, (id) => {

@@ -1,6 +1,6 @@
 // Owns the daemon's calendar gateways, one per therapist: credentials from the configuration or the store, the reason
 // a therapist has none, and taking up a therapist's new credentials at once after they (re)connect (no restart).
-import type { Registry } from "prom-client";
+import { Registry } from "prom-client";
 import { type CalendarAuth, createCalendarAuth } from "../calendar/auth.ts";
 import { CalendarGateway } from "../calendar/gateway.ts";
 import type { Clock } from "../clock.ts";
@@ -20,6 +20,24 @@ export interface TherapistCalendarsOptions {
   logger: Logger;
   registry: Registry;
   metrics: DaemonMetrics;
+}
+
+/** Gateways made for a reload before it is applied, so that applying it is one synchronous swap. */
+export interface StagedCalendars {
+  made: Map<string, CalendarGateway>;
+  /** Therapists whose credentials cannot be built, with the reason. */
+  failed: Map<string, string>;
+  /** Therapists whose gateway goes: no longer mapped, or replaced by one in `made` or `failed`. */
+  dropped: Set<string>;
+}
+
+/** Whether a therapist's gateway must be made again: another calendar, delegated account or credentials. */
+export function gatewayChanged(a: TherapistConfig, b: TherapistConfig): boolean {
+  return (
+    a.calendar_id !== b.calendar_id ||
+    a.impersonate !== b.impersonate ||
+    JSON.stringify(a.auth ?? null) !== JSON.stringify(b.auth ?? null)
+  );
 }
 
 /** What taking up new credentials did: a gateway made for a therapist who had none, new credentials, or nothing. */
@@ -89,12 +107,63 @@ export class TherapistCalendars {
     return "created";
   }
 
+  /**
+   * Makes the gateways a new mapping needs (added therapists, and those with another calendar or other credentials);
+   * nothing changes until swap().
+   */
+  async stage(previous: readonly TherapistConfig[], next: readonly TherapistConfig[]): Promise<StagedCalendars> {
+    const before = new Map(previous.map((t) => [t.therapist_id, t]));
+    const staged: StagedCalendars = { made: new Map(), failed: new Map(), dropped: new Set() };
+    const kept = new Set(next.map((t) => t.therapist_id));
+    for (const id of before.keys()) if (!kept.has(id)) staged.dropped.add(id);
+    for (const t of next) {
+      const old = before.get(t.therapist_id);
+      if (old && !gatewayChanged(old, t)) continue;
+      if (old) staged.dropped.add(t.therapist_id);
+      try {
+        staged.made.set(t.therapist_id, this.#gateway(t, await this.#auth(t)));
+      } catch (err) {
+        staged.failed.set(t.therapist_id, describeError(err));
+      }
+    }
+    return staged;
+  }
+
+  /** Applies a staged change at once (the reload calls it between syncs); answers the gateways it took out. */
+  swap(staged: StagedCalendars): Map<string, CalendarGateway> {
+    const retired = new Map<string, CalendarGateway>();
+    for (const id of staged.dropped) {
+      const gw = this.map.get(id);
+      if (gw) retired.set(id, gw);
+      this.map.delete(id);
+      this.errors.delete(id);
+    }
+    for (const [id, gw] of staged.made) this.map.set(id, gw);
+    for (const [id, why] of staged.failed) {
+      this.errors.set(id, why);
+      this.#o.metrics.therapistCredentialsOk.set({ therapist: id }, 0);
+      this.#o.logger.error({ therapist_id: id, err: why }, "therapist's calendar is not usable; its appointments wait");
+    }
+    return retired;
+  }
+
+  /**
+   * A gateway on another calendar with a therapist's credentials, acting as `subject` under domain-wide delegation:
+   * moving events out of a calendar the mapping no longer names. Its metrics are its own (not the therapist's).
+   */
+  async openAt(t: TherapistConfig, calendarId: string, subject: string | undefined): Promise<CalendarGateway> {
+    const at: TherapistConfig = { ...t, calendar_id: calendarId };
+    if (subject) at.impersonate = subject;
+    else delete at.impersonate;
+    return this.#gateway(at, await this.#auth(at), new Registry());
+  }
+
   close(): void {
     for (const gw of this.map.values()) gw.close();
   }
 
-  #gateway(t: TherapistConfig, auth: CalendarAuth): CalendarGateway {
-    const { config, clock, logger, registry } = this.#o;
+  #gateway(t: TherapistConfig, auth: CalendarAuth, registry = this.#o.registry): CalendarGateway {
+    const { config, clock, logger } = this.#o;
     return new CalendarGateway({
       therapistId: t.therapist_id,
       calendarId: t.calendar_id,

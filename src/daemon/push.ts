@@ -41,6 +41,8 @@ const LEGACY_TOKEN_KEY = "push_token";
 
 export interface Channel {
   therapistId: string;
+  /** The calendar it watches (channels of earlier builds lack it: taken to be the therapist's calendar). */
+  calendarId?: string;
   channelId: string;
   resourceId: string;
   /** SHA-256 (hex) of the channel's token; the token itself is given to Google and not kept. */
@@ -178,7 +180,9 @@ export class PushChannels {
       const current = await this.#channels.get(therapistId);
       // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
       const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
-      if (current && current.expiration - now > renewBefore) continue;
+      // A channel on a calendar the therapist's mapping no longer names (changed while stopped) is replaced too.
+      const elsewhere = current?.calendarId !== undefined && current.calendarId !== gw.calendarId;
+      if (current && current.expiration - now > renewBefore && !elsewhere) continue;
       try {
         const channelId = randomUUID();
         const token = this.#newToken();
@@ -188,7 +192,14 @@ export class PushChannels {
           token,
           ttlSeconds: push.ttl_seconds,
         });
-        const channel: Channel = { therapistId, channelId, resourceId, tokenHash: tokenDigest(token), expiration };
+        const channel: Channel = {
+          therapistId,
+          calendarId: gw.calendarId,
+          channelId,
+          resourceId,
+          tokenHash: tokenDigest(token),
+          expiration,
+        };
         await this.#channels.setMany([
           { key: therapistId, value: channel },
           { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel) },
@@ -209,6 +220,27 @@ export class PushChannels {
           "push channel not opened; polling covers this calendar",
         );
       }
+    }
+  }
+
+  /**
+   * A therapist's calendar changed, or the therapist is no longer mapped (a reload): the channel is stopped with the
+   * gateway that opened it and forgotten, so renew() opens one on the calendar the mapping names now. Never throws.
+   */
+  async retire(therapistId: string, gw: CalendarGateway): Promise<void> {
+    if (!this.enabled) return;
+    try {
+      const current = await this.#channels.get(therapistId);
+      if (!current) return;
+      await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
+      this.#known.delete(current.channelId);
+      await this.#channels.deleteMany([therapistId, byId(current.channelId)]);
+      this.#logger.info({ therapist_id: therapistId, channel_id: current.channelId }, "push channel stopped");
+    } catch (err) {
+      this.#logger.warn(
+        { therapist_id: therapistId, err: describeError(err) },
+        "push channel of a calendar no longer mapped not stopped; it expires by itself",
+      );
     }
   }
 

@@ -1,5 +1,6 @@
 // Owns what GET /status reports (the StatusSnapshot shape) and its small HTML rendering for people; every value
 // that reaches the page is escaped.
+import type { MappingStatus } from "../sync/mapping-report.ts";
 
 /** Times are ISO 8601 strings (UTC), or null when unknown / never. */
 export interface TherapistStatus {
@@ -51,6 +52,8 @@ export interface StatusSnapshot {
     retentionDays: number;
     recent: { appointmentId: string; at: string; kind: string; origin: string; href: string }[];
   };
+  /** What the links say about the mapping (removed therapists, events moving or left behind); absent until read. */
+  mapping?: MappingStatus;
 }
 
 const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
@@ -92,6 +95,39 @@ function therapistRow(t: TherapistStatus): string {
   ]);
 }
 
+/** Therapists no longer mapped, events moving to a changed calendar, events left in an unreachable old one. */
+function mappingHtml(m: MappingStatus | undefined): string {
+  if (!m) return "";
+  const rows = [
+    ...m.unmapped.map((u) =>
+      row([
+        `<span class="bad">not mapped</span>`,
+        escapeHtml(u.therapistId),
+        `${escapeHtml(u.events)} calbridge events in ${escapeHtml(u.calendarIds.join(", ") || "their calendar")}`,
+        `<code>${escapeHtml(u.purge)}</code>`,
+      ]),
+    ),
+    ...m.moving.map((v) =>
+      row(["moving", escapeHtml(v.therapistId), `${escapeHtml(v.events)} events to the calendar now mapped`, "—"]),
+    ),
+    ...m.leftBehind.map((l) =>
+      row([
+        `<span class="bad">left behind</span>`,
+        escapeHtml(l.therapistId),
+        `${escapeHtml(l.events)} events in ${escapeHtml(l.calendarId)}, not reachable (${escapeHtml(l.reason)}) since ${escapeHtml(l.since)}`,
+        `<code>${escapeHtml(l.purge)}</code> once it is reachable again`,
+      ]),
+    ),
+  ];
+  if (rows.length === 0) return "";
+  return `<h2>Mapping</h2>
+<table>
+${row(["", "Therapist", "Events", "Clean up"], "th")}
+${rows.join("\n")}
+</table>
+`;
+}
+
 /** The page; `more` is HTML (already escaped) shown after the therapists' table. */
 export function renderStatusHtml(s: StatusSnapshot, more = ""): string {
   const rl = s.rateLimit;
@@ -129,7 +165,7 @@ ${row([escapeHtml("Queues"), queues || "—"])}
 ${head}
 ${s.therapists.map(therapistRow).join("\n")}
 </table>
-${more}
+${mappingHtml(s.mapping)}${more}
 </body></html>
 `;
 }

@@ -67,6 +67,7 @@ export const TABLES = [
   "notify",
   "invites",
   "history",
+  "leftbehind",
 ] as const;
 export type TableName = (typeof TABLES)[number];
 

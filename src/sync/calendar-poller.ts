@@ -38,7 +38,7 @@ export class CalendarPoller {
   readonly #tokens: Table<string>;
   readonly #clock: Clock;
   readonly #logger: Logger;
-  readonly #intervalMs: number;
+  #intervalMs: number;
   readonly #serial = new KeyedSerial();
   #abort = new AbortController();
   readonly #lastPoll = new Map<string, number>();
@@ -71,6 +71,11 @@ export class CalendarPoller {
     this.#abort.abort();
   }
 
+  /** The pause between two polls of a calendar (a reload changed sync.calendar_poll_seconds); from the next one on. */
+  set intervalMs(ms: number) {
+    this.#intervalMs = ms;
+  }
+
   lastPollAt(therapistId: string): number | undefined {
     return this.#lastPoll.get(therapistId);
   }
@@ -81,6 +86,7 @@ export class CalendarPoller {
   }
 
   async #poll(therapistId: string): Promise<PollResult> {
+    const version = this.#mapping.version;
     const cal = this.#mapping.calendar(therapistId);
     const log = this.#logger.child({ therapist_id: therapistId });
     const key = `${therapistId}`;
@@ -103,6 +109,13 @@ export class CalendarPoller {
         (event.id ? await this.#links.appointmentOfEvent(event.id) : undefined);
       if (!id) continue; // not ours
       const link = await this.#links.get(id);
+      if (this.#mapping.version !== version) {
+        // A reload changed the mapping meanwhile: this calendar may no longer be the therapist's (an event moved out of
+        // it is no deletion). The rest is read again from the mapping as it is now; the token is not advanced.
+        log.info("mapping reloaded during the poll; the calendar is read again at the next poll");
+        await Promise.all(work);
+        return { changes, echoes, fullSync: result.fullSync };
+      }
       if (event.id !== (link?.eventId ?? eventIdFor(id))) {
         // Carries the appointment's mark but is not its event: an occurrence of a series the therapist made of it, or
         // a copy. Its changes say nothing about the booking (a moved occurrence is no reschedule): left alone.

@@ -10,10 +10,12 @@ import { Effects } from "./effects.ts";
 import { SyncEngine } from "./engine.ts";
 import { History } from "./history.ts";
 import { HistoryLog } from "./history-log.ts";
+import { LeftBehindEvents } from "./left-behind.ts";
 import { LinkStore } from "./links.ts";
 import { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
 import { Planner } from "./planner.ts";
+import { Relocator, type RelocatorOptions } from "./relocate.ts";
 import type { RetryPolicy } from "./retry.ts";
 import type { BookingPort, CalendarPort } from "./types.ts";
 import { WritebackGate } from "./writeback-gate.ts";
@@ -32,6 +34,8 @@ export interface SyncCoreOptions {
   metrics: SyncMetrics;
   /** Overrides of the retry policy (tests shorten it); the configuration's sync.retry otherwise. */
   retry?: Partial<RetryPolicy>;
+  /** Opens a calendar the mapping no longer names, to move events out of it (without it, none are moved). */
+  openCalendar?: RelocatorOptions["open"];
 }
 
 export interface SyncCore {
@@ -47,6 +51,10 @@ export interface SyncCore {
   /** Managed events per therapist as the last reconciliation counted them (the write-back guard's base). */
   managed: Map<string, number>;
   engine: SyncEngine;
+  /** Events left in old calendars that could not be reached when they were to move. */
+  leftBehind: LeftBehindEvents;
+  /** The configuration object was changed in place (a reload): the mapping and the guard's limits follow it. */
+  reloaded(): void;
 }
 
 export function createSyncCore(o: SyncCoreOptions): SyncCore {
@@ -57,10 +65,10 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock });
   const dead = new DeadLetters(o.store, o.clock, o.metrics);
   const managed = new Map<string, number>();
-  const limits = o.config.sync.writeback_guard;
+  const limits = guardLimits(o.config);
   const guard = new WritebackGuard({
     holds: o.store.table<HeldWriteback>("holds"),
-    limits: { windowMs: limits.window_minutes * 60_000, maxRatio: limits.max_ratio, floor: limits.floor },
+    limits,
     managedCount: (therapistId) => managed.get(therapistId),
     clock: o.clock,
     logger: o.logger,
@@ -68,6 +76,10 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   });
   const gate = new WritebackGate({ guard, mapping, planner, clock: o.clock });
   const history = new History(historyLog(o.store, o.config, o.clock, o.logger), o.clock);
+  const leftBehind = new LeftBehindEvents(o.store, o.clock);
+  const relocator = o.openCalendar
+    ? new Relocator({ fx, leftBehind, open: o.openCalendar, clock: o.clock, logger: o.logger })
+    : undefined;
   const engine = new SyncEngine({
     booking: o.booking,
     fx,
@@ -82,8 +94,19 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
       unavailableGraceMs: o.config.sync.retry.unavailable_grace_minutes * 60_000,
       ...o.retry,
     },
+    ...(relocator ? { relocator } : {}),
   });
-  return { mapping, links, planner, fx, dead, activity, guard, history, managed, engine };
+  const reloaded = () => {
+    mapping.reloaded();
+    // The guard reads its limits from this object at every decision.
+    Object.assign(limits, guardLimits(o.config));
+  };
+  return { mapping, links, planner, fx, dead, activity, guard, history, managed, engine, leftBehind, reloaded };
+}
+
+function guardLimits(config: Config) {
+  const limits = config.sync.writeback_guard;
+  return { windowMs: limits.window_minutes * 60_000, maxRatio: limits.max_ratio, floor: limits.floor };
 }
 
 /** The history's store, as the configuration keeps it (the daemon's, and `calbridge history`'s). */

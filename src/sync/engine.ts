@@ -1,7 +1,6 @@
 // Owns syncAppointment: the one idempotent, level-triggered operation that makes the calendars match an appointment's
 // current state (and pushes a therapist's calendar change back), and the one owner of its retries. Webhooks, the
 // reconciliation and the calendar poller only say which appointments to sync and supply hints.
-import type { Priority } from "../booking/gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import { type Applied, applyAction } from "./apply.ts";
@@ -14,10 +13,11 @@ import { type HistoryRecorder, noHistory } from "./history.ts";
 import type { LinkStore } from "./links.ts";
 import type { Planner } from "./planner.ts";
 import { StateReader } from "./reader.ts";
+import type { Relocator } from "./relocate.ts";
 import { type RetryPolicy, withDefaults } from "./retry.ts";
 import { type BookingState, hintState } from "./snapshot.ts";
 import type { Action, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
-import { mergeRequests, type Pending, type Settle, seenIn, toPending } from "./work.ts";
+import { EngineStoppedError, LANES, mergeRequests, type Pending, type Settle, seenIn, toPending } from "./work.ts";
 import { type RunVerdict, WorkQueue } from "./work-queue.ts";
 import { type WritebackGate, WritebackWaits } from "./writeback-gate.ts";
 
@@ -33,17 +33,9 @@ export interface EngineOptions {
   /** Syncs at once (sync.concurrency). */
   concurrency: number;
   retry?: Partial<RetryPolicy>;
+  /** Brings a link's event to the calendar the mapping names now before anything else is decided about it. */
+  relocator?: Relocator;
 }
-
-/** Thrown to callers waiting for a request the engine will not finish (it stopped): the work stays where it came from. */
-export class EngineStoppedError extends Error {
-  constructor() {
-    super("the sync engine stopped before this request was finished");
-    this.name = "EngineStoppedError";
-  }
-}
-
-const LANES: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2 };
 
 export class SyncEngine {
   readonly #booking: BookingPort;
@@ -59,6 +51,7 @@ export class SyncEngine {
   readonly #clock: Clock;
   readonly #retry: RetryPolicy;
   readonly #concurrency: number;
+  readonly #relocator: Relocator | undefined;
   #queue: WorkQueue<Pending>;
   #stopped = false;
 
@@ -76,6 +69,7 @@ export class SyncEngine {
     this.#retry = withDefaults(o.retry);
     this.#failures = new Failures({ ...o, retry: this.#retry, clock: this.#clock, history: this.#history });
     this.#concurrency = o.concurrency;
+    this.#relocator = o.relocator;
     this.#queue = this.#newQueue();
   }
 
@@ -130,6 +124,7 @@ export class SyncEngine {
   /** The action a sync would take now, reading what it must but writing nothing anywhere (the dry run). */
   async plan(id: string, request: SyncRequest): Promise<Action> {
     const link = await this.#links.get(id);
+    if (this.#relocator?.pending(link)) return this.#relocator.planned(link)!;
     const state = await this.#read.booking(id, link, request);
     const event = await this.#read.event(link, state.appt, request);
     return this.#planner.plan(id, state.appt, link, event, seenIn(request));
@@ -142,7 +137,7 @@ export class SyncEngine {
    */
   planFromHints(id: string, link: Link | undefined, request: SyncRequest): Action | undefined {
     const cal = request.calendar;
-    if (cal && "reread" in cal) return undefined;
+    if ((cal && "reread" in cal) || this.#relocator?.pending(link)) return undefined;
     if (cal && link && cal.seenAt !== undefined && link.syncedAt >= cal.seenAt) return undefined;
     const state = hintState(link, request.booking);
     if (!state) return undefined;
@@ -161,6 +156,17 @@ export class SyncEngine {
   /** Resolves when nothing is queued, running, or waiting (for a retry or a write-back's grace period). */
   drained(): Promise<void> {
     return this.#queue.drained();
+  }
+
+  /** Runs `fn` while no sync runs: those in flight finish first, new ones wait queued. `fn` must not await a sync. */
+  async between<T>(fn: () => T | Promise<T>): Promise<T> {
+    const queue = this.#queue;
+    await queue.pause();
+    try {
+      return await fn();
+    } finally {
+      queue.resume();
+    }
   }
 
   /** Stops retries and new work for good, waits for the syncs in flight, and tells the callers of everything left. */
@@ -253,7 +259,11 @@ export class SyncEngine {
     read: { state?: BookingState },
   ): Promise<Action> {
     const request = p.request;
-    const link = await this.#links.get(id);
+    const stored = await this.#links.get(id);
+    // An event left in a calendar the mapping no longer names is moved first: nothing is decided from the old one.
+    const link = this.#relocator ? await this.#relocator.settle(stored, log) : stored;
+    if (link && stored && link.calendarId !== stored.calendarId) this.#history.relocated(id, request, link);
+    if (request.only === "relocate") return { kind: "none", appointmentId: id, reason: "event in its calendar" };
     const state = await this.#read.booking(id, link, request);
     if (state.appt) read.state = { appt: state.appt, sourceAt: state.sourceAt };
     let event = await this.#read.event(link, state.appt, request);

@@ -14,6 +14,7 @@ export type HistoryKind =
   | "event_restored"
   | "event_deleted"
   | "event_moved"
+  | "event_relocated"
   | "event_adopted"
   | "booking_changed"
   | "writeback"

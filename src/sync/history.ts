@@ -30,11 +30,13 @@ export interface HistoryRecorder {
     wait: { why: "grace" | "held"; action: Action; inMs: number },
     pending: object,
   ): void;
+  /** The event was moved to the calendar the mapping names now (an administrator changed it); `link` is the new one. */
+  relocated(id: string, request: SyncRequest, link: Link): void;
   /** A sync failed: `key` is the engine's (`appt:<id>`); told on the first failure of a chain, and when given up. */
   failed(key: string, request: SyncRequest, err: unknown, o: { final: boolean; runs: number }): void;
 }
 
-export const noHistory: HistoryRecorder = { applied() {}, waiting() {}, failed() {} };
+export const noHistory: HistoryRecorder = { applied() {}, waiting() {}, relocated() {}, failed() {} };
 
 export class History implements HistoryRecorder {
   readonly log: HistoryLog;
@@ -68,6 +70,17 @@ export class History implements HistoryRecorder {
       this.#graceTold.add(pending);
     }
     this.#add(id, waitEntry(this.#base(request), wait.action, wait.why, wait.inMs));
+  }
+
+  relocated(id: string, request: SyncRequest, link: Link): void {
+    this.#add(id, {
+      ...this.#base(request),
+      origin: "admin",
+      kind: "event_relocated",
+      therapistId: link.therapistId,
+      eventId: link.eventId,
+      reason: "the mapping names another calendar",
+    });
   }
 
   failed(key: string, request: SyncRequest, err: unknown, o: { final: boolean; runs: number }): void {

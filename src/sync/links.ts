@@ -5,6 +5,7 @@ import type { RenderedEvent } from "../calendar/render.ts";
 import type { Clock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import type { Mapping } from "./mapping.ts";
+import { calendarKey } from "./placement.ts";
 import type { CalEvent, Link, Snapshot } from "./types.ts";
 
 /** What a new link is made of; the event read back (or the body written) supplies the calendar side. */
@@ -60,13 +61,24 @@ export class LinkStore implements LinkReader {
     await this.#eventIndex.set(link.eventId, link.appointmentId);
   }
 
+  /** Every link, in no particular order (the mapping report and `calbridge purge` read them all). */
+  async *all(): AsyncIterable<Link> {
+    for await (const [, link] of this.#links.entries()) yield link;
+  }
+
+  /** Forgets an appointment's link and its event id's index entry (`calbridge purge`). */
+  async forget(link: Link): Promise<void> {
+    await this.#links.delete(link.appointmentId);
+    if ((await this.#eventIndex.get(link.eventId)) === link.appointmentId) await this.#eventIndex.delete(link.eventId);
+  }
+
   /** A link as of now, from what was written (`body`) or read back (`event`). */
   make(a: LinkArgs): Link {
     const event = a.event ?? undefined;
     return {
       appointmentId: a.appointmentId,
       therapistId: a.therapistId,
-      calendarId: this.#mapping.therapist(a.therapistId)?.calendar_id ?? "",
+      calendarId: calendarOf(this.#mapping, a.therapistId),
       eventId: a.eventId,
       ...(a.generation ? { generation: a.generation } : {}),
       present: a.present,
@@ -86,4 +98,10 @@ export class LinkStore implements LinkReader {
   record(a: LinkArgs): Promise<void> {
     return this.save(this.make(a));
   }
+}
+
+/** The calendar a mapped therapist's events go to now ("" when not mapped). */
+function calendarOf(mapping: Mapping, therapistId: string): string {
+  const t = mapping.therapist(therapistId);
+  return t ? calendarKey(t) : "";
 }

@@ -19,6 +19,7 @@ export class Mapping {
   #therapists: Map<string, TherapistConfig>;
   #calendars: Map<string, CalendarPort>;
   #unavailable: Map<string, string>;
+  #version = 0;
 
   constructor(config: Config, calendars: Map<string, CalendarPort>, unavailable = new Map<string, string>()) {
     this.#config = config;
@@ -29,6 +30,20 @@ export class Mapping {
 
   get config(): Config {
     return this.#config;
+  }
+
+  /**
+   * Counts the mapping's changes: a reader that started on an older version (a calendar poll in flight during a
+   * reload) knows that what it read may come from a calendar that is no longer the therapist's.
+   */
+  get version(): number {
+    return this.#version;
+  }
+
+  /** The configuration object was changed in place (a reload swapped its sections): take up its therapists. */
+  reloaded(): void {
+    this.#therapists = new Map(this.#config.therapists.map((t) => [t.therapist_id, t]));
+    this.#version++;
   }
 
   /** The mapped therapist, or undefined when `id` is not (or no longer) mapped. */

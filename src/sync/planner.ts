@@ -68,6 +68,14 @@ export class Planner {
     seenIn?: string,
   ): Action {
     const target = this.#mapping.therapist(appt?.therapist_id);
+    if (link?.present && !this.#mapping.therapist(link.therapistId)) {
+      // Its therapist is no longer mapped: calbridge neither edits that calendar nor writes back from it; the event
+      // stays until `calbridge purge` removes it. Reassigned to a mapped therapist, it is new there.
+      const left = `therapist ${link.therapistId} is not mapped: the event stays in their calendar (calbridge purge)`;
+      if (!target || !appt) return { kind: "none", appointmentId: id, reason: left };
+      const action = this.plan(id, appt, undefined, undefined);
+      return action.kind === "create" ? { ...action, reason: `reassigned; ${left}` } : action;
+    }
     const desired = appt && target ? this.render(appt, target, this.noticeFor(link, appt)) : null;
     const owner = this.#mapping.therapist(link?.therapistId) ?? target;
     const action = decide({

@@ -48,7 +48,14 @@ export class StateReader {
       // or a move nobody made) or undo calbridge's own write.
       if (link.syncedAt >= cal.seenAt) return this.#fx.calendar(cal.therapistId).get(event?.id ?? link.eventId);
     }
-    if (cal && "reread" in cal && link?.present && event === undefined) {
+    // A therapist no longer mapped has no calendar to read: their events are left alone (the planner says so).
+    if (
+      cal &&
+      "reread" in cal &&
+      link?.present &&
+      event === undefined &&
+      this.#fx.mapping.therapist(link.therapistId)
+    ) {
       return this.#fx.calendar(link.therapistId).get(link.eventId);
     }
     return event;

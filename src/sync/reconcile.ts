@@ -11,6 +11,7 @@ import type { HistoryRecorder } from "./history.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
+import { misplaced } from "./placement.ts";
 import type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
 import { listBookings, listCalendars } from "./reconcile-sides.ts";
 
@@ -104,7 +105,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     if (where && listed) {
       claimed.add(`${where}/${eventId}`);
       let event: CalEvent | null = listed.get(eventId) ?? null;
-      if (!event && link?.present) {
+      if (!event && link?.present && !misplaced(link, mapping.therapist(link.therapistId))) {
         // Not in the window listing: deleted, or moved out of the window by the therapist. Look before deciding.
         event = await mapping.calendar(where).get(eventId);
       }
@@ -167,6 +168,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
         const link = await ctx.links.get(s.id);
         // Marked with the appointment but not its event (an occurrence of a series made of it, a copy): not ours.
         if (s.event.id !== (link?.eventId ?? eventIdFor(s.id))) return;
+        // Its therapist's mapping names another calendar now: the appointment's own sync moves it (relocate.ts).
+        if (misplaced(link, mapping.therapist(link?.therapistId))) return;
         if (link?.present && link.therapistId !== s.therapistId && appointments.has(s.id)) {
           // A copy left in another calendar after a reassignment: remove it, unless its own calendar lost the event
           // (then the therapist moved it across calendars, and the appointment's own decision handles it).

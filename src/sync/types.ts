@@ -80,6 +80,11 @@ export interface SyncRequest {
   calendar?: CalendarHint;
   /** An administrator's decision about a held write-back: send it, or put the event back. */
   override?: "apply" | "restore";
+  /**
+   * "relocate": only bring the linked event to the calendar the mapping names now (a changed calendar_id), without
+   * reading the booking. Merged with any other request it is an ordinary sync.
+   */
+  only?: "relocate";
   log?: Logger;
 }
 

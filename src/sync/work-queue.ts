@@ -40,6 +40,7 @@ export class WorkQueue<R> {
   readonly #ready: string[][];
   #running = 0;
   #stopped = false;
+  #paused = false;
   #pumpScheduled = false;
   #waiters: Waiter[] = [];
 
@@ -131,6 +132,20 @@ export class WorkQueue<R> {
     return left;
   }
 
+  /**
+   * Starts nothing new until resume() (requests are still taken, queued and merged); resolves once the runs in flight
+   * have finished. A configuration reload swaps the mapping in that gap, so no run sees half of each.
+   */
+  pause(): Promise<void> {
+    this.#paused = true;
+    return this.#until(() => this.#running === 0);
+  }
+
+  resume(): void {
+    this.#paused = false;
+    this.#pump();
+  }
+
   #enqueue(key: string, lane: number): void {
     this.#ready[lane]!.push(key);
     // Started on the next turn: the caller finishes first, and a burst is taken in one go.
@@ -155,7 +170,7 @@ export class WorkQueue<R> {
   }
 
   #pump(): void {
-    while (!this.#stopped && this.#running < this.#o.concurrency) {
+    while (!this.#stopped && !this.#paused && this.#running < this.#o.concurrency) {
       const key = this.#nextReady();
       if (key === undefined) break;
       const entry = this.#entries.get(key)!;

@@ -7,6 +7,17 @@ import type { CalendarHint, SyncOutcome, SyncRequest } from "./types.ts";
 import type { GateState } from "./writeback-gate.ts";
 
 /** A caller waiting for a request: for the outcome of the attempt that covers it, or for the engine to be done. */
+/** The work queue's lane of each priority: webhooks first, then write-backs, then the reconciliation. */
+export const LANES: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2 };
+
+/** Thrown to callers waiting for a request the engine will not finish (it stopped): the work stays where it came from. */
+export class EngineStoppedError extends Error {
+  constructor() {
+    super("the sync engine stopped before this request was finished");
+    this.name = "EngineStoppedError";
+  }
+}
+
 export interface Settle {
   until: "attempt" | "settled";
   resolve(outcome: SyncOutcome): void;

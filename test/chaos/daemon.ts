@@ -66,6 +66,8 @@ export interface Daemon {
   /** The admin listener (/status, /metrics, /readyz, /healthz). */
   readonly adminUrl: string;
   readonly webhookUrl: string;
+  /** The YAML file the daemon reads (rewrite it and send SIGHUP to reload). */
+  readonly configFile: string;
   /** The current process (a new one after each restart). */
   readonly child: ChildProcess;
   /** Times the process was started. */
@@ -107,6 +109,7 @@ export async function daemonFor(world: World, options: DaemonOptions): Promise<D
     url,
     adminUrl: `http://127.0.0.1:${adminPort}`,
     webhookUrl: `${url}${world.config.webhooks.path}`,
+    configFile,
     get child() {
       if (!child) throw new Error("daemon not started");
       return child;

@@ -160,4 +160,27 @@ describe("WorkQueue", () => {
     expect(clock.waiting).toBe(0);
     expect(q.add("late", { key: "late", tags: [] })).toBe(false);
   });
+
+  it("pause() waits for the runs in flight and starts nothing new until resume(); requests are kept and merged", async () => {
+    const gate = deferred<RunVerdict>();
+    const { q, runs } = queue({ concurrency: 2, run: async (key) => (key === "busy" ? gate.promise : { done: true }) });
+    q.add("busy", { key: "busy", tags: ["b"] });
+    await turn();
+    let paused = false;
+    const pausing = q.pause().then(() => (paused = true));
+    q.add("a", { key: "a", tags: ["1"] });
+    q.add("a", { key: "a", tags: ["2"] });
+    await turn();
+    expect(paused).toBe(false); // "busy" still runs
+    gate.resolve({ done: true });
+    await pausing;
+    await turn();
+    expect(runs.map((r) => r.key)).toEqual(["busy"]); // "a" waits
+    q.resume();
+    await q.drained();
+    expect(runs).toEqual([
+      { key: "busy", tags: ["b"], attempt: 1 },
+      { key: "a", tags: ["1", "2"], attempt: 1 },
+    ]);
+  });
 });

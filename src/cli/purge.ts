@@ -1,0 +1,187 @@
+// Owns the `calbridge purge` command: which calendar and which credentials (the mapping's, or for a therapist no longer
+// mapped the links' calendar and google.auth; --calendar and --impersonate override), the plan or its application, and
+// the output. Opens the store and Google only: the booking service is never called.
+import { Registry } from "prom-client";
+import type { CalendarGateway } from "../calendar/gateway.ts";
+import { systemClock } from "../clock.ts";
+import type { Config, TherapistConfig } from "../config/schema.ts";
+import { TherapistCalendars } from "../daemon/calendars.ts";
+import { createMetrics } from "../daemon/metrics.ts";
+import type { Logger } from "../log.ts";
+import { CredentialStore, secretBoxFor } from "../store/secrets.ts";
+import { openStore, type Store } from "../store/store.ts";
+import { LeftBehindEvents } from "../sync/left-behind.ts";
+import { LinkStore } from "../sync/links.ts";
+import { Mapping } from "../sync/mapping.ts";
+import { calendarKey, isUserAddress } from "../sync/placement.ts";
+import { applyPurge, type PurgePlan, planPurge } from "../sync/purge.ts";
+
+export interface PurgeArgs {
+  therapist: string;
+  calendar?: string;
+  impersonate?: string;
+  dryRun?: boolean;
+  force?: boolean;
+}
+
+/** A problem with the command's arguments (exit 2). */
+export class PurgeUsageError extends Error {}
+
+/** What ran: the text to print and whether it succeeded. */
+export interface PurgeOutcome {
+  ok: boolean;
+  text: string;
+}
+
+interface Target {
+  therapist: TherapistConfig;
+  calendarId: string;
+  /** How calbridge signs in there, for the output. */
+  as: string;
+}
+
+export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Promise<PurgeOutcome> {
+  const store = await openStore(config.store.url);
+  try {
+    const credentials = new CredentialStore({ store, box: secretBoxFor(config.store), logger: log });
+    const links = new LinkStore(store, new Mapping(config, new Map()), systemClock);
+    const mapped = config.therapists.find((t) => t.therapist_id === args.therapist);
+    const targets = mapped
+      ? [target(config, { ...mapped }, args.calendar ?? calendarKey(mapped), args.impersonate ?? mapped.impersonate)]
+      : await unmappedTargets(config, args, links, credentials);
+    const calendars = new TherapistCalendars({
+      config,
+      store,
+      credentials,
+      clock: systemClock,
+      logger: log,
+      registry: new Registry(),
+      metrics: createMetrics(new Registry()),
+    });
+    const out: string[] = [];
+    let ok = true;
+    for (const t of targets) {
+      const gw = await calendars.openAt(t.therapist, t.calendarId, t.therapist.impersonate);
+      try {
+        const r = await purgeOne(config, store, links, gw, t, args, log);
+        out.push(r.text);
+        ok &&= r.ok;
+      } finally {
+        gw.close();
+      }
+    }
+    if (mapped && !args.dryRun) {
+      out.push(
+        `  ${args.therapist} is still in therapists:: a running daemon writes the events again at its next reconciliation; remove the therapist from the mapping and reload (SIGHUP).`,
+      );
+    }
+    return { ok, text: out.join("\n") };
+  } finally {
+    await store.close();
+  }
+}
+
+/** A therapist no longer mapped: the calendars their links name (or --calendar), with credentials that reach them. */
+async function unmappedTargets(
+  config: Config,
+  args: PurgeArgs,
+  links: LinkStore,
+  credentials: CredentialStore,
+): Promise<Target[]> {
+  const named = new Set<string>();
+  for await (const l of links.all())
+    if (l.therapistId === args.therapist && l.present && l.calendarId) named.add(l.calendarId);
+  const calendarIds = args.calendar ? [args.calendar] : [...named];
+  if (calendarIds.length === 0) {
+    throw new PurgeUsageError(
+      `--therapist ${args.therapist}: not in the configuration, and no links name a calendar of theirs; give --calendar (and --impersonate)`,
+    );
+  }
+  const stored = (await credentials.loadRefreshToken(args.therapist).catch(() => undefined))?.token;
+  return calendarIds.map((calendarId) => {
+    const base = { therapist_id: args.therapist, calendar_id: calendarId, timezone: "UTC" } as TherapistConfig;
+    // The account that may reach the calendar: the one named, else a token the therapist connected, else (service
+    // account) the calendar's own address: a user's primary calendar is named by the user's address.
+    if (args.impersonate)
+      return target(config, { ...base, auth: { type: "service_account" } }, calendarId, args.impersonate);
+    if (stored && config.google.oauth)
+      return target(config, { ...base, auth: { type: "oauth" } }, calendarId, undefined);
+    if (config.google.auth.type === "service_account" && isUserAddress(calendarId)) {
+      return target(config, { ...base, auth: { type: "service_account" } }, calendarId, calendarId);
+    }
+    throw new PurgeUsageError(
+      `--therapist ${args.therapist}: cannot tell which account may reach ${calendarId}; give --impersonate <address> (service account)`,
+    );
+  });
+}
+
+function target(config: Config, t: TherapistConfig, calendarId: string, subject: string | undefined): Target {
+  if (subject) t.impersonate = subject;
+  else delete t.impersonate;
+  const oauth = (t.auth?.type ?? config.google.auth.type) === "oauth";
+  if (subject && oauth) throw new PurgeUsageError("--impersonate needs the service account (google.auth)");
+  if (!oauth && config.google.auth.type !== "service_account") {
+    throw new PurgeUsageError("a service account (google.auth.type service_account) is needed to act as an address");
+  }
+  const as = oauth ? `${t.therapist_id}'s connected Google account` : `${subject ?? "the service account itself"}`;
+  return { therapist: { ...t, calendar_id: calendarId }, calendarId, as };
+}
+
+async function purgeOne(
+  config: Config,
+  store: Store,
+  links: LinkStore,
+  calendar: CalendarGateway,
+  t: Target,
+  args: PurgeArgs,
+  log: Logger,
+): Promise<PurgeOutcome> {
+  const id = args.therapist;
+  const o = {
+    therapistId: id,
+    calendarId: t.calendarId,
+    calendar,
+    links,
+    maxDeleteRatio: config.sync.max_delete_ratio,
+  };
+  const plan = await planPurge(o);
+  const lines = [describePlan(plan, t)];
+  if (args.dryRun) {
+    if (plan.guard.tripped && !args.force) lines.push(`  ${guardText(plan)}: a purge without --dry-run needs --force.`);
+    lines.push("  dry run: nothing was deleted or forgotten.");
+    return { ok: true, text: lines.join("\n") };
+  }
+  if (plan.guard.tripped && !args.force) {
+    lines.push(`  ${guardText(plan)}: nothing was deleted. If this is intended, run it again with --force.`);
+    return { ok: false, text: lines.join("\n") };
+  }
+  const r = await applyPurge(plan, o, log.child({ therapist_id: id, calendar_id: t.calendarId }));
+  if (r.failed.length === 0) await new LeftBehindEvents(store, systemClock).clear(id, t.calendarId);
+  lines.push(
+    `  deleted ${r.deleted} events (${r.alreadyGone} were gone already), forgot ${r.forgotten} links` +
+      (r.failed.length ? `; ${r.failed.length} not deleted (${r.failed[0]!.error}); run it again` : ""),
+  );
+  return { ok: r.failed.length === 0, text: lines.join("\n") };
+}
+
+function guardText(plan: PurgePlan): string {
+  const g = plan.guard;
+  return `mass-deletion guard: ${g.destructive} events are more than sync.max_delete_ratio of calbridge's ${g.managed} events (limit ${g.limit})`;
+}
+
+function describePlan(plan: PurgePlan, t: Target): string {
+  const lines = [
+    `calbridge purge ${plan.therapistId}: calendar ${plan.calendarId}, as ${t.as}; the booking service is not called`,
+    `  ${plan.events.length} calbridge events to delete (past and future), ${plan.links.length} links to forget`,
+  ];
+  if (plan.events.length > 0) {
+    const width = Math.max(5, ...plan.events.map((e) => e.eventId.length));
+    const appt = Math.max(11, ...plan.events.map((e) => e.appointmentId.length));
+    lines.push(`  ${"EVENT".padEnd(width)}  ${"APPOINTMENT".padEnd(appt)}  START`);
+    for (const e of plan.events) {
+      lines.push(`  ${e.eventId.padEnd(width)}  ${e.appointmentId.padEnd(appt)}  ${e.start ?? "—"}`);
+    }
+  }
+  for (const s of plan.skipped) lines.push(`  left alone: ${s.eventId}: ${s.reason}`);
+  return lines.join("\n");
+}

@@ -1,0 +1,161 @@
+// Owns reloading the configuration in a running daemon (SIGHUP): the file is read again; a file with problems is
+// reported in the log, one line per problem, and changes nothing; a valid one is applied at one point between
+// reconciliations and between syncs, so no sync sees half of the old mapping and half of the new. The daemon's parts
+// share one Config object: the reload replaces its sections in place at that point, and tells the parts that copied a
+// value at start (gateways, mapping, guard limits, poll interval, readiness, cron). What only a restart takes up
+// (listeners, store, clients, notification targets; see RESTART_ONLY) is kept as it was, and the log line says so.
+// Webhooks are accepted into the inbox throughout; their syncs wait in the engine's queue while the swap happens.
+
+import type { CalendarGateway } from "../calendar/gateway.ts";
+import { appliedConfig, type ConfigChanges, configChanges, describeChanges } from "../config/changes.ts";
+import { ConfigError } from "../config/load.ts";
+import type { Config } from "../config/schema.ts";
+import type { Logger } from "../log.ts";
+import type { Table } from "../store/store.ts";
+import type { CalendarPoller } from "../sync/calendar-poller.ts";
+import type { SyncCore } from "../sync/core.ts";
+import { describeError } from "../sync/errors.ts";
+import type { TherapistCalendars } from "./calendars.ts";
+import { reconcileMaxAgeMs } from "./health.ts";
+import type { PushChannels } from "./push.ts";
+
+export interface ReloadParts {
+  /** The live configuration every part reads; changed in place. */
+  config: Config;
+  gateways: TherapistCalendars;
+  sync: SyncCore;
+  poller: CalendarPoller;
+  push: PushChannels;
+  /** Calendar sync tokens by therapist id: a token belongs to one calendar. */
+  tokens: Table<string>;
+  /** The readiness check's options (its reconciliation age follows the cron). */
+  readiness: { maxReconcileAgeMs?: number };
+  logger: Logger;
+  /** Runs `fn` once the running reconciliation is over, holding new ones back until it is done. */
+  betweenReconciliations<T>(fn: () => Promise<T>): Promise<T>;
+  /** Leader work after the swap: poller, cron, push channels, moving events, backfills. */
+  leading(): boolean;
+  restartLeaderTimers(): void;
+  /** Moves the events of these therapists to the calendars the mapping names now (the leader's relocation pass). */
+  relocate(therapistIds: readonly string[]): Promise<void>;
+  backfill(therapistId: string): Promise<void>;
+}
+
+/** Applies a valid configuration to the running daemon; answers what changed. */
+export async function applyReload(parts: ReloadParts, next: Config): Promise<ConfigChanges> {
+  const live = parts.config;
+  const changes = configChanges(live, next);
+  const applied = appliedConfig(live, next);
+  // Everything that can take time or fail happens before the swap: new gateways, the cron's readiness age.
+  const staged = await parts.gateways.stage(live.therapists, applied.therapists);
+  const maxAge = await reconcileMaxAgeMs(applied.sync.reconcile_cron);
+  const repointed = changes.repointed.map((r) => r.therapistId);
+  let retired: Map<string, CalendarGateway> | undefined;
+  try {
+    await parts.betweenReconciliations(async () => {
+      parts.poller.stop();
+      await parts.sync.engine.between(async () => {
+        // A sync token is one calendar's: a re-pointed therapist's new calendar is read in full first.
+        await parts.tokens.deleteMany(repointed);
+        Object.assign(live, applied);
+        retired = parts.gateways.swap(staged);
+        parts.sync.reloaded();
+        parts.poller.intervalMs = applied.sync.calendar_poll_seconds * 1000;
+        parts.readiness.maxReconcileAgeMs = maxAge;
+      });
+    });
+  } finally {
+    if (!retired) {
+      // Not applied (the store refused the tokens' removal, say): the running configuration goes on as it was.
+      for (const gw of staged.made.values()) gw.close();
+      if (parts.leading()) parts.restartLeaderTimers();
+    }
+  }
+  const out = retired ?? new Map<string, CalendarGateway>();
+  parts.logger[changes.restartNeeded.length > 0 ? "warn" : "info"](
+    {
+      added: changes.added,
+      removed: changes.removed,
+      repointed: changes.repointed,
+      changed: changes.changed,
+      settings: changes.settings,
+      restart_needed: changes.restartNeeded,
+    },
+    describeChanges(changes),
+  );
+  if (parts.leading()) {
+    parts.restartLeaderTimers();
+    for (const [therapistId, gw] of out) await parts.push.retire(therapistId, gw);
+    void parts.push.renew();
+    void followUps(parts, changes.added, repointed);
+  }
+  for (const gw of out.values()) gw.close();
+  return changes;
+}
+
+/** New therapists are backfilled at once; re-pointed ones get their events moved, then a reconciliation. */
+async function followUps(parts: ReloadParts, added: string[], repointed: string[]): Promise<void> {
+  try {
+    if (repointed.length > 0) await parts.relocate(repointed);
+    for (const therapistId of [...added, ...repointed]) await parts.backfill(therapistId);
+  } catch (err) {
+    parts.logger.warn({ err: describeError(err) }, "backfill after the reload failed; the next reconciliation retries");
+  }
+}
+
+export interface ReloaderOptions {
+  file: string;
+  load(file: string): Config;
+  reload(next: Config): Promise<ConfigChanges>;
+  logger: Logger;
+  /** Reloads wait for this (the daemon's start). */
+  after?: Promise<unknown>;
+}
+
+/** SIGHUP's handler: one reload at a time; signals during a reload are answered by one more reload after it. */
+export class ConfigReloader {
+  readonly #o: ReloaderOptions;
+  #chain: Promise<unknown>;
+  #queued = false;
+
+  constructor(options: ReloaderOptions) {
+    this.#o = options;
+    this.#chain = (options.after ?? Promise.resolve()).catch(() => {});
+  }
+
+  /** Asks for a reload; resolves when it (or the one it joined) is over. Never rejects. */
+  request(): Promise<void> {
+    if (this.#queued) return this.#chain.then(() => {});
+    this.#queued = true;
+    this.#chain = this.#chain.then(() => {
+      this.#queued = false;
+      return this.#reload();
+    });
+    return this.#chain.then(() => {});
+  }
+
+  async #reload(): Promise<void> {
+    const { file, logger } = this.#o;
+    logger.info({ file }, "reloading the configuration (SIGHUP)");
+    let next: Config;
+    try {
+      next = this.#o.load(file);
+    } catch (err) {
+      const problems = err instanceof ConfigError ? err.problems : [describeError(err)];
+      for (const problem of problems) logger.error({ file, problem }, `invalid configuration ${file}: ${problem}`);
+      logger.warn(
+        { file, problems: problems.length },
+        "configuration not reloaded: the daemon goes on with the configuration it has",
+      );
+      return;
+    }
+    try {
+      await this.#o.reload(next);
+    } catch (err) {
+      logger.error(
+        { file, err: describeError(err) },
+        "configuration not applied; the daemon goes on with the configuration it has",
+      );
+    }
+  }
+}

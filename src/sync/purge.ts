@@ -1,0 +1,125 @@
+// Owns `calbridge purge`: removing calbridge's own events of one therapist from one calendar, past and future, and
+// forgetting their links, for a therapist no longer mapped (or one leaving). An event is removed only when it carries
+// calbridge's mark and its id is the one calbridge gave that appointment's event (never a copy, never anything else);
+// the booking service is never called; the mass-deletion guard (sync.max_delete_ratio, its floor) holds a purge of
+// too large a share of calbridge's events unless forced.
+import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
+import type { Logger } from "../log.ts";
+import { describeError } from "./errors.ts";
+import type { LinkStore } from "./links.ts";
+import { GUARD_FLOOR } from "./reconcile.ts";
+import type { CalendarPort, Link } from "./types.ts";
+
+/** Generations of an appointment's event id that count as calbridge's (a person's deletion moves an id on). */
+const GENERATIONS = 4;
+/** Past and future: every event calbridge may have written. */
+const ALL_TIME = { timeMin: "1970-01-01T00:00:00Z", timeMax: "2200-01-01T00:00:00Z" };
+
+export interface PurgeOptions {
+  therapistId: string;
+  /** The calendar, as the links name it. */
+  calendarId: string;
+  calendar: Pick<CalendarPort, "listManaged" | "delete">;
+  links: Pick<LinkStore, "all" | "forget">;
+  maxDeleteRatio: number;
+}
+
+export interface PurgeEvent {
+  eventId: string;
+  appointmentId: string;
+  start?: string;
+}
+
+export interface PurgePlan {
+  therapistId: string;
+  calendarId: string;
+  /** calbridge's events there, to delete. */
+  events: PurgeEvent[];
+  /** Events with calbridge's mark that are not to be deleted, and why. */
+  skipped: { eventId: string; reason: string }[];
+  /** The therapist's links in that calendar, to forget. */
+  links: Link[];
+  guard: { tripped: boolean; destructive: number; managed: number; limit: number };
+}
+
+export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
+  const all = new Map<string, Link>();
+  let managed = 0;
+  for await (const link of o.links.all()) {
+    all.set(link.appointmentId, link);
+    if (link.present) managed++;
+  }
+  const mine = (l: Link) => l.therapistId === o.therapistId && (l.calendarId === o.calendarId || l.calendarId === "");
+  const events = new Map<string, PurgeEvent>();
+  const skipped: PurgePlan["skipped"] = [];
+  for await (const ev of o.calendar.listManaged(ALL_TIME)) {
+    // An occurrence of a series a person made of calbridge's event: the series itself (its id) is the event.
+    const eventId = ev.recurringEventId ?? ev.id;
+    const appointmentId = ev.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
+    if (!eventId || !appointmentId || events.has(eventId)) continue;
+    const link = all.get(appointmentId);
+    const ids = new Set([
+      link?.eventId,
+      ...Array.from({ length: GENERATIONS }, (_, g) => eventIdFor(appointmentId, g)),
+    ]);
+    if (!ids.has(eventId)) {
+      skipped.push({ eventId, reason: "carries calbridge's mark, but calbridge did not make it (a copy)" });
+    } else if (link?.present && !mine(link) && link.calendarId === o.calendarId) {
+      skipped.push({ eventId, reason: `the event of ${link.therapistId}, whose mapping names this calendar too` });
+    } else {
+      events.set(eventId, { eventId, appointmentId, ...(ev.recurringEventId ? {} : startOf(ev.start)) });
+    }
+  }
+  const links = [...all.values()].filter(mine);
+  // Events found that no live link counts are calbridge's events too.
+  const counted = new Set([...all.values()].filter((l) => l.present).map((l) => l.eventId));
+  managed += [...events.keys()].filter((id) => !counted.has(id)).length;
+  const limit = Math.max(GUARD_FLOOR, Math.floor(o.maxDeleteRatio * managed));
+  const destructive = events.size;
+  return {
+    therapistId: o.therapistId,
+    calendarId: o.calendarId,
+    events: [...events.values()].sort((a, b) => (a.start ?? "").localeCompare(b.start ?? "")),
+    skipped,
+    links,
+    guard: { tripped: destructive > limit, destructive, managed, limit },
+  };
+}
+
+function startOf(start: { dateTime?: string | null; date?: string | null } | undefined): { start?: string } {
+  const at = start?.dateTime ?? start?.date;
+  return at ? { start: at } : {};
+}
+
+export interface PurgeResult {
+  deleted: number;
+  alreadyGone: number;
+  failed: { eventId: string; error: string }[];
+  forgotten: number;
+}
+
+/** Deletes the plan's events, then forgets the links whose event is gone (a failed deletion keeps its link). */
+export async function applyPurge(
+  plan: PurgePlan,
+  o: Pick<PurgeOptions, "calendar" | "links">,
+  log: Logger,
+): Promise<PurgeResult> {
+  const result: PurgeResult = { deleted: 0, alreadyGone: 0, failed: [], forgotten: 0 };
+  const failedIds = new Set<string>();
+  for (const ev of plan.events) {
+    try {
+      if ((await o.calendar.delete(ev.eventId)) === "deleted") result.deleted++;
+      else result.alreadyGone++;
+    } catch (err) {
+      failedIds.add(ev.eventId);
+      result.failed.push({ eventId: ev.eventId, error: describeError(err) });
+      log.warn({ event_id: ev.eventId, err: describeError(err) }, "event not deleted; its link is kept");
+    }
+  }
+  for (const link of plan.links) {
+    if (failedIds.has(link.eventId)) continue;
+    await o.links.forget(link);
+    result.forgotten++;
+  }
+  return result;
+}

@@ -1,0 +1,253 @@
+// Owns moving an appointment's event to the calendar its therapist's mapping names now, when the link says it lies in
+// another one (calendar_id, or the delegated account of `primary`, changed). It runs inside the appointment's sync, so
+// the engine's per-appointment order holds: events.move where the account can write both calendars, else the event is
+// written in the new calendar and deleted from the old. The link is re-pointed before anything reads the new calendar
+// and the old one is never watched, so removing calbridge's own event there is never taken for a therapist's deletion
+// (no write-back). An old calendar that cannot be reached any more is left alone and recorded (doctor, /status); the
+// event is then written once in the new calendar.
+import { RenderError } from "../calendar/render.ts";
+import type { Clock } from "../clock.ts";
+import type { TherapistConfig } from "../config/schema.ts";
+import type { Logger } from "../log.ts";
+import { eventAt } from "./apply.ts";
+import type { Effects } from "./effects.ts";
+import { describeError, isCalendarKind } from "./errors.ts";
+import type { LeftBehindEvents } from "./left-behind.ts";
+import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
+import { ensureMarks, firstPage, isNoAccess, type SourceCalendar } from "./source-calendar.ts";
+import type { Action, CalEvent, Link, SyncOutcome, SyncRequest } from "./types.ts";
+
+export type { SourceCalendar } from "./source-calendar.ts";
+
+export interface RelocatorOptions {
+  fx: Effects;
+  leftBehind: LeftBehindEvents;
+  /**
+   * A calendar with the therapist's credentials (acting as `subject` under domain-wide delegation), made fresh on
+   * each call: a gateway that learns it may not write somewhere must not stop the others.
+   */
+  open(therapist: TherapistConfig, calendarId: string, subject: string | undefined): Promise<SourceCalendar>;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** A calendar the links name, as calbridge can reach it now: for reads and deletions, and for events.move. */
+type Source = { cal: SourceCalendar; mover: SourceCalendar } | { unreachable: string };
+
+/** An old calendar found unreachable is tried again after this long (a relocation wave meets it once). */
+const RECHECK_MS = 10 * 60_000;
+
+export class Relocator {
+  readonly #o: RelocatorOptions;
+  #sources = new Map<string, { source: Promise<Source>; at: number }>();
+  #version = -1;
+
+  constructor(options: RelocatorOptions) {
+    this.#o = options;
+  }
+
+  /** The link's event lies in a calendar its (mapped) therapist's mapping no longer names. */
+  pending(link: Link | undefined): boolean {
+    return misplaced(link, this.#o.fx.mapping.therapist(link?.therapistId));
+  }
+
+  /** What a dry run shows for such a link (nothing is read or written). */
+  planned(link: Link | undefined): Action | undefined {
+    if (!link || !this.pending(link)) return undefined;
+    const t = this.#o.fx.mapping.therapist(link.therapistId)!;
+    const body = this.#render(link, t);
+    const reason = `the mapping names another calendar: from ${link.calendarId} to ${calendarKey(t)}`;
+    if (!body) return { kind: "none", appointmentId: link.appointmentId, reason };
+    const at = { therapistId: t.therapist_id, eventId: link.eventId };
+    return { kind: "move", appointmentId: link.appointmentId, from: at, to: at, body, reason };
+  }
+
+  /** Makes sure the link's event is in its therapist's calendar now; answers the link as it stands afterwards. */
+  async settle(link: Link | undefined, log: Logger): Promise<Link | undefined> {
+    if (!link || !this.pending(link)) return link;
+    const { fx } = this.#o;
+    const t = fx.mapping.therapist(link.therapistId)!;
+    const therapistId = t.therapist_id;
+    const to = fx.calendar(therapistId); // unusable now: the sync waits, nothing moves
+    const from = link.calendarId;
+    const dest = calendarKey(t);
+    const moveLog = log.child({ therapist_id: therapistId, from_calendar: from, to_calendar: dest });
+    const source = await this.#source(t, from);
+    if ("unreachable" in source) {
+      await this.#o.leftBehind.add(therapistId, from, source.unreachable);
+      moveLog.warn(
+        { reason: source.unreachable },
+        `old calendar cannot be reached: the event stays there and is written in ${dest}; \`calbridge purge --therapist ${therapistId} --calendar ${from}\` removes it once access is back`,
+      );
+      return this.#copy(link, t, undefined, moveLog);
+    }
+    const old = await source.cal.get(link.eventId);
+    if (!old || old.status === "cancelled") {
+      // Nothing live to move (gone there, or moved by an earlier attempt whose answer was lost): what the new one has,
+      // else it is written there (a deletion in a calendar no longer mapped is not written back).
+      const there = await to.get(link.eventId);
+      if (there && there.status !== "cancelled") return this.#repoint(link, dest, there);
+      return this.#copy(link, t, undefined, moveLog);
+    }
+    const moved = await this.#tryMove(source, link.eventId, dest, therapistId);
+    if (moved) {
+      const body = this.#render(link, t);
+      const event = body ? await ensureMarks(to, moved, body) : moved;
+      fx.counted(therapistId, "relocate");
+      moveLog.info({ how: "events.move" }, "event moved to the therapist's calendar");
+      return this.#repoint(link, dest, event);
+    }
+    return this.#copy(link, t, source.cal, moveLog);
+  }
+
+  /** events.move; null when this account may not move it there (then the event is copied). */
+  async #tryMove(source: { cal: SourceCalendar; mover: SourceCalendar }, eventId: string, dest: string, t: string) {
+    try {
+      return await source.mover.move(eventId, dest);
+    } catch (err) {
+      if (isCalendarKind(err, "duplicate")) {
+        // The new calendar has the id already: a copy an earlier attempt wrote. Then the old one is the extra.
+        const there = await this.#o.fx.calendar(t).get(eventId);
+        if (!there || there.status === "cancelled") return null;
+        await source.cal.delete(eventId);
+        return there;
+      }
+      if (isNoAccess(err)) return null;
+      throw err;
+    }
+  }
+
+  /** Writes the event in the therapist's calendar from the link's booking state, then deletes it from the old one. */
+  async #copy(link: Link, t: TherapistConfig, old: SourceCalendar | undefined, log: Logger): Promise<Link> {
+    const { fx } = this.#o;
+    const body = this.#render(link, t);
+    let next: Link;
+    if (body) {
+      const w = await fx.write(t.therapist_id, "create", body, eventAt(link.appointmentId, link, link.eventId));
+      next = fx.links.make({
+        appointmentId: link.appointmentId,
+        therapistId: t.therapist_id,
+        eventId: w.eventId,
+        generation: w.generation,
+        booking: link.booking,
+        sourceAt: link.sourceAt,
+        event: w.event,
+        body,
+        present: true,
+        ...(link.notice ? { notice: link.notice } : {}),
+      });
+    } else {
+      next = { ...this.#repointed(link, calendarKey(t), null), present: false, removedBy: "booking" };
+    }
+    try {
+      await old?.delete(link.eventId);
+    } catch (err) {
+      if (!isNoAccess(err)) throw err;
+      await this.#o.leftBehind.add(t.therapist_id, link.calendarId, describeError(err));
+      log.warn({ err: describeError(err) }, "the old calendar may not be changed: its copy of the event stays there");
+    }
+    await fx.links.save(next);
+    fx.metrics.operations.inc({ kind: "relocate", result: "ok" });
+    log.info(
+      { how: old ? "copied" : "written" },
+      old
+        ? "event written in the therapist's calendar and removed from the old one"
+        : "event written in the therapist's calendar",
+    );
+    return next;
+  }
+
+  /** The link pointing at the therapist's calendar, with the event found or moved there (null: none yet). */
+  async #repoint(link: Link, dest: string, event: CalEvent | null | undefined): Promise<Link> {
+    const next = this.#repointed(link, dest, event);
+    await this.#o.fx.links.save(next);
+    return next;
+  }
+
+  #repointed(link: Link, dest: string, event: CalEvent | null | undefined): Link {
+    // What was last synced stays (times, fingerprint): a therapist's own change made before the move is still one. The
+    // new syncedAt makes every earlier sighting of the event (in the old calendar) stale: it is read again.
+    return { ...link, calendarId: dest, etag: event?.etag ?? undefined, syncedAt: this.#o.clock.now() };
+  }
+
+  #render(link: Link, t: TherapistConfig) {
+    try {
+      return this.#o.fx.render(link.booking, t.therapist_id, link.notice);
+    } catch (err) {
+      if (err instanceof RenderError) return null;
+      throw err;
+    }
+  }
+
+  /** The old calendar as calbridge can reach it: as the therapist's account, else as the calendar's own address. */
+  #source(t: TherapistConfig, calendarId: string): Promise<Source> {
+    const version = this.#o.fx.mapping.version;
+    if (version !== this.#version) this.#reset(version);
+    const key = `${t.therapist_id} ${calendarId}`;
+    const now = this.#o.clock.now();
+    const cached = this.#sources.get(key);
+    if (cached && now - cached.at < RECHECK_MS) return cached.source;
+    const source = this.#reach(t, calendarId);
+    this.#sources.set(key, { source, at: now });
+    // A failure to find out (a timeout, a 5xx) is not a verdict: the next attempt asks again.
+    source.catch(() => this.#sources.delete(key));
+    return source;
+  }
+
+  async #reach(t: TherapistConfig, calendarId: string): Promise<Source> {
+    const oauth = (t.auth?.type ?? this.#o.fx.mapping.config.google.auth.type) === "oauth";
+    const subjects = [t.impersonate];
+    if (!oauth && isUserAddress(calendarId) && calendarId !== t.impersonate) subjects.push(calendarId);
+    let why = "not reachable";
+    for (const subject of subjects) {
+      const cal = await this.#o.open(t, calendarId, subject);
+      try {
+        await firstPage(cal, this.#o.clock.now());
+        return { cal, mover: await this.#o.open(t, calendarId, subject) };
+      } catch (err) {
+        cal.close?.();
+        if (!isNoAccess(err)) throw err;
+        why = describeError(err);
+      }
+    }
+    // Before calling the old calendar gone: the therapist's own calendar must work (else the credentials are at fault).
+    await firstPage(this.#o.fx.calendar(t.therapist_id), this.#o.clock.now());
+    return { unreachable: why };
+  }
+
+  #reset(version: number): void {
+    for (const { source } of this.#sources.values()) {
+      void source.then(
+        (s) => {
+          if ("cal" in s) {
+            s.cal.close?.();
+            s.mover.close?.();
+          }
+        },
+        () => {},
+      );
+    }
+    this.#sources = new Map();
+    this.#version = version;
+  }
+}
+
+/** The leader's relocation pass: each appointment's event brought to its therapist's calendar, one sync each. */
+export async function relocateEvents(
+  engine: { settle(id: string, request: SyncRequest): Promise<SyncOutcome> },
+  misplaced: ReadonlyMap<string, readonly string[]>,
+  logger: Logger,
+): Promise<void> {
+  for (const [therapistId, ids] of misplaced) {
+    const log = logger.child({ therapist_id: therapistId });
+    log.info({ events: ids.length }, "the mapping names another calendar: calbridge's events move there");
+    const outcomes = await Promise.allSettled(
+      ids.map((id) => engine.settle(id, { reason: "calendar changed", priority: "reconcile", only: "relocate", log })),
+    );
+    const failed = outcomes.filter((o) => o.status === "rejected" || !o.value.ok).length;
+    log[failed > 0 ? "warn" : "info"](
+      { moved: ids.length - failed, failed },
+      failed > 0 ? "some events not moved yet; their syncs retry" : "events moved to the therapist's calendar",
+    );
+  }
+}
