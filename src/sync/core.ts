@@ -8,6 +8,7 @@ import { Activity } from "./activity.ts";
 import { DeadLetters } from "./dead-letters.ts";
 import { Effects } from "./effects.ts";
 import { SyncEngine } from "./engine.ts";
+import { linkUpgrade } from "./link-upgrade.ts";
 import { LinkStore } from "./links.ts";
 import { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -49,9 +50,10 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const mapping = new Mapping(o.config, o.calendars, o.unavailable);
   const links = new LinkStore(o.store, mapping, o.clock);
   const planner = new Planner(mapping);
+  links.upgrade = linkUpgrade(mapping, planner);
   const activity = new Activity(o.clock);
   const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock });
-  const dead = new DeadLetters(o.store, o.clock, o.metrics);
+  const dead = new DeadLetters(o.store, o.clock, o.metrics, o.config.sync.window);
   const managed = new Map<string, number>();
   const limits = o.config.sync.writeback_guard;
   const guard = new WritebackGuard({
@@ -77,5 +79,7 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
       ...o.retry,
     },
   });
+  // Every saved link that awaits an enrichment queues one (a no-op while enrichments are off).
+  links.onEnrichmentDue = (id) => engine.enrich(id);
   return { mapping, links, planner, fx, dead, activity, guard, managed, engine };
 }

@@ -58,7 +58,7 @@ export function toPending(request: SyncRequest, waiter: Settle, customerId?: str
   return p;
 }
 
-const RANK: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2 };
+const RANK: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2, enrich: 3 };
 
 /** A pending request and a newer one for the same appointment as one: the older one's retry standing is kept. */
 export function mergeRequests(older: Pending, newer: Pending): Pending {
@@ -70,12 +70,15 @@ export function mergeRequest(a: SyncRequest, b: SyncRequest): SyncRequest {
   const calendar = mergeCalendar(a.calendar, b.calendar);
   const log = b.log ?? a.log;
   const override = b.override ?? a.override;
+  const first = RANK[a.priority] < RANK[b.priority] ? a : b;
   return {
-    reason: b.reason,
-    priority: RANK[a.priority] < RANK[b.priority] ? a.priority : b.priority,
+    // An enrichment joining another sync is not that sync's reason.
+    reason: b.priority === "enrich" && a.priority !== "enrich" ? a.reason : b.reason,
+    priority: first.priority,
     ...(booking ? { booking } : {}),
     ...(calendar ? { calendar } : {}),
     ...(override ? { override } : {}),
+    ...(a.enrich || b.enrich ? { enrich: true as const } : {}),
     ...(log ? { log } : {}),
   };
 }
@@ -112,7 +115,8 @@ export function retryRequest(
 ): SyncRequest {
   const calendar = request.calendar ? { reread: true as const } : undefined;
   const { booking: _, calendar: __, ...rest } = request;
-  const booking = unavailable && read ? { appt: read.appt, readAt: now } : undefined;
+  const booking =
+    unavailable && read ? { appt: read.appt, readAt: now, ...(read.full ? { full: true } : {}) } : undefined;
   return {
     ...rest,
     reason: rest.reason.startsWith("retry of ") ? rest.reason : `retry of ${rest.reason}`,
