@@ -42,10 +42,11 @@ export class EngineStoppedError extends Error {
 
 const LANES: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2, enrich: 3 };
 /**
- * Enrichments run one at a time: each waits at the rate-limit gate for leftover budget, and a worker waiting there is
- * not doing anything else, so more would hold up the other lanes (a cold start's thousands of calendar writes).
+ * Enrichments run one at a time, on a worker of their own: each mostly waits at the rate-limit gate for leftover
+ * budget, and a shared worker waiting there would hold up the other lanes (a cold start's thousands of writes).
  */
 const LANE_LIMITS = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 1];
+const OWN_WORKERS = [LANES.enrich];
 const ignore = () => {};
 export class SyncEngine {
   readonly #booking: BookingPort;
@@ -87,6 +88,7 @@ export class SyncEngine {
       concurrency: this.#concurrency,
       lanes: 4,
       laneLimits: LANE_LIMITS,
+      ownWorkers: OWN_WORKERS,
       merge: mergeRequests,
       run: (key, pending) =>
         pending.customerId === undefined ? this.#run(key.slice(2), pending) : this.#runCustomer(pending),

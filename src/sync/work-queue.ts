@@ -13,6 +13,11 @@ export interface WorkQueueOptions<R> {
   lanes: number;
   /** Runs at once per lane at most (by the lane a key was taken from); unlimited where not given. */
   laneLimits?: readonly number[];
+  /**
+   * Lanes with workers of their own (as many as their limit): their runs do not take one of the `concurrency` shared
+   * workers, so work that mostly waits (for rate budget) never holds up the other lanes.
+   */
+  ownWorkers?: readonly number[];
   /** One request out of a pending one and a newer one for the same key (the newer carries the fresher hints). */
   merge(pending: R, next: R): R;
   /** Must not throw (a throw counts as done, so one broken key cannot stall the queue). */
@@ -149,9 +154,10 @@ export class WorkQueue<R> {
     }
   }
 
-  #nextReady(): string | undefined {
+  #nextReady(sharedFree: boolean): string | undefined {
     for (const [lane, keys] of this.#ready.entries()) {
       if (this.#runningIn[lane]! >= (this.#o.laneLimits?.[lane] ?? Number.POSITIVE_INFINITY)) continue;
+      if (!sharedFree && !this.#o.ownWorkers?.includes(lane)) continue;
       while (keys.length > 0) {
         const key = keys.shift()!;
         const entry = this.#entries.get(key);
@@ -161,9 +167,16 @@ export class WorkQueue<R> {
     return undefined;
   }
 
+  /** Runs on the shared workers (those of lanes without workers of their own). */
+  #shared(): number {
+    let n = 0;
+    for (const [lane, count] of this.#runningIn.entries()) if (!this.#o.ownWorkers?.includes(lane)) n += count;
+    return n;
+  }
+
   #pump(): void {
-    while (!this.#stopped && this.#running < this.#o.concurrency) {
-      const key = this.#nextReady();
+    while (!this.#stopped) {
+      const key = this.#nextReady(this.#shared() < this.#o.concurrency);
       if (key === undefined) break;
       const entry = this.#entries.get(key)!;
       entry.state = "running";
