@@ -9,7 +9,7 @@ import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { CallRunner, type CallState } from "./call-runner.ts";
 import { CalendarError, RestoreRefusedError } from "./errors.ts";
-import { canonicalJson, fingerprint } from "./fingerprint.ts";
+import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
 import { type OwnedLike, ownedPatch } from "./render.ts";
@@ -86,8 +86,9 @@ function mergedProperties(actual: Properties, wanted: Properties): boolean {
  * keeps the stored one) and exactly the body's extended properties.
  */
 function carriesUpdate(stored: CalendarEvent, body: CalendarEvent): boolean {
+  const owned = ownershipOf(body);
   return (
-    fingerprint(stored) === fingerprint({ ...body, status: body.status ?? stored.status }) &&
+    fingerprint(stored, owned) === fingerprint({ ...body, status: body.status ?? stored.status }, owned) &&
     sameProperties(stored.extendedProperties?.private, body.extendedProperties?.private) &&
     sameProperties(stored.extendedProperties?.shared, body.extendedProperties?.shared)
   );
@@ -102,8 +103,9 @@ function carriesPatch(stored: CalendarEvent, partial: CalendarEvent): boolean {
     start: time(stored.start, partial.start),
     end: time(stored.end, partial.end),
   };
+  const owned = ownershipOf(partial);
   return (
-    fingerprint(stored) === fingerprint(merged) &&
+    fingerprint(stored, owned) === fingerprint(merged, owned) &&
     mergedProperties(stored.extendedProperties?.private, partial.extendedProperties?.private) &&
     mergedProperties(stored.extendedProperties?.shared, partial.extendedProperties?.shared)
   );
@@ -269,8 +271,9 @@ export class CalendarGateway {
     const ifMatch = existing.etag ?? undefined;
     if (existing.status === "cancelled")
       return { event: await this.#restore(eventId, body, ifMatch), action: "restored" };
+    const owned = ownershipOf(body);
     if (
-      fingerprint(existing) === fingerprint(body) &&
+      fingerprint(existing, owned) === fingerprint(body, owned) &&
       mergedProperties(existing.extendedProperties?.private, body.extendedProperties?.private)
     ) {
       return { event: existing, action: state.ambiguous ? "inserted" : "unchanged" };
