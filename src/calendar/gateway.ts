@@ -8,7 +8,7 @@ import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { CallRunner, type CallState } from "./call-runner.ts";
-import { CalendarError, RestoreRefusedError } from "./errors.ts";
+import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
@@ -542,6 +542,34 @@ export class CalendarGateway {
         return { ok: true, detail: `${where}: reachable; not in the account's calendar list, write access unverified` };
       }
       return { ok: false, detail: `${where}: reachable, but ${(err as Error).message}` };
+    }
+  }
+
+  /**
+   * Who the calendar is shared with (acl.list), and its id as Google names it (an address, also for "primary"), for
+   * doctor's privacy check. Called directly, not through the call runner: a refusal here (a token without the ACL
+   * scope, read access only) says nothing about the credentials calbridge syncs with.
+   */
+  async sharing(): Promise<{ calendarId: string; rules: calendar_v3.Schema$AclRule[] } | { error: string }> {
+    try {
+      const { data: calendar } = await this.#api.calendars.get({
+        calendarId: this.calendarId,
+        quotaUser: this.#quotaUser,
+      });
+      const rules: calendar_v3.Schema$AclRule[] = [];
+      let pageToken: string | undefined;
+      do {
+        const { data } = await this.#api.acl.list({
+          calendarId: this.calendarId,
+          quotaUser: this.#quotaUser,
+          ...(pageToken ? { pageToken } : {}),
+        });
+        rules.push(...(data.items ?? []));
+        pageToken = data.nextPageToken ?? undefined;
+      } while (pageToken);
+      return { calendarId: calendar.id ?? this.calendarId, rules };
+    } catch (err) {
+      return { error: classifyError(err, "calendar", `acl.list ${this.calendarId}`).message };
     }
   }
 
