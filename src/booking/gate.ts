@@ -5,9 +5,18 @@ import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import { bookingMetrics, collectedGauge } from "./metrics.ts";
 
-export type Priority = "webhook" | "writeback" | "reconcile";
-/** Served in this order: webhook follow-ups, then write-backs, then reconciliation pages. */
-export const PRIORITIES: readonly Priority[] = ["webhook", "writeback", "reconcile"];
+export type Priority = "webhook" | "writeback" | "reconcile" | "enrich";
+/**
+ * Served in this order: webhook follow-ups, then write-backs, then reconciliation pages, then enrichments (full reads
+ * for event fields that payloads and list items lack), which also leave a reserve of every window to the others.
+ */
+export const PRIORITIES: readonly Priority[] = ["webhook", "writeback", "reconcile", "enrich"];
+
+/**
+ * Share of the budget enrichments leave untouched in every window (at least one request): a webhook's follow-up that
+ * arrives while enrichments use what is left never waits for the next window because of them.
+ */
+export const ENRICH_RESERVE_SHARE = 0.1;
 
 /** Why a sender waited. */
 export type WaitReason = "paused" | "budget_spent" | "client_ceiling" | "concurrency" | "in_flight" | "probe";
@@ -112,7 +121,7 @@ export class RateLimitGate {
   #consecutive429 = 0;
   #inFlight = 0;
   #sent: number[] = [];
-  #queues: Record<Priority, Waiter[]> = { webhook: [], writeback: [], reconcile: [] };
+  #queues: Record<Priority, Waiter[]> = { webhook: [], writeback: [], reconcile: [], enrich: [] };
   #timer: { until: number; ac: AbortController } | undefined;
 
   constructor(options: RateLimitGateOptions) {
@@ -189,6 +198,7 @@ export class RateLimitGate {
         webhook: this.#queues.webhook.length,
         writeback: this.#queues.writeback.length,
         reconcile: this.#queues.reconcile.length,
+        enrich: this.#queues.enrich.length,
       },
       inFlight: this.#inFlight,
       sentInWindow: this.#sent.length + this.#inFlight,
@@ -210,20 +220,39 @@ export class RateLimitGate {
     while (this.#sent.length > 0 && this.#sent[0]! <= now - this.#windowMs) this.#sent.shift();
   }
 
-  /** Why nobody may send now, and until when (undefined `until`: until a response comes back). */
-  #blocked(now: number): { reason: WaitReason; until?: number } | undefined {
+  /**
+   * Requests an enrichment leaves to the others in every window: a share of the server's limit (or of the ceiling
+   * before the server said one), at least one.
+   */
+  reserve(): number {
+    const limit = Math.min(this.#ceiling, this.#limit !== undefined && this.#limit > 0 ? this.#limit : this.#ceiling);
+    return Math.max(1, Math.floor(limit * ENRICH_RESERVE_SHARE));
+  }
+
+  /** Requests a minute enrichments may use at most: the plan's limit less the reserve (for estimates). */
+  enrichPerMinute(): number {
+    const limit = Math.min(this.#ceiling, this.#limit !== undefined && this.#limit > 0 ? this.#limit : this.#ceiling);
+    return Math.max(1, limit - this.reserve());
+  }
+
+  /**
+   * Why `priority` may not send now, and until when (undefined `until`: until a response comes back). Enrichments
+   * also stop where only the reserve is left.
+   */
+  #blocked(now: number, priority: Priority): { reason: WaitReason; until?: number } | undefined {
     if (now < this.#pausedUntil) return { reason: "paused", until: this.#pausedUntil };
+    const keep = priority === "enrich" ? this.reserve() : 0;
     const budget = this.#budget(now);
-    if (budget !== undefined && budget - this.#inFlight <= 0) {
+    if (budget !== undefined && budget - this.#inFlight <= keep) {
       // Spent for this window: wait for its end. Only in-flight requests hold it: wait for their answers.
-      if (budget <= 0 && this.#resetAt !== undefined)
+      if (budget <= keep && this.#resetAt !== undefined)
         return { reason: "budget_spent", until: this.#resetAt + this.#skewMs };
       return { reason: "in_flight" };
     }
     // Before the first answer the budget is unknown: one request at a time, so a burst cannot overspend.
     if (this.#mode === "unknown" && this.#inFlight > 0) return { reason: "probe" };
     this.#prune(now);
-    if (this.#sent.length + this.#inFlight >= this.#ceiling) {
+    if (this.#sent.length + this.#inFlight >= this.#ceiling - keep) {
       // Full: wait for the oldest answer to leave the window (or, all in flight, for an answer).
       const oldest = this.#sent[0];
       return oldest === undefined
@@ -250,7 +279,7 @@ export class RateLimitGate {
         return;
       }
       const now = this.#clock.now();
-      const block = this.#blocked(now);
+      const block = this.#blocked(now, w.priority);
       if (block) {
         for (const p of PRIORITIES) {
           for (const x of this.#queues[p]) {

@@ -1,5 +1,6 @@
 // Owns comparison of calendar events: the fingerprint of the fields calbridge writes, and time equality by instant.
 import { createHash } from "node:crypto";
+import { normalReminders } from "./reminders.ts";
 
 /** The part of an event time this module reads (matches calendar_v3.Schema$EventDateTime). */
 export interface EventTimeLike {
@@ -19,6 +20,17 @@ export interface EventLike {
   visibility?: string | null;
   status?: string | null;
   recurrence?: string[] | null;
+  reminders?: { useDefault?: boolean | null; overrides?: unknown[] | null } | null;
+}
+
+/** Which fields calbridge owns beyond the ones it always owns: reminders only where they are configured. */
+export interface Ownership {
+  reminders: boolean;
+}
+
+/** What a body calbridge rendered owns: reminders when it sets them (they are configured). */
+export function ownershipOf(body: EventLike | null | undefined): Ownership {
+  return { reminders: body?.reminders != null };
 }
 
 /**
@@ -60,11 +72,12 @@ export function canonicalJson(value: unknown): string {
 
 /**
  * A stable hash over the fields calbridge owns (summary, description, start, end, colorId, transparency, visibility,
- * status, and whether it repeats). Google's defaults count as set (absent transparency is "opaque"; absent visibility
- * "default"; absent status "confirmed") and times compare as instants, so a rendered body and the same event read
- * back from Google agree. A single event (no recurrence) hashes as it always did.
+ * status, whether it repeats, and the reminders where `ownership` says so). Google's defaults count as set (absent
+ * transparency is "opaque"; absent visibility "default"; absent status "confirmed"; absent reminders the calendar's
+ * default) and times compare as instants, so a rendered body and the same event read back from Google agree. A single
+ * event (no recurrence) without owned reminders hashes as it always did.
  */
-export function fingerprint(body: EventLike): string {
+export function fingerprint(body: EventLike, ownership: Ownership = { reminders: false }): string {
   const owned = {
     summary: body.summary ?? "",
     description: body.description ?? "",
@@ -75,6 +88,7 @@ export function fingerprint(body: EventLike): string {
     visibility: body.visibility ?? "default",
     status: body.status ?? "confirmed",
     recurrence: body.recurrence?.length ? body.recurrence : undefined,
+    reminders: ownership.reminders ? normalReminders(body.reminders) : undefined,
   };
   return createHash("sha256").update(canonicalJson(owned)).digest("base64url").slice(0, 32);
 }

@@ -8,8 +8,8 @@ import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { CallRunner, type CallState } from "./call-runner.ts";
-import { CalendarError, RestoreRefusedError } from "./errors.ts";
-import { canonicalJson, fingerprint } from "./fingerprint.ts";
+import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
+import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
 import { type OwnedLike, ownedPatch } from "./render.ts";
@@ -86,8 +86,9 @@ function mergedProperties(actual: Properties, wanted: Properties): boolean {
  * keeps the stored one) and exactly the body's extended properties.
  */
 function carriesUpdate(stored: CalendarEvent, body: CalendarEvent): boolean {
+  const owned = ownershipOf(body);
   return (
-    fingerprint(stored) === fingerprint({ ...body, status: body.status ?? stored.status }) &&
+    fingerprint(stored, owned) === fingerprint({ ...body, status: body.status ?? stored.status }, owned) &&
     sameProperties(stored.extendedProperties?.private, body.extendedProperties?.private) &&
     sameProperties(stored.extendedProperties?.shared, body.extendedProperties?.shared)
   );
@@ -102,8 +103,9 @@ function carriesPatch(stored: CalendarEvent, partial: CalendarEvent): boolean {
     start: time(stored.start, partial.start),
     end: time(stored.end, partial.end),
   };
+  const owned = ownershipOf(partial);
   return (
-    fingerprint(stored) === fingerprint(merged) &&
+    fingerprint(stored, owned) === fingerprint(merged, owned) &&
     mergedProperties(stored.extendedProperties?.private, partial.extendedProperties?.private) &&
     mergedProperties(stored.extendedProperties?.shared, partial.extendedProperties?.shared)
   );
@@ -269,8 +271,9 @@ export class CalendarGateway {
     const ifMatch = existing.etag ?? undefined;
     if (existing.status === "cancelled")
       return { event: await this.#restore(eventId, body, ifMatch), action: "restored" };
+    const owned = ownershipOf(body);
     if (
-      fingerprint(existing) === fingerprint(body) &&
+      fingerprint(existing, owned) === fingerprint(body, owned) &&
       mergedProperties(existing.extendedProperties?.private, body.extendedProperties?.private)
     ) {
       return { event: existing, action: state.ambiguous ? "inserted" : "unchanged" };
@@ -557,6 +560,34 @@ export class CalendarGateway {
         return { ok: true, detail: `${where}: reachable; not in the account's calendar list, write access unverified` };
       }
       return { ok: false, detail: `${where}: reachable, but ${(err as Error).message}` };
+    }
+  }
+
+  /**
+   * Who the calendar is shared with (acl.list), and its id as Google names it (an address, also for "primary"), for
+   * doctor's privacy check. Called directly, not through the call runner: a refusal here (a token without the ACL
+   * scope, read access only) says nothing about the credentials calbridge syncs with.
+   */
+  async sharing(): Promise<{ calendarId: string; rules: calendar_v3.Schema$AclRule[] } | { error: string }> {
+    try {
+      const { data: calendar } = await this.#api.calendars.get({
+        calendarId: this.calendarId,
+        quotaUser: this.#quotaUser,
+      });
+      const rules: calendar_v3.Schema$AclRule[] = [];
+      let pageToken: string | undefined;
+      do {
+        const { data } = await this.#api.acl.list({
+          calendarId: this.calendarId,
+          quotaUser: this.#quotaUser,
+          ...(pageToken ? { pageToken } : {}),
+        });
+        rules.push(...(data.items ?? []));
+        pageToken = data.nextPageToken ?? undefined;
+      } while (pageToken);
+      return { calendarId: calendar.id ?? this.calendarId, rules };
+    } catch (err) {
+      return { error: classifyError(err, "calendar", `acl.list ${this.calendarId}`).message };
     }
   }
 

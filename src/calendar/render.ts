@@ -1,5 +1,7 @@
 // Owns the mapping of an appointment to the Google Calendar event body calbridge writes (a pure function).
 import { APPOINTMENT_ID_PROPERTY, MANAGED_PROPERTY, MANAGED_VALUE } from "./ids.ts";
+import { PLACEHOLDER_NAMES, PLACEHOLDERS, type RenderableAppointment } from "./placeholders.ts";
+import { type EventReminders, type RemindersConfig, remindersBody, remindersPatch } from "./reminders.ts";
 import {
   cleanText,
   cleanTitle,
@@ -11,31 +13,7 @@ import {
 } from "./template.ts";
 
 export { canonicalJson, type EventLike, fingerprint, instantOf, sameTime } from "./fingerprint.ts";
-
-/**
- * The appointment fields rendering reads: structurally compatible with the booking client's `Appointment`
- * (src/booking/schemas.ts), nulls included, so any parsed appointment can be passed without a cast.
- */
-export interface RenderableAppointment {
-  id: string;
-  service_id?: string | null;
-  service_name?: string | null;
-  customer_id?: string | null;
-  customer?: { id?: string | null; name?: string | null; email?: string | null; phone?: string | null } | null;
-  customer_name?: string | null;
-  customer_email?: string | null;
-  therapist_id?: string | null;
-  therapist_name?: string | null;
-  start_time?: string | null;
-  end_time?: string | null;
-  status?: string | null;
-  notes?: string | null;
-  updated_at?: string | null;
-  cancelled_at?: string | null;
-  cancellation_reason?: string | null;
-  price?: number | null;
-  currency?: string | null;
-}
+export type { RenderableAppointment } from "./placeholders.ts";
 
 /** One therapist's calendar (the `therapists[]` entry of the configuration, as far as rendering needs it). */
 export interface CalendarMapping {
@@ -44,13 +22,18 @@ export interface CalendarMapping {
   calendar_id: string;
 }
 
-/** The `event:` section of the configuration plus `sync.cancelled_events`. */
+/**
+ * The `event:` section of the configuration as it applies to one therapist (the preset's templates resolved, the
+ * therapist's reminders), plus `sync.cancelled_events`.
+ */
 export interface EventConfig {
   title: string;
   description: string;
   include_customer_contact: boolean;
   colors: { completed?: string; no_show?: string; cancelled?: string };
   cancelled_events: "delete" | "keep";
+  /** Reminders to write; undefined: calbridge does not own the event's reminders (the therapist's stay). */
+  reminders?: RemindersConfig | undefined;
 }
 
 export interface RenderedDateTime {
@@ -69,10 +52,12 @@ export interface RenderedEvent {
   colorId?: string;
   status: "confirmed";
   extendedProperties: { private: Record<string, string> };
+  /** Only when reminders are configured (then calbridge owns them). */
+  reminders?: EventReminders;
 }
 
-/** The event fields calbridge owns; everything else on an event (location, reminders, guests, attachments,
- * conference data, ...) belongs to the therapist and is never written. README lists them. */
+/** The event fields calbridge owns; everything else on an event (location, guests, attachments, conference data,
+ * reminders unless configured, ...) belongs to the therapist and is never written. README lists them. */
 export const OWNED_FIELDS = [
   "summary",
   "description",
@@ -86,6 +71,9 @@ export const OWNED_FIELDS = [
   "extendedProperties.private.calbridge_appointment_id",
   "extendedProperties.private.calbridge_managed",
 ] as const;
+
+/** Fields calbridge owns only where the configuration sets them: `reminders` with event.reminders (or a therapist's). */
+export const OWNED_WHEN_CONFIGURED = ["reminders"] as const;
 
 /**
  * A PATCH body that sets every field calbridge owns to what `body` says and touches nothing else: an owned field the
@@ -104,6 +92,7 @@ export function ownedPatch(body: OwnedLike, status?: "confirmed"): Record<string
     status: status ?? body.status ?? "confirmed",
     recurrence: null,
     extendedProperties: { private: { ...body.extendedProperties?.private } },
+    ...(body.reminders ? { reminders: remindersPatch(body.reminders) } : {}),
   };
 }
 
@@ -118,6 +107,7 @@ export interface OwnedLike {
   visibility?: string | null;
   status?: string | null;
   extendedProperties?: { private?: Record<string, string> | null } | null;
+  reminders?: EventReminders | null;
 }
 
 /**
@@ -139,31 +129,8 @@ export const DEFAULT_CANCELLED_COLOR = "8";
 export const CANCELLED_PREFIX = "Cancelled: ";
 const FALLBACK_TITLE = "Appointment";
 
-/** Placeholders templates may use. Contact placeholders render empty unless `include_customer_contact` is on. */
-export const TEMPLATE_FIELDS = [
-  "id",
-  "service_id",
-  "service_name",
-  "customer_id",
-  "customer_name",
-  "customer_email",
-  "customer_phone",
-  "therapist_id",
-  "therapist_name",
-  "start_time",
-  "end_time",
-  "start_local",
-  "end_local",
-  "date",
-  "time",
-  "status",
-  "notes",
-  "price",
-  "currency",
-  "cancellation_reason",
-  "cancelled_at",
-  "updated_at",
-] as const;
+/** Placeholders templates may use (src/calendar/placeholders.ts says where each value comes from). */
+export const TEMPLATE_FIELDS = PLACEHOLDER_NAMES;
 
 export class RenderError extends Error {
   readonly appointmentId: string;
@@ -223,16 +190,9 @@ function templateValues(
 ): Record<string, string | null | undefined> {
   const start = localParts(times.start, mapping.timezone);
   const end = localParts(times.end, mapping.timezone);
-  return {
+  const values: Record<string, string | null | undefined> = {
     id: appt.id,
-    service_id: appt.service_id,
-    service_name: appt.service_name,
-    customer_id: appt.customer_id ?? appt.customer?.id,
-    customer_name: appt.customer_name ?? appt.customer?.name,
-    customer_email: withContact ? (appt.customer_email ?? appt.customer?.email) : undefined,
-    customer_phone: withContact ? appt.customer?.phone : undefined,
     therapist_id: appt.therapist_id,
-    therapist_name: appt.therapist_name,
     start_time: appt.start_time,
     end_time: appt.end_time,
     start_local: `${start.date} ${start.time}`,
@@ -240,13 +200,11 @@ function templateValues(
     date: start.date,
     time: start.time,
     status: appt.status,
-    notes: appt.notes,
-    price: typeof appt.price === "number" ? String(appt.price) : undefined,
-    currency: appt.currency,
-    cancellation_reason: appt.cancellation_reason,
-    cancelled_at: appt.cancelled_at,
-    updated_at: appt.updated_at,
   };
+  for (const p of PLACEHOLDERS) {
+    if (p.read && (withContact || !p.contact)) values[p.name] = p.read(appt);
+  }
+  return values;
 }
 
 /** Contact lines appended to the description when enabled, for contact fields the template does not place itself. */
@@ -282,7 +240,7 @@ function renderDescription(
 
 /**
  * The event an appointment should have, or null when it should have none (cancelled, with `cancelled_events: delete`).
- * Private, no attendees, no reminder override, no customer contact unless enabled. Values from the booking service
+ * Private, no attendees, reminders only when configured, no customer contact unless enabled. Values from the booking service
  * are sanitised: control characters dropped everywhere, HTML escaped in the description (not in the admin's template
  * text, and not in the title, which Google shows as plain text); title and description are cut to Google's limits
  * with a visible ellipsis. `notice` is shown at the end of the description. Throws RenderError when the appointment
@@ -321,5 +279,6 @@ export function renderEvent(
     extendedProperties: { private: { [APPOINTMENT_ID_PROPERTY]: appt.id, [MANAGED_PROPERTY]: MANAGED_VALUE } },
   };
   if (colorId) event.colorId = colorId;
+  if (options.reminders !== undefined) event.reminders = remindersBody(options.reminders);
   return event;
 }

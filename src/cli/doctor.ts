@@ -1,6 +1,6 @@
-// Owns `calbridge doctor`: one check per line (API key, webhook endpoint, each calendar, store, clock, and with
-// --notify-test a test message to each notification target), each with a fix-it hint when it fails, and a non-zero
-// exit when anything is wrong.
+// Owns `calbridge doctor`: one check per line (API key, webhook endpoint, each calendar and who else sees its event
+// details, store, clock, and with --notify-test a test message to each notification target), each with a fix-it hint
+// when it fails, and a non-zero exit when anything is wrong.
 import { request } from "undici";
 import { endpointState } from "../booking/endpoints.ts";
 import { BookingApiError } from "../booking/errors.ts";
@@ -8,6 +8,7 @@ import type { App } from "../daemon/app.ts";
 import { connectCommand } from "../daemon/calendars.ts";
 import { redactStoreUrl } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
+import { sharingCheck } from "./sharing-check.ts";
 
 export interface Check {
   name: string;
@@ -91,6 +92,16 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
   );
   checks.push(...calendarChecks);
   checks.push(...(await mappingChecks(app)));
+  // Who else sees the customer details the templates show (a line only when someone does, or it cannot be told), for
+  // the calendars calbridge can reach (an unreachable one already has its failure line).
+  const sharing = await Promise.all(
+    config.therapists.map((t, i) =>
+      calendarChecks[i]?.status === "ok"
+        ? sharingCheck(t, app.sync.planner.settings(t), app.calendars.get(t.therapist_id)).catch(() => undefined)
+        : undefined,
+    ),
+  );
+  for (const c of sharing) if (c) checks.push(c);
 
   const storeFix = "check store.url and that the folder or Redis is reachable and writable";
   if (options.storeError !== undefined) {

@@ -36,6 +36,14 @@ export function formatPlan(report: ReconcileReport): string {
         .join(", ")}`,
     );
   }
+  const e = report.enrichment;
+  if (e && e.pending > 0) {
+    lines.push(
+      "",
+      `  enrichments pending: ${e.pending} event(s) lack fields only GET /v1/appointments/:id gives (notes, phone, add-ons, ...);`,
+      `  one read each with leftover rate budget (at most ${e.perMinute} a minute): at least ${e.minutes} minute(s)${report.dryRun ? "" : ", while the daemon runs"}`,
+    );
+  }
   if (report.guard.tripped) {
     lines.push(
       "",

@@ -2,6 +2,10 @@
 // TypeScript types and the JSON Schema that `calbridge config-schema` prints.
 import { validate as validateCron } from "node-cron";
 import { z } from "zod";
+import { placeholder } from "../calendar/placeholders.ts";
+import { PRESET_NAMES, PRESETS } from "../calendar/presets.ts";
+import { MAX_REMINDER_MINUTES, MAX_REMINDERS } from "../calendar/reminders.ts";
+import { placeholdersOf } from "../calendar/template.ts";
 
 const url = (what: string) =>
   z.string().refine(
@@ -112,6 +116,48 @@ const listen = z
   .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, "expected host:port, e.g. 0.0.0.0:8080")
   .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, { message: "port out of range" });
 
+const ReminderSchema = z.strictObject({
+  method: z.enum(["popup", "email"]).describe("popup (on the therapist's devices) or email (to the calendar's owner)."),
+  minutes: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_REMINDER_MINUTES, `at most ${MAX_REMINDER_MINUTES} (four weeks): Google's limit`)
+    .describe("Minutes before the start."),
+});
+
+/** A union's own message: the branch the value's shape was meant for says what is wrong (zod says "Invalid input"). */
+function remindersError(iss: z.core.$ZodRawIssue): string | undefined {
+  if (iss.code !== "invalid_union" || !("errors" in iss)) return undefined;
+  const expected = "expected default, none, or a list of { method: popup | email, minutes }";
+  const listed = Array.isArray(iss.input);
+  const first = (listed ? iss.errors[1] : iss.errors[0])?.[0];
+  if (!first) return expected;
+  if (!listed) return `${expected}, found ${JSON.stringify(iss.input)}`;
+  const at = first.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
+  return `${at ? `${at.replace(/^\./, "")}: ` : ""}${first.code === "invalid_value" ? `expected one of ${first.values.map((v) => JSON.stringify(v)).join(", ")}` : first.message}`;
+}
+
+export const RemindersSchema = z.union(
+  [
+    z.enum(["default", "none"]),
+    z
+      .array(ReminderSchema)
+      .min(1, "an empty list: write `none` for no reminders")
+      .max(MAX_REMINDERS, `at most ${MAX_REMINDERS} reminders: Google's limit`)
+      .superRefine((list, ctx) => {
+        const seen = new Set<string>();
+        list.forEach((r, i) => {
+          const key = `${r.method}/${r.minutes}`;
+          if (seen.has(key))
+            ctx.addIssue({ code: "custom", path: [i], message: `duplicate reminder ${r.method} ${r.minutes}` });
+          seen.add(key);
+        });
+      }),
+  ],
+  { error: remindersError },
+);
+
 export const WritebackSchema = z.strictObject({
   reschedule: z.boolean().default(true).describe("A moved event reschedules the appointment (PATCH start_time)."),
   cancel: z.boolean().default(true).describe("A deleted event cancels the appointment (POST .../cancel)."),
@@ -181,6 +227,7 @@ export const TherapistSchema = z.strictObject({
   timezone: timezone.default("UTC").describe("IANA time zone of the therapist's events."),
   auth: TherapistAuthSchema.optional().describe("Overrides google.auth for this therapist."),
   writeback: WritebackSchema.partial().optional().describe("Overrides sync.writeback for this therapist."),
+  reminders: RemindersSchema.optional().describe("Overrides event.reminders for this therapist's events."),
   email: z
     .email("expected an e-mail address")
     .optional()
@@ -473,17 +520,31 @@ export const ConfigSchema = z
       .prefault({}),
     event: z
       .strictObject({
+        preset: z
+          .enum(PRESET_NAMES)
+          .optional()
+          .describe(
+            `What events show, as a shortcut for title and description (either set replaces the preset's): ${PRESET_NAMES.map((n) => `${n} (${PRESETS[n].shows})`).join("; ")}. Without either: full.`,
+          ),
         title: z
           .string()
-          .default("{service_name}: {customer_name}")
+          .optional()
           .describe(
-            "Event title template; {field} takes an appointment field (id, service_name, customer_name, therapist_name, start_local, date, time, status, notes, ...).",
+            `Event title template (default: the preset's; \`${PRESETS.full.title}\` without one); {placeholder}s as README lists them.`,
           ),
         description: z
           .string()
-          .default("Booking {id}\n{notes}")
-          .describe("Event description template (same placeholders as title)."),
-        include_customer_contact: z.boolean().default(false),
+          .optional()
+          .describe(
+            `Event description template (default: the preset's; \`${PRESETS.full.description.replace("\n", "\\n")}\` without one); same placeholders as title.`,
+          ),
+        include_customer_contact: z
+          .boolean()
+          .default(false)
+          .describe("Add the customer's e-mail and phone to the description (only without a preset, or with full)."),
+        reminders: RemindersSchema.optional().describe(
+          "Reminders of every event: default (the calendar's), none, or a list of {method, minutes}; leave it out and calbridge leaves each event's reminders alone.",
+        ),
         colors: z
           .strictObject({
             completed: z.string().default("2").describe("Colour id of completed appointments."),
@@ -632,6 +693,7 @@ export const ConfigSchema = z
         message: `required by connect: a Web application OAuth client whose redirect URI is ${cfg.connect.public_url.replace(/\/+$/, "")}/connect/callback`,
       });
     }
+    eventIssues(cfg.event, ctx);
     const seen = new Map<string, number>();
     cfg.therapists.forEach((t, i) => {
       const first = seen.get(t.therapist_id);
@@ -661,6 +723,36 @@ export const ConfigSchema = z
   });
 
 export type Config = z.infer<typeof ConfigSchema>;
+
+type EventSection = {
+  preset?: string | undefined;
+  title?: string | undefined;
+  description?: string | undefined;
+  include_customer_contact: boolean;
+};
+
+/** Contact details under a preset that shows less of the customer, placeholders nobody knows. */
+function eventIssues(event: EventSection, ctx: z.core.$RefinementCtx): void {
+  if (event.preset !== undefined) {
+    if (event.preset !== "full" && event.include_customer_contact) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["event", "include_customer_contact"],
+        message: `the preset ${event.preset} shows less of the customer; customer contact details contradict it (remove one of the two)`,
+      });
+    }
+  }
+  for (const key of ["title", "description"] as const) {
+    const unknown = [...new Set(placeholdersOf(event[key] ?? "").filter((name) => !placeholder(name)))];
+    if (unknown.length > 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["event", key],
+        message: `unknown placeholder${unknown.length > 1 ? "s" : ""} ${unknown.map((n) => `{${n}}`).join(", ")} (README lists the placeholders, e.g. {service_name}, {customer_name}, {notes})`,
+      });
+    }
+  }
+}
 export type ConfigInput = z.input<typeof ConfigSchema>;
 
 /** A notification target's name: its own, or its type and place in the list ("webhook-1"). */

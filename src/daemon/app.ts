@@ -88,6 +88,11 @@ export interface App {
   admin: HttpServer | undefined;
   reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
   /**
+   * Removes expired store entries (webhook done marks, links and dead letters of appointments that left the sync
+   * window, ...): what the hourly purge runs. Answers how many.
+   */
+  purge(): Promise<number>;
+  /**
    * A therapist's stored credentials changed (connect, authorize): every replica takes them up at once (no restart),
    * and the leader backfills that therapist with a reconciliation.
    */
@@ -118,7 +123,7 @@ export const INBOX_ACCEPTED_CHANNEL = "calbridge:inbox:accepted";
 export const CREDENTIALS_CHANGED_CHANNEL = "calbridge:credentials:changed";
 /** The leader's look through the shared inbox for entries whose notice was lost (pub/sub delivers at most once). */
 const INBOX_SWEEP_MS = 30_000;
-/** How often expired entries (webhook done marks after their 7 days, ...) are removed from the store. */
+/** How often expired entries (webhook done marks after their 7 days, links of past appointments, ...) are removed. */
 const PURGE_MS = 3_600_000;
 
 export async function createApp(config: Config, options: AppOptions = {}): Promise<App> {
@@ -306,6 +311,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     guard: sync.guard,
     history: sync.history,
     managed: sync.managed,
+    enrichPerMinute: () => booking.gate.enrichPerMinute(),
     clock,
     logger: syncLogger,
   };
@@ -434,6 +440,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     metrics.leader.set(1);
     if (processorUsed) processor = newProcessor();
     processorUsed = true;
+    // Enrichments run where the reconciliation that queues them runs (its first run resumes those left by a restart).
+    engine.setEnrichment(true);
     void processor.start();
     if (notices) {
       sweep = setInterval(() => {
@@ -458,6 +466,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
   const stopLeaderWork = async () => {
     metrics.leader.set(0);
+    engine.setEnrichment(false);
     if (sweep) clearInterval(sweep);
     sweep = undefined;
     await cron?.destroy();
@@ -558,6 +567,13 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     http: undefined,
     admin: undefined,
     reconcile: runReconcile,
+    async purge() {
+      const removed = await store.purgeExpired();
+      // Engine dead letters of appointments that left the window are among them.
+      await sync.dead.load();
+      logger.debug({ removed }, "expired store entries removed");
+      return removed;
+    },
     credentialsChanged,
     status,
     mappingReport: () => upkeep.report(),
@@ -569,6 +585,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       const minimised = await inbox.minimiseDeadLetters();
       if (minimised > 0) {
         logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");
+      }
+      const links = await sync.links.minimise();
+      if (links > 0) {
+        logger.info({ count: links }, "links of an earlier build no longer keep the booking's customer details");
       }
       app.http = await createHttpServer({
         name: "public",
@@ -650,11 +670,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       }, 5000);
       gauges.unref();
       purge = setInterval(() => {
-        store.purgeExpired().then(
-          (removed) => logger.debug({ removed }, "expired store entries removed"),
-          (err: unknown) =>
+        app
+          .purge()
+          .catch((err: unknown) =>
             logger.warn({ err: describeError(err) }, "expired store entries not removed; retried in an hour"),
-        );
+          );
       }, PURGE_MS);
       purge.unref();
       logger.info(

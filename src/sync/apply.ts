@@ -1,8 +1,10 @@
 // Owns carrying out one planned action: the calendar write or deletion, the write-back, and the link that records it.
+import { canonicalJson } from "../calendar/fingerprint.ts";
 import { eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import type { Effects, EventAt } from "./effects.ts";
 import { describeError } from "./errors.ts";
+import { coreOf } from "./snapshot.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 import { applyWriteback, type WritebackOutcome } from "./writeback.ts";
 
@@ -14,6 +16,8 @@ export interface ApplyContext {
   link: Link | undefined;
   /** Epoch ms of the newest booking fact in `appt`. */
   sourceAt: number;
+  /** `appt` is the full form. */
+  full: boolean;
   /** The event as the decision saw it (undefined: not read). */
   event: CalEvent | null | undefined;
   log: Logger;
@@ -47,10 +51,18 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
   const notice = fx.planner.noticeFor(link, appt);
   switch (action.kind) {
     case "none": {
-      // Remember what was learnt (a fuller snapshot, a newer source time) without touching any calendar.
+      // Remember what was learnt (new times, a newer source time, what the event's text now stands for, an enrichment
+      // due) without touching any calendar; a link that learnt nothing is not written.
       const target = fx.mapping.therapist(appt?.therapist_id);
-      if (link && appt && (link.sourceAt < sourceAt || JSON.stringify(link.booking) !== JSON.stringify(appt))) {
-        await fx.links.save({ ...link, booking: appt, sourceAt: Math.max(link.sourceAt, sourceAt) });
+      if (link && appt) {
+        const next: Link = { ...link, booking: coreOf(appt), sourceAt: Math.max(link.sourceAt, sourceAt) };
+        if (link.present && action.rendered) {
+          next.rendered = action.rendered;
+          if (action.rendered.pending?.length) next.enrich = true;
+          else delete next.enrich;
+        }
+        if (link.present && action.enrich) next.enrich = true;
+        if (canonicalJson(next) !== canonicalJson(link)) await fx.links.save(next);
       } else if (!link && appt && target) {
         // A tombstone: an older webhook arriving later cannot resurrect this state.
         await fx.record({
@@ -77,6 +89,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         event: action.event,
         present: true,
         notice,
+        ...(action.rendered ? { rendered: action.rendered } : {}),
       });
       fx.metrics.operations.inc({ kind: "adopt", result: "ok" });
       c.tell?.({});
@@ -105,6 +118,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         body: action.body,
         present: true,
         notice: undone ?? notice,
+        ...(action.rendered ? { rendered: action.rendered } : {}),
       });
       log.info(
         { action: action.kind, therapist_id: action.therapistId, reason: action.reason },
@@ -148,6 +162,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         event: w.event,
         body: action.body,
         present: true,
+        ...(action.rendered ? { rendered: action.rendered } : {}),
       });
       try {
         await fx.remove(action.from.therapistId, action.from.eventId);
@@ -172,6 +187,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       await applyWriteback(fx, booking, action, {
         id,
         appt: snapshot,
+        full: c.full && appt !== null,
         link,
         event: c.event,
         sourceAt,

@@ -2,7 +2,7 @@
 // push notifications, filtering out calbridge's own writes (echo suppression) before handing real changes to the
 // engine, which pushes them back to the booking service.
 
-import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
+import { fingerprint, instantOf, type Ownership } from "../calendar/fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
@@ -76,6 +76,12 @@ export class CalendarPoller {
     this.#intervalMs = ms;
   }
 
+  /** Whether calbridge owns the reminders of this therapist's events (they are configured). */
+  #ownsReminders(therapistId: string): boolean {
+    const t = this.#mapping.therapist(therapistId);
+    return (t?.reminders ?? this.#mapping.config.event.reminders) !== undefined;
+  }
+
   lastPollAt(therapistId: string): number | undefined {
     return this.#lastPoll.get(therapistId);
   }
@@ -125,7 +131,7 @@ export class CalendarPoller {
         );
         continue;
       }
-      if (isEcho(link, therapistId, event)) {
+      if (isEcho(link, therapistId, event, { reminders: this.#ownsReminders(therapistId) })) {
         echoes++;
         continue;
       }
@@ -150,8 +156,16 @@ export class CalendarPoller {
   }
 }
 
-/** calbridge's own write (or deletion) seen again, or an event that still matches what was last synced. */
-export function isEcho(link: Link | undefined, therapistId: string, event: CalEvent): boolean {
+/**
+ * calbridge's own write (or deletion) seen again, or an event that still matches what was last synced (in the fields
+ * calbridge owns: reminders where they are configured).
+ */
+export function isEcho(
+  link: Link | undefined,
+  therapistId: string,
+  event: CalEvent,
+  owned: Ownership = { reminders: false },
+): boolean {
   if (!link) return false;
   if (link.therapistId !== therapistId) return false;
   if (event.status === "cancelled") return !link.present;
@@ -161,6 +175,6 @@ export function isEcho(link: Link | undefined, therapistId: string, event: CalEv
   return (
     instantOf(event.start) === link.eventStart &&
     instantOf(event.end) === link.eventEnd &&
-    fingerprint(event) === link.fingerprint
+    fingerprint(event, owned) === link.fingerprint
   );
 }

@@ -11,6 +11,7 @@ import { SyncEngine } from "./engine.ts";
 import { History } from "./history.ts";
 import { HistoryLog } from "./history-log.ts";
 import { LeftBehindEvents } from "./left-behind.ts";
+import { linkUpgrade } from "./link-upgrade.ts";
 import { LinkStore } from "./links.ts";
 import { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -61,9 +62,10 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const mapping = new Mapping(o.config, o.calendars, o.unavailable);
   const links = new LinkStore(o.store, mapping, o.clock);
   const planner = new Planner(mapping);
+  links.upgrade = linkUpgrade(mapping, planner);
   const activity = new Activity(o.clock);
   const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock });
-  const dead = new DeadLetters(o.store, o.clock, o.metrics);
+  const dead = new DeadLetters(o.store, o.clock, o.metrics, o.config.sync.window);
   const managed = new Map<string, number>();
   const limits = guardLimits(o.config);
   const guard = new WritebackGuard({
@@ -96,6 +98,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     },
     ...(relocator ? { relocator } : {}),
   });
+  // Every saved link that awaits an enrichment queues one (a no-op while enrichments are off).
+  links.onEnrichmentDue = (id) => engine.enrich(id);
   const reloaded = () => {
     mapping.reloaded();
     // The guard reads its limits from this object at every decision.

@@ -1,5 +1,6 @@
 // Owns the sync dead letters: one record per appointment whose sync failed for good (a permanent error, or the attempt
-// budget spent), cleared by its next success; and their count for metrics and /status.
+// budget spent), cleared by its next success or expired once the appointment has left the sync window; and their
+// count for metrics and /status.
 import type { Clock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -15,16 +16,27 @@ export interface DeadLetter {
   final: true;
 }
 
+const DAY = 86_400_000;
+/** Past the end of the window, as links (src/sync/links.ts): then the appointment is not synced any more. */
+const MARGIN_DAYS = 2;
+
 export class DeadLetters {
   readonly #table: Table<DeadLetter>;
   readonly #clock: Clock;
   readonly #metrics: SyncMetrics;
+  readonly #window: { past_days: number; future_days: number };
   #count = 0;
 
-  constructor(store: Store, clock: Clock, metrics: SyncMetrics) {
+  constructor(
+    store: Store,
+    clock: Clock,
+    metrics: SyncMetrics,
+    window: { past_days: number; future_days: number } = { past_days: 7, future_days: 90 },
+  ) {
     this.#table = store.table<DeadLetter>("dead");
     this.#clock = clock;
     this.#metrics = metrics;
+    this.#window = window;
   }
 
   get count(): number {
@@ -36,14 +48,31 @@ export class DeadLetters {
     return this.#table.get(key);
   }
 
-  async record(entry: { key: string; error: string; attempts: number; firstAt: number; reason: string }) {
+  /**
+   * Records a failure for good. It expires when its appointment leaves the sync window: `endsAt` (the appointment's
+   * end, when known) plus the window's past days and a margin; without it, a whole window's length from now.
+   */
+  async record(entry: {
+    key: string;
+    error: string;
+    attempts: number;
+    firstAt: number;
+    reason: string;
+    endsAt?: number | undefined;
+  }) {
+    const { endsAt, ...fields } = entry;
     const prev = await this.#table.get(entry.key);
-    await this.#table.set(entry.key, {
-      ...entry,
-      firstAt: prev?.firstAt ?? entry.firstAt,
-      lastAt: this.#clock.now(),
-      final: true,
-    });
+    const now = this.#clock.now();
+    const { past_days: past, future_days: future } = this.#window;
+    const expiry =
+      endsAt !== undefined && Number.isFinite(endsAt)
+        ? endsAt + (past + MARGIN_DAYS) * DAY
+        : now + (past + future + MARGIN_DAYS) * DAY;
+    await this.#table.set(
+      entry.key,
+      { ...fields, firstAt: prev?.firstAt ?? entry.firstAt, lastAt: now, final: true },
+      Math.max(DAY, expiry - now),
+    );
     if (!prev) this.#set(this.#count + 1);
   }
 
@@ -52,7 +81,7 @@ export class DeadLetters {
     if (await this.#table.delete(key)) this.#set(Math.max(0, this.#count - 1));
   }
 
-  /** Reads the count from the store (at start). */
+  /** Reads the count from the store (at start, and after the hourly purge removed expired ones). */
   async load(): Promise<number> {
     let n = 0;
     for await (const [key] of this.#table.entries()) if (key.startsWith("appt:") || key.startsWith("customer:")) n++;

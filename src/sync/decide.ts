@@ -5,7 +5,10 @@ import type { Appointment } from "../booking/schemas.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
+import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
+
+export type { AsWritten, Desired } from "./desired.ts";
 
 export interface DecideInput {
   appointmentId: string;
@@ -21,8 +24,11 @@ export interface DecideInput {
   event: CalEvent | null | undefined;
   /** Therapist the appointment belongs to now, when mapped. */
   targetTherapistId: string | undefined;
-  /** The body the event should have in the target calendar (null: no event, e.g. cancelled with policy delete). */
-  desired: RenderedEvent | null;
+  /**
+   * The body the event should have in the target calendar (null: no event, e.g. cancelled with policy delete), or
+   * "as written" when only its fingerprint is known.
+   */
+  desired: Desired;
   /** Therapist whose calendar `event` was read from, when it was read. */
   seenIn?: string | undefined;
   /** Event id to use in the target calendar when creating. */
@@ -73,7 +79,11 @@ export function calendarChange(link: Link, event: CalEvent | null | undefined): 
 }
 
 export function decide(input: DecideInput): Action {
-  const { appointmentId: id, appt, link, event, desired } = input;
+  const { appointmentId: id, appt, link, event } = input;
+  const wish = input.desired;
+  // A body wherever one is written: "as written" has none, so that asks for the full form.
+  const bodyOf = (d: RenderedEvent | AsWritten) => bodyFrom(id, d);
+  const owned = ownedBy(wish);
   const none = (reason: string): Action => ({ kind: "none", appointmentId: id, reason });
   const remove = (therapistId: string, eventId: string, reason: string): Action => ({
     kind: "delete",
@@ -103,7 +113,7 @@ export function decide(input: DecideInput): Action {
       }
       return none("therapist not mapped");
     }
-    if (desired === null) {
+    if (wish === null) {
       if (live(event)) {
         // An event without a link (a crash between the calendar write and the store write), or one brought back after
         // calbridge removed it or its deletion cancelled the appointment (Google's undo, the bin): remove it.
@@ -115,9 +125,10 @@ export function decide(input: DecideInput): Action {
     if (link && !link.present && link.removedBy === "calendar" && !bookingChanged(link, appt)) {
       return none("deleted in the calendar; the write-back is pending or was declined");
     }
+    const desired = bodyOf(wish);
     const existing = live(event);
     if (existing) {
-      if (fingerprint(existing) === fingerprint(desired)) {
+      if (fingerprint(existing, owned) === printOf(desired)) {
         return {
           kind: "adopt",
           appointmentId: id,
@@ -153,14 +164,14 @@ export function decide(input: DecideInput): Action {
   if (change !== "none" && !(fromBooking && input.conflict === "booking_wins")) {
     const wb = input.writeback;
     const restore = (reason: string): Action =>
-      desired === null
+      wish === null
         ? remove(link.therapistId, link.eventId, reason)
         : {
             kind: "restore",
             appointmentId: id,
             therapistId: link.therapistId,
             eventId: link.eventId,
-            body: desired,
+            body: bodyOf(wish),
             reason,
             notice: `calbridge: your change to this event was undone: ${reason}.`,
           };
@@ -217,7 +228,7 @@ export function decide(input: DecideInput): Action {
       return remove(link.therapistId, link.eventId, "therapist not mapped any more");
     }
     if (target !== link.therapistId) {
-      if (desired === null) {
+      if (wish === null) {
         return remove(link.therapistId, link.eventId, "reassigned and cancelled");
       }
       return {
@@ -225,14 +236,14 @@ export function decide(input: DecideInput): Action {
         appointmentId: id,
         from: { therapistId: link.therapistId, eventId: link.eventId },
         to: { therapistId: target, eventId: input.eventId },
-        body: desired,
+        body: bodyOf(wish),
         reason: `reassigned from ${link.therapistId} to ${target}`,
       };
     }
-    if (desired === null) {
+    if (wish === null) {
       return remove(link.therapistId, link.eventId, appt.status === "cancelled" ? "cancelled" : "no event wanted");
     }
-    const wanted = fingerprint(desired);
+    const wanted = printOf(wish);
     if (event === undefined) {
       if (wanted === link.fingerprint) return none("unchanged");
       return {
@@ -240,7 +251,7 @@ export function decide(input: DecideInput): Action {
         appointmentId: id,
         therapistId: link.therapistId,
         eventId: link.eventId,
-        body: desired,
+        body: bodyOf(wish),
         ifMatch: link.etag,
         reason: "booking changed",
       };
@@ -252,12 +263,12 @@ export function decide(input: DecideInput): Action {
         appointmentId: id,
         therapistId: link.therapistId,
         eventId: link.eventId,
-        body: desired,
+        body: bodyOf(wish),
         reason: "event missing from the calendar",
       };
     }
     if (current.etag && current.etag === link.etag && wanted === link.fingerprint) return none("unchanged");
-    if (fingerprint(current) === wanted) {
+    if (fingerprint(current, owned) === wanted) {
       return wanted === link.fingerprint && current.etag === link.etag
         ? none("unchanged")
         : {
@@ -273,7 +284,7 @@ export function decide(input: DecideInput): Action {
       appointmentId: id,
       therapistId: link.therapistId,
       eventId: link.eventId,
-      body: desired,
+      body: bodyOf(wish),
       ifMatch: current.etag ?? undefined,
       reason: fromBooking ? "booking changed" : "event edited in the calendar; restored",
     };

@@ -9,8 +9,8 @@ import { isNotFound } from "./errors.ts";
 import type { LinkArgs, LinkStore } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
-import type { Planner } from "./planner.ts";
-import type { CalEvent, CalendarPort, Link, Snapshot } from "./types.ts";
+import type { Known, Planner, Rendering } from "./planner.ts";
+import type { CalEvent, CalendarPort, Link } from "./types.ts";
 
 export type WriteKind = "create" | "update" | "restore";
 
@@ -110,10 +110,13 @@ export class Effects {
     return result;
   }
 
-  /** Renders the appointment for a therapist's calendar (null: no event wanted, or the therapist is not mapped). */
-  render(appt: Snapshot, therapistId: string, notice?: Link["notice"]): RenderedEvent | null {
+  /**
+   * Renders the appointment for a therapist's calendar (null: no event wanted, or the therapist is not mapped). Throws
+   * NeedsFullRead when `known` lacks fields the linked event shows.
+   */
+  render(known: Known, link: Link | undefined, therapistId: string, notice?: Link["notice"]): Rendering | null {
     const therapist = this.mapping.therapist(therapistId);
-    return therapist ? this.planner.render(appt, therapist, notice) : null;
+    return therapist ? this.planner.render(known, link, therapist, notice) : null;
   }
 
   record(args: LinkArgs): Promise<void> {

@@ -3,11 +3,11 @@
 // reconciliation and the calendar poller only say which appointments to sync and supply hints.
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import { type Applied, applyAction } from "./apply.ts";
+import { type AttemptDeps, attemptSync, planReading } from "./attempt.ts";
 import { customerResyncs } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
-import { describeError, isCalendarKind } from "./errors.ts";
+import { describeError } from "./errors.ts";
 import { Failures } from "./failures.ts";
 import { type HistoryRecorder, noHistory } from "./history.ts";
 import type { LinkStore } from "./links.ts";
@@ -16,7 +16,7 @@ import { StateReader } from "./reader.ts";
 import type { Relocator } from "./relocate.ts";
 import { type RetryPolicy, withDefaults } from "./retry.ts";
 import { type BookingState, hintState } from "./snapshot.ts";
-import type { Action, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
+import type { Action, BookingHint, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
 import { EngineStoppedError, LANES, mergeRequests, type Pending, type Settle, seenIn, toPending } from "./work.ts";
 import { type RunVerdict, WorkQueue } from "./work-queue.ts";
 import { type WritebackGate, WritebackWaits } from "./writeback-gate.ts";
@@ -37,13 +37,19 @@ export interface EngineOptions {
   relocator?: Relocator;
 }
 
+/**
+ * Enrichments run one at a time, on a worker of their own: each mostly waits at the rate-limit gate for leftover
+ * budget, and a shared worker waiting there would hold up the other lanes (a cold start's thousands of writes).
+ */
+const LANE_LIMITS = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 1];
+const OWN_WORKERS = [LANES.enrich];
+const ignore = () => {};
 export class SyncEngine {
   readonly #booking: BookingPort;
   readonly #fx: Effects;
   readonly #links: LinkStore;
   readonly #planner: Planner;
   readonly #read: StateReader;
-  readonly #gate: WritebackGate;
   readonly #failures: Failures;
   readonly #dead: DeadLetters;
   readonly #history: HistoryRecorder;
@@ -52,8 +58,12 @@ export class SyncEngine {
   readonly #retry: RetryPolicy;
   readonly #concurrency: number;
   readonly #relocator: Relocator | undefined;
+  readonly #deps: AttemptDeps;
   #queue: WorkQueue<Pending>;
   #stopped = false;
+  #enrichment = false;
+  /** Aborts enrichments waiting for leftover budget when the engine stops or gives up its work. */
+  #abort = new AbortController();
 
   constructor(o: EngineOptions) {
     this.#booking = o.booking;
@@ -61,7 +71,6 @@ export class SyncEngine {
     this.#links = o.fx.links;
     this.#planner = o.fx.planner;
     this.#read = new StateReader(o.booking, o.fx);
-    this.#gate = o.gate;
     this.#dead = o.dead;
     this.#history = o.history ?? noHistory;
     this.#logger = o.logger ?? silentLogger;
@@ -70,13 +79,24 @@ export class SyncEngine {
     this.#failures = new Failures({ ...o, retry: this.#retry, clock: this.#clock, history: this.#history });
     this.#concurrency = o.concurrency;
     this.#relocator = o.relocator;
+    this.#deps = {
+      booking: o.booking,
+      fx: o.fx,
+      read: this.#read,
+      gate: o.gate,
+      maxAttempts: this.#retry.maxAttempts,
+      history: this.#history,
+      ...(o.relocator ? { relocator: o.relocator } : {}),
+    };
     this.#queue = this.#newQueue();
   }
 
   #newQueue(): WorkQueue<Pending> {
     return new WorkQueue<Pending>({
       concurrency: this.#concurrency,
-      lanes: 3,
+      lanes: 4,
+      laneLimits: LANE_LIMITS,
+      ownWorkers: OWN_WORKERS,
       merge: mergeRequests,
       run: (key, pending) =>
         pending.customerId === undefined ? this.#run(key.slice(2), pending) : this.#runCustomer(pending),
@@ -121,13 +141,37 @@ export class SyncEngine {
     });
   }
 
-  /** The action a sync would take now, reading what it must but writing nothing anywhere (the dry run). */
-  async plan(id: string, request: SyncRequest): Promise<Action> {
+  /**
+   * Turns enrichments on (the leader's daemon) or off (one-shot commands, a replica that is not leading; its links keep
+   * asking, and the next reconciliation of the leader queues them again).
+   */
+  setEnrichment(on: boolean): void {
+    this.#enrichment = on && !this.#stopped;
+  }
+
+  /**
+   * Queues an enrichment of appointment `id` in the lowest lane: a full read with leftover rate budget, then the event
+   * brought up to date. Nothing happens when enrichments are off, or when the link no longer asks for one when it runs.
+   */
+  enrich(id: string): void {
+    if (!this.#enrichment) return;
+    const request: SyncRequest = { reason: "enrichment", priority: "enrich", enrich: true };
+    this.#queue.add(`a:${id}`, toPending(request, { until: "settled", resolve: ignore, fail: ignore }), LANES.enrich);
+  }
+
+  /**
+   * The action a sync would take now, reading what it must but writing nothing anywhere (the dry run). `onRead` gets
+   * the full form when one was read, so the caller can hand it to the sync that applies the action.
+   */
+  async plan(id: string, request: SyncRequest, onRead?: (hint: BookingHint) => void): Promise<Action> {
     const link = await this.#links.get(id);
     if (this.#relocator?.pending(link)) return this.#relocator.planned(link)!;
     const state = await this.#read.booking(id, link, request);
     const event = await this.#read.event(link, state.appt, request);
-    return this.#planner.plan(id, state.appt, link, event, seenIn(request));
+    const planned = await planReading(this.#deps, id, link, state, event, request, undefined, undefined, (full) => {
+      if (full.appt) onRead?.({ appt: full.appt, readAt: this.#clock.now(), full: true });
+    });
+    return planned.action;
   }
 
   /**
@@ -142,9 +186,10 @@ export class SyncEngine {
     const state = hintState(link, request.booking);
     if (!state) return undefined;
     try {
-      return this.#planner.plan(id, state.appt, link, this.#planner.eventOf(link, state.appt, cal), seenIn(request));
+      const event = this.#planner.eventOf(link, state.appt, cal);
+      return this.#planner.plan(id, state, link, event, seenIn(request), request.priority);
     } catch {
-      return undefined; // e.g. a rendering problem: the full path records it properly
+      return undefined; // a full read is needed, or a rendering problem: the full path records it properly
     }
   }
 
@@ -172,6 +217,7 @@ export class SyncEngine {
   /** Stops retries and new work for good, waits for the syncs in flight, and tells the callers of everything left. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#enrichment = false;
     await this.abandon();
   }
 
@@ -182,6 +228,8 @@ export class SyncEngine {
    */
   async abandon(): Promise<void> {
     const old = this.#queue;
+    this.#abort.abort(new EngineStoppedError());
+    this.#abort = new AbortController();
     if (!this.#stopped) this.#queue = this.#newQueue();
     const left = await old.stop();
     for (const pending of left) for (const s of pending.waiters) s.fail(new EngineStoppedError());
@@ -199,13 +247,16 @@ export class SyncEngine {
     const log = parent.bindings().appointment_id === id ? parent : parent.child({ appointment_id: id });
     const attempt = p.counted + 1;
     const read: { state?: BookingState } = {};
+    const abort = this.#abort.signal;
     try {
-      const action = await this.#syncOnce(id, p, log, attempt, read);
+      const action = await attemptSync(this.#deps, id, p, log, attempt, read, abort);
       await this.#dead.clear(`appt:${id}`).catch((e) => log.warn({ err: describeError(e) }, "dead letter not cleared"));
       p.resolveAll({ ok: true, action });
       return { done: true };
     } catch (err) {
       if (err instanceof WritebackWaits) return this.#waits(id, p, err, log);
+      // An enrichment given up because the engine stops: it stays asked for in the link.
+      if (abort.aborted && p.request.priority === "enrich") return { done: false, retryInMs: 0 };
       return this.#failures.handle(`appt:${id}`, p, err, log, read.state);
     }
   }
@@ -249,50 +300,6 @@ export class SyncEngine {
     const { booking: _, ...rest } = p.request;
     p.request = { ...rest, calendar: { reread: true } };
     return { done: false, retryInMs: w.inMs };
-  }
-
-  async #syncOnce(
-    id: string,
-    p: Pending,
-    log: Logger,
-    attempt: number,
-    read: { state?: BookingState },
-  ): Promise<Action> {
-    const request = p.request;
-    const stored = await this.#links.get(id);
-    // An event left in a calendar the mapping no longer names is moved first: nothing is decided from the old one.
-    const link = this.#relocator ? await this.#relocator.settle(stored, log) : stored;
-    if (link && stored && link.calendarId !== stored.calendarId) this.#history.relocated(id, request, link);
-    if (request.only === "relocate") return { kind: "none", appointmentId: id, reason: "event in its calendar" };
-    const state = await this.#read.booking(id, link, request);
-    if (state.appt) read.state = { appt: state.appt, sourceAt: state.sourceAt };
-    let event = await this.#read.event(link, state.appt, request);
-    for (let round = 0; ; round++) {
-      const planned = this.#planner.plan(id, state.appt, link, event, seenIn(request));
-      const action = await this.#gate.pass(planned, { ...state, link, override: request.override, state: p.gate });
-      try {
-        const tell = (applied: Applied) => this.#history.applied(id, request, action, applied, { link, ...state });
-        await applyAction(
-          action,
-          { ...state, id, link, event, log, attempt, maxAttempts: this.#retry.maxAttempts, tell },
-          this.#fx,
-          this.#booking,
-        );
-        await this.#gate.done(action, link);
-        return action;
-      } catch (err) {
-        // 412: the therapist changed the event since we last saw it. Read it and decide again, once.
-        if (round === 0 && isCalendarKind(err, "precondition") && "therapistId" in action) {
-          log.info({ action: action.kind }, "event changed meanwhile; re-reading it before deciding again");
-          // Write-backs name no event of their own: theirs is the linked one.
-          const eventId = "eventId" in action ? action.eventId : link?.eventId;
-          if (eventId === undefined) throw err;
-          event = await this.#fx.calendar(action.therapistId).get(eventId);
-          continue;
-        }
-        throw err;
-      }
-    }
   }
 }
 

@@ -55,8 +55,16 @@ export class Failures {
     this.#history.failed(key, p.request, err, { final, runs: p.runs });
     if (final) {
       log.error({ err: error, attempts: p.runs, reason: p.request.reason }, "sync failed for good: dead letter");
+      const endsAt = Date.parse(read?.appt.end_time ?? read?.appt.start_time ?? "");
       await this.#dead
-        .record({ key, error, attempts: p.runs, firstAt: p.failingSince, reason: p.request.reason })
+        .record({
+          key,
+          error,
+          attempts: p.runs,
+          firstAt: p.failingSince,
+          reason: p.request.reason,
+          ...(Number.isFinite(endsAt) ? { endsAt } : {}),
+        })
         .catch((e) => log.error({ err: describeError(e) }, "could not record the dead letter"));
       p.resolveAll({ ok: false, error, final: true });
       return { done: true };

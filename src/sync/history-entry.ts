@@ -63,6 +63,7 @@ const BY_PRIORITY: Record<SyncRequest["priority"], Origin> = {
   webhook: "booking",
   writeback: "calendar",
   reconcile: "reconcile",
+  enrich: "reconcile",
 };
 
 /** Who caused a request: an administrator's decision, else the request's own origin, else what its priority serves. */

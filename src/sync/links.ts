@@ -1,12 +1,14 @@
 // Owns the link store: per appointment, what was last written or accepted on both sides (vdirsyncer's status
-// database), and the index from a managed event id back to its appointment.
+// database), kept only while the appointment can still be synced, and the index from a managed event id back to its
+// appointment. A link never holds a customer detail: times, status, therapist, event, fingerprints and digests.
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { Clock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import type { Mapping } from "./mapping.ts";
 import { calendarKey } from "./placement.ts";
-import type { CalEvent, Link, Snapshot } from "./types.ts";
+import { coreOf } from "./snapshot.ts";
+import type { CalEvent, Link, Rendered, Snapshot } from "./types.ts";
 
 /** What a new link is made of; the event read back (or the body written) supplies the calendar side. */
 export interface LinkArgs {
@@ -14,6 +16,7 @@ export interface LinkArgs {
   therapistId: string;
   eventId: string;
   generation?: number;
+  /** The booking state applied; only its times, status and therapist are kept. */
   booking: Snapshot;
   sourceAt: number;
   event?: CalEvent | null;
@@ -21,6 +24,10 @@ export interface LinkArgs {
   present: boolean;
   removedBy?: Link["removedBy"];
   notice?: Link["notice"];
+  /** What the event's text stands for (when it was rendered or found matching one). */
+  rendered?: Rendered;
+  /** An enrichment is due even though `rendered` has nothing pending (an older value is shown). */
+  enrich?: boolean;
 }
 
 /** Reading links: what the reconciliation and the calendar poller need. */
@@ -31,11 +38,38 @@ export interface LinkReader {
   appointmentOfEvent(eventId: string): Promise<string | undefined>;
 }
 
+const DAY = 86_400_000;
+/**
+ * A link is kept this long past the end of the sync window: the end of its appointment plus `sync.window.past_days`
+ * is where the reconciliation stops listing it, and the margin covers listings whose date filter is by start, and
+ * appointments longer than a day.
+ */
+const MARGIN_DAYS = 2;
+/**
+ * And at least this long: a link written for an appointment already outside the window (a late change of an old
+ * booking) still orders the webhooks that follow it (the booking service's retries span about 35 hours).
+ */
+export const MIN_LINK_TTL_MS = 3 * DAY;
+
+/** When a link stops being of use: the end of its appointment plus the window's past days and a margin. */
+export function linkExpiry(link: Pick<Link, "eventEnd" | "booking">, pastDays: number): number | undefined {
+  const end = link.eventEnd ?? Date.parse(link.booking.end_time ?? link.booking.start_time ?? "");
+  return Number.isFinite(end) ? end + (pastDays + MARGIN_DAYS) * DAY : undefined;
+}
+
+/**
+ * A link as an earlier build stored it (the whole booking snapshot, customer details included) made into what links
+ * keep now, by `upgrade` (src/sync/link-upgrade.ts); undefined for a link that is current.
+ */
+export type LinkUpgrade = (link: Link) => Link | undefined;
+
 export class LinkStore implements LinkReader {
   readonly #links: Table<Link>;
   readonly #eventIndex: Table<string>;
   readonly #mapping: Mapping;
   readonly #clock: Clock;
+  #upgrade: LinkUpgrade = () => undefined;
+  #enrichmentDue: (appointmentId: string) => void = () => {};
 
   constructor(store: Store, mapping: Mapping, clock: Clock) {
     this.#links = store.table<Link>("links");
@@ -44,21 +78,56 @@ export class LinkStore implements LinkReader {
     this.#clock = clock;
   }
 
-  get(appointmentId: string): Promise<Link | undefined> {
-    return this.#links.get(appointmentId);
+  /** How links an earlier build stored are read (wired by the sync core, which knows the rendering settings). */
+  set upgrade(fn: LinkUpgrade) {
+    this.#upgrade = fn;
   }
 
-  getMany(appointmentIds: string[]): Promise<(Link | undefined)[]> {
-    return this.#links.getMany(appointmentIds);
+  /** Told of every saved link whose event awaits an enrichment (the engine queues one). */
+  set onEnrichmentDue(fn: (appointmentId: string) => void) {
+    this.#enrichmentDue = fn;
+  }
+
+  async get(appointmentId: string): Promise<Link | undefined> {
+    const link = await this.#links.get(appointmentId);
+    return link && (this.#upgrade(link) ?? link);
+  }
+
+  async getMany(appointmentIds: string[]): Promise<(Link | undefined)[]> {
+    return (await this.#links.getMany(appointmentIds)).map((link) => link && (this.#upgrade(link) ?? link));
   }
 
   appointmentOfEvent(eventId: string): Promise<string | undefined> {
     return this.#eventIndex.get(eventId);
   }
 
+  /** Saves a link and its index entry, both expiring when the appointment has left the sync window. */
   async save(link: Link): Promise<void> {
-    await this.#links.set(link.appointmentId, link);
-    await this.#eventIndex.set(link.eventId, link.appointmentId);
+    const expiry = linkExpiry(link, this.#mapping.config.sync.window.past_days);
+    const ttl = Math.max(MIN_LINK_TTL_MS, (expiry ?? 0) - this.#clock.now());
+    await this.#links.set(link.appointmentId, link, ttl);
+    await this.#eventIndex.set(link.eventId, link.appointmentId, ttl);
+    if (link.present && link.enrich) this.#enrichmentDue(link.appointmentId);
+  }
+
+  /**
+   * Rewrites every link an earlier build stored with the booking snapshot (customer details included) into what links
+   * keep now, and gives every link its expiry; answers how many were rewritten.
+   */
+  async minimise(): Promise<number> {
+    // The keys first: rewriting rows while a listing pages through the table could skip some.
+    const old: string[] = [];
+    for await (const [key, link] of this.#links.entries()) if (this.#upgrade(link)) old.push(key);
+    let n = 0;
+    for (const key of old) {
+      const link = await this.#links.get(key);
+      const upgraded = link && this.#upgrade(link);
+      if (upgraded) {
+        await this.save(upgraded);
+        n++;
+      }
+    }
+    return n;
   }
 
   /** Every link, in no particular order (the mapping report and `calbridge purge` read them all). */
@@ -75,6 +144,9 @@ export class LinkStore implements LinkReader {
   /** A link as of now, from what was written (`body`) or read back (`event`). */
   make(a: LinkArgs): Link {
     const event = a.event ?? undefined;
+    const reminders = this.#ownsReminders(a.therapistId);
+    const rendered = a.present ? a.rendered : undefined;
+    const enrich = a.present && (a.enrich === true || (rendered?.pending?.length ?? 0) > 0);
     return {
       appointmentId: a.appointmentId,
       therapistId: a.therapistId,
@@ -84,10 +156,16 @@ export class LinkStore implements LinkReader {
       present: a.present,
       ...(a.removedBy ? { removedBy: a.removedBy } : {}),
       etag: event?.etag ?? undefined,
-      fingerprint: a.body ? fingerprint(a.body) : event ? fingerprint(event) : undefined,
+      fingerprint: a.body
+        ? fingerprint(a.body, { reminders: a.body.reminders !== undefined })
+        : event
+          ? fingerprint(event, { reminders })
+          : undefined,
       eventStart: instantOf(event?.start) ?? instantOf(a.body?.start),
       eventEnd: instantOf(event?.end) ?? instantOf(a.body?.end),
-      booking: a.booking,
+      booking: coreOf(a.booking),
+      ...(rendered ? { rendered } : {}),
+      ...(enrich ? { enrich: true as const } : {}),
       sourceAt: a.sourceAt,
       ...(a.notice ? { notice: a.notice } : {}),
       syncedAt: this.#clock.now(),
@@ -97,6 +175,12 @@ export class LinkStore implements LinkReader {
   /** Makes and saves a link. */
   record(a: LinkArgs): Promise<void> {
     return this.save(this.make(a));
+  }
+
+  /** Whether calbridge owns the reminders of this therapist's events (they are configured). */
+  #ownsReminders(therapistId: string): boolean {
+    const t = this.#mapping.therapist(therapistId);
+    return (t?.reminders ?? this.#mapping.config.event.reminders) !== undefined;
   }
 }
 

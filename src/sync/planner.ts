@@ -1,29 +1,69 @@
-// Owns planning for one appointment from what is known of both sides: the event body the configuration asks for,
-// and the one action (decide.ts) that brings the calendar and the booking together. No I/O.
+// Owns planning for one appointment from what is known of both sides: the event body the configuration asks for
+// (rendered only from a state that shows no less than the event does, src/sync/inputs.ts), and the one action
+// (decide.ts) that brings the calendar and the booking together. No I/O.
+import type { Priority } from "../booking/gate.ts";
 import { eventIdFor } from "../calendar/ids.ts";
+import { templatesOf } from "../calendar/presets.ts";
 import { type RenderedEvent, renderEvent } from "../calendar/render.ts";
 import type { TherapistConfig } from "../config/schema.ts";
-import { bookingChanged, decide } from "./decide.ts";
+import { type AsWritten, bookingChanged, type Desired, decide } from "./decide.ts";
+import { judge, NeedsFullRead, type RenderSettings, renderSettings } from "./inputs.ts";
 import type { Mapping } from "./mapping.ts";
-import type { Action, CalEvent, CalendarHint, Link, Snapshot } from "./types.ts";
+import type { Action, CalEvent, CalendarHint, Link, Rendered, Snapshot } from "./types.ts";
+
+/** A booking state as planning takes it: the appointment as known, and whether that is the full form. */
+export interface Known {
+  appt: Snapshot;
+  full: boolean;
+}
+
+/** An event body, and what its text stands for. */
+export interface Rendering {
+  body: RenderedEvent;
+  rendered: Rendered;
+}
 
 export class Planner {
   readonly #mapping: Mapping;
+  readonly #settings = new WeakMap<TherapistConfig, RenderSettings>();
 
   constructor(mapping: Mapping) {
     this.#mapping = mapping;
   }
 
-  /** The event body for an appointment in a therapist's calendar, with a visible notice appended when given. */
-  render(appt: Snapshot, therapist: TherapistConfig, notice?: Link["notice"]): RenderedEvent | null {
-    const config = this.#mapping.config;
-    // The notice goes through rendering: escaped like any text, and inside the description's length limit.
-    return renderEvent(
-      appt,
-      therapist,
-      { ...config.event, cancelled_events: config.sync.cancelled_events },
-      notice?.text,
-    );
+  /** A therapist's event settings: the preset's templates resolved, the therapist's reminders over event.reminders. */
+  settings(therapist: TherapistConfig): RenderSettings {
+    let s = this.#settings.get(therapist);
+    if (!s) {
+      const config = this.#mapping.config;
+      const reminders = therapist.reminders ?? config.event.reminders;
+      s = renderSettings(
+        {
+          ...templatesOf(config.event),
+          include_customer_contact: config.event.include_customer_contact,
+          colors: config.event.colors,
+          cancelled_events: config.sync.cancelled_events,
+          ...(reminders !== undefined ? { reminders } : {}),
+        },
+        therapist.timezone,
+      );
+      this.#settings.set(therapist, s);
+    }
+    return s;
+  }
+
+  /**
+   * The event body for an appointment in a therapist's calendar, with a visible notice appended when given; null when
+   * no event is wanted. Throws NeedsFullRead when `known` lacks fields the linked event shows (the full form is read
+   * then), so an event is never written with less than it showed.
+   */
+  render(known: Known, link: Link | undefined, therapist: TherapistConfig, notice?: Link["notice"]): Rendering | null {
+    const settings = this.settings(therapist);
+    const body = this.#body(known.appt, therapist, settings, notice);
+    if (!body) return null;
+    const verdict = judge(settings, known.appt, known.full, link, this.#coreChanged(link, known.appt));
+    if (verdict.kind === "complete" || verdict.kind === "partial") return { body, rendered: verdict.rendered };
+    throw new NeedsFullRead(known.appt.id, "the booking state lacks fields the event shows");
   }
 
   /** The link's notice while it still applies: until the booking changes in anything the calendar shows. */
@@ -44,39 +84,46 @@ export class Planner {
   }
 
   /** Putting the linked event back as the booking has it, with a notice saying why (an administrator's decision). */
-  restoreOf(id: string, appt: Snapshot, link: Link, text: string): Action | undefined {
+  restoreOf(id: string, known: Known, link: Link, text: string): Action | undefined {
     const therapist = this.#mapping.therapist(link.therapistId);
-    const body = therapist ? this.render(appt, therapist, { text, at: 0 }) : null;
-    if (!body) return undefined;
+    const r = therapist ? this.render(known, link, therapist, { text, at: 0 }) : null;
+    if (!r) return undefined;
     return {
       kind: "restore",
       appointmentId: id,
       therapistId: link.therapistId,
       eventId: link.eventId,
-      body,
+      body: r.body,
       reason: "an administrator put the event back",
       notice: text,
+      rendered: r.rendered,
     };
   }
 
-  /** The action for one appointment, given both sides. */
+  /**
+   * The action for one appointment, given both sides. Throws NeedsFullRead when the state at hand cannot decide it
+   * without the full form. `priority` is the request's: a reconciliation leaves a change it cannot render from a list
+   * item (a customer's new name next to notes the event shows) to an enrichment; anything else reads at once.
+   */
   plan(
     id: string,
-    appt: Snapshot | null,
+    known: Known | null,
     link: Link | undefined,
     event: CalEvent | null | undefined,
-    seenIn?: string,
+    seenIn: string | undefined,
+    priority: Priority,
   ): Action {
+    const appt = known?.appt ?? null;
     const target = this.#mapping.therapist(appt?.therapist_id);
     if (link?.present && !this.#mapping.therapist(link.therapistId)) {
       // Its therapist is no longer mapped: calbridge neither edits that calendar nor writes back from it; the event
       // stays until `calbridge purge` removes it. Reassigned to a mapped therapist, it is new there.
       const left = `therapist ${link.therapistId} is not mapped: the event stays in their calendar (calbridge purge)`;
-      if (!target || !appt) return { kind: "none", appointmentId: id, reason: left };
-      const action = this.plan(id, appt, undefined, undefined);
+      if (!target || !known) return { kind: "none", appointmentId: id, reason: left };
+      const action = this.plan(id, known, undefined, undefined, undefined, priority);
       return action.kind === "create" ? { ...action, reason: `reassigned; ${left}` } : action;
     }
-    const desired = appt && target ? this.render(appt, target, this.noticeFor(link, appt)) : null;
+    const wanted = known && target ? this.#desired(known, link, target, priority) : { desired: null };
     const owner = this.#mapping.therapist(link?.therapistId) ?? target;
     const action = decide({
       appointmentId: id,
@@ -85,17 +132,62 @@ export class Planner {
       event,
       targetTherapistId: target?.therapist_id,
       seenIn: event === undefined ? undefined : seenIn,
-      desired,
+      desired: wanted.desired,
       eventId: link?.eventId ?? eventIdFor(id),
       writeback: this.#mapping.writeback(owner?.therapist_id),
       conflict: this.#mapping.config.sync.conflict,
     });
     // A change undone in the calendar carries its own notice, replacing any earlier one.
-    if ((action.kind === "restore" || action.kind === "update") && action.notice && appt) {
+    if ((action.kind === "restore" || action.kind === "update") && action.notice && known) {
       const therapist = this.#mapping.therapist(action.therapistId);
-      const body = therapist ? this.render(appt, therapist, { text: action.notice, at: 0 }) : null;
-      if (body) action.body = body;
+      const r = therapist ? this.render(known, link, therapist, { text: action.notice, at: 0 }) : null;
+      if (r) action.body = r.body;
     }
+    if (wanted.rendered && action.kind !== "delete" && !action.kind.startsWith("writeback_")) {
+      (action as { rendered?: Rendered }).rendered = wanted.rendered;
+    }
+    if (wanted.enrich && action.kind === "none") action.enrich = true;
     return action;
+  }
+
+  /** What the event should be: a body (and what it stands for), none, or "as written" (see AsWritten). */
+  #desired(
+    known: Known,
+    link: Link | undefined,
+    therapist: TherapistConfig,
+    priority: Priority,
+  ): { desired: Desired; rendered?: Rendered; enrich?: true } {
+    const settings = this.settings(therapist);
+    const body = this.#body(known.appt, therapist, settings, this.noticeFor(link, known.appt));
+    if (!body) return { desired: null };
+    const core = this.#coreChanged(link, known.appt);
+    const verdict = judge(settings, known.appt, known.full, link, core);
+    if (verdict.kind === "complete" || verdict.kind === "partial") return { desired: body, rendered: verdict.rendered };
+    const asWritten = (): AsWritten => {
+      if (!link?.fingerprint) throw new NeedsFullRead(known.appt.id, "the link does not say what was written");
+      return { asWritten: true, fingerprint: link.fingerprint, ownership: { reminders: body.reminders !== undefined } };
+    };
+    if (verdict.kind === "unchanged") return { desired: asWritten() };
+    // Changed in something the list shows, next to full-form fields the event shows: a reconciliation leaves it to an
+    // enrichment (a new rendering setting would otherwise read every appointment at once); a time, status or
+    // therapist change, and any webhook or write-back, reads the full form now.
+    if (verdict.kind !== "stale" || verdict.core || priority !== "reconcile") {
+      throw new NeedsFullRead(known.appt.id, "the booking changed, and the state at hand lacks fields the event shows");
+    }
+    return { desired: asWritten(), enrich: true };
+  }
+
+  #body(
+    appt: Snapshot,
+    therapist: TherapistConfig,
+    settings: RenderSettings,
+    notice: Link["notice"] | undefined,
+  ): RenderedEvent | null {
+    // The notice goes through rendering: escaped like any text, and inside the description's length limit.
+    return renderEvent(appt, therapist, settings.event, notice?.text);
+  }
+
+  #coreChanged(link: Link | undefined, appt: Snapshot): boolean {
+    return !link || bookingChanged(link, appt);
   }
 }

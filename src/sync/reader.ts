@@ -5,6 +5,9 @@ import { isNotFound } from "./errors.ts";
 import { type BookingState, hintState, merge, updatedAt } from "./snapshot.ts";
 import type { BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
 
+/** The booking side as a sync read it: null when the booking service does not know the appointment. */
+export type ReadState = { appt: BookingState["appt"] | null; sourceAt: number; full: boolean };
+
 export class StateReader {
   readonly #booking: BookingPort;
   readonly #fx: Effects;
@@ -14,23 +17,31 @@ export class StateReader {
     this.#fx = fx;
   }
 
-  /** The booking state to act on: the hint when it is complete and newer than what was applied, else a fresh read. */
-  async booking(
-    id: string,
-    link: Link | undefined,
-    request: SyncRequest,
-  ): Promise<{ appt: BookingState["appt"] | null; sourceAt: number }> {
-    const fromHint = hintState(link, request.booking);
+  /**
+   * The booking state to act on: the hint when it is complete and newer than what was applied, else a fresh read. An
+   * enrichment the link still asks for reads the full form whatever the hint.
+   */
+  async booking(id: string, link: Link | undefined, request: SyncRequest, signal?: AbortSignal): Promise<ReadState> {
+    const fromHint = request.enrich && link?.enrich ? undefined : hintState(link, request.booking);
     if (fromHint) return fromHint;
+    return this.full(id, link, request, signal);
+  }
+
+  /** The full form (GET /v1/appointments/:id) at the request's priority; null when the service does not know it. */
+  async full(id: string, link: Link | undefined, request: SyncRequest, signal?: AbortSignal): Promise<ReadState> {
     const applied = link?.sourceAt ?? 0;
     try {
-      const appt = await this.#booking.getAppointment(id, { priority: request.priority });
+      const appt = await this.#booking.getAppointment(id, {
+        priority: request.priority,
+        ...(signal ? { signal } : {}),
+      });
       return {
         appt: merge(link?.booking, appt),
         sourceAt: Math.max(applied, request.booking?.at ?? 0, updatedAt(appt)),
+        full: true,
       };
     } catch (err) {
-      if (isNotFound(err)) return { appt: null, sourceAt: applied };
+      if (isNotFound(err)) return { appt: null, sourceAt: applied, full: true };
       throw err;
     }
   }

@@ -30,6 +30,11 @@ export interface ReconcileReport {
   waitingForCalendar: number;
   /** Calendar changes held by the write-back guard (not planned again: a person decides). */
   heldWritebacks: number;
+  /**
+   * Events that lack (or show an older value of) fields only the full form has, after this run: one full read each,
+   * with leftover rate budget (at most `perMinute` a minute), so at least `minutes` minutes.
+   */
+  enrichment?: { pending: number; minutes: number; perMinute: number };
   managedEvents: number;
   /** Every action other than "none", as planned (without event bodies). */
   plan: PlanEntry[];

@@ -22,6 +22,7 @@ import {
   type BookingPort,
   type CalEvent,
   isDestructive,
+  leavesEnrichment,
   type PlanEntry,
   planEntry,
   type SyncRequest,
@@ -33,7 +34,9 @@ export interface ReconcileContext {
   mapping: Mapping;
   booking: BookingPort;
   links: LinkReader;
-  sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints">;
+  sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints" | "enrich">;
+  /** Requests a minute enrichments may use (the plan's limit less the gate's reserve), for the report's estimate. */
+  enrichPerMinute: () => number;
   metrics: Pick<SyncMetrics, "guardTripped" | "reconcileDuration" | "lastReconcileSuccess">;
   /** Where a copy removed by the run itself (not through a sync) is told. */
   history?: Pick<HistoryRecorder, "applied">;
@@ -134,13 +137,23 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const planned = new Map<string, PlanEntry>();
   let failed = 0;
   const linkOf = new Map(ids.map((id, i) => [id, links[i]]));
+  // Appointments whose event will lack (or show an older value of) full-form fields after this run; those left as
+  // they are get their enrichment queued here (a restart forgets the queue, the links do not).
+  const enrichments = new Set<string>();
+  const resume: string[] = [];
   // Most appointments are decided from what was just read; the rest read for themselves (nothing written), as many at
   // once as syncs run.
   const reads = new PQueue({ concurrency: config.sync.concurrency });
   const planOne = async (id: string, source: SyncRequest) => {
     try {
       const action =
-        ctx.sync.planFromHints(id, linkOf.get(id), source) ?? (await reads.add(() => ctx.sync.plan(id, source)));
+        ctx.sync.planFromHints(id, linkOf.get(id), source) ??
+        // A full form read while planning is handed on: the sync that applies the action does not read it again.
+        (await reads.add(() => ctx.sync.plan(id, source, (hint) => (source.booking = hint))));
+      if (leavesEnrichment(action, linkOf.get(id))) {
+        enrichments.add(id);
+        if (action.kind === "none") resume.push(id);
+      }
       const entry = planEntry(action);
       planned.set(id, entry);
       if (
@@ -237,6 +250,10 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     });
   }
 
+  if (!dryRun) for (const id of resume) ctx.sync.enrich(id);
+  const perMinute = ctx.enrichPerMinute();
+  const enrichment = { pending: enrichments.size, minutes: Math.ceil(enrichments.size / perMinute), perMinute };
+
   const counts: Partial<Record<ActionKind, number>> = {};
   for (const a of plan) counts[a.kind] = (counts[a.kind] ?? 0) + 1;
   const durationMs = clock.now() - started;
@@ -256,6 +273,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       skipped_unmapped: skippedUnmapped,
       waiting_for_calendar: waiting,
       held_writebacks: held,
+      enrichments_pending: enrichment.pending,
       counts,
       failed,
       guard_tripped: tripped,
@@ -272,6 +290,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     skippedUnmapped,
     waitingForCalendar: waiting,
     heldWritebacks: held,
+    enrichment,
     managedEvents: managed,
     plan,
     counts,

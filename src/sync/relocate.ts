@@ -12,12 +12,17 @@ import type { Logger } from "../log.ts";
 import { eventAt } from "./apply.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
+import { NeedsFullRead } from "./inputs.ts";
 import type { LeftBehindEvents } from "./left-behind.ts";
 import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
+import type { Known, Rendering } from "./planner.ts";
 import { ensureMarks, firstPage, isNoAccess, type SourceCalendar } from "./source-calendar.ts";
 import type { Action, CalEvent, Link, SyncOutcome, SyncRequest } from "./types.ts";
 
 export type { SourceCalendar } from "./source-calendar.ts";
+
+/** Reads the appointment's full form (null: it no longer exists, so no event is wanted). */
+export type FullReader = () => Promise<Known | null>;
 
 export interface RelocatorOptions {
   fx: Effects;
@@ -55,15 +60,20 @@ export class Relocator {
   planned(link: Link | undefined): Action | undefined {
     if (!link || !this.pending(link)) return undefined;
     const t = this.#o.fx.mapping.therapist(link.therapistId)!;
-    const body = this.#render(link, t);
+    // A dry run reads nothing: the body is what the link knows (its text is not shown, only that the event moves).
+    const body = this.#renderAsKnown(link, t)?.body;
     const reason = `the mapping names another calendar: from ${link.calendarId} to ${calendarKey(t)}`;
     if (!body) return { kind: "none", appointmentId: link.appointmentId, reason };
     const at = { therapistId: t.therapist_id, eventId: link.eventId };
     return { kind: "move", appointmentId: link.appointmentId, from: at, to: at, body, reason };
   }
 
-  /** Makes sure the link's event is in its therapist's calendar now; answers the link as it stands afterwards. */
-  async settle(link: Link | undefined, log: Logger): Promise<Link | undefined> {
+  /**
+   * Makes sure the link's event is in its therapist's calendar now; answers the link as it stands afterwards.
+   * `readFull` reads the appointment's full form, for an event that must be written anew from fields the link does
+   * not keep (customer details).
+   */
+  async settle(link: Link | undefined, log: Logger, readFull?: FullReader): Promise<Link | undefined> {
     if (!link || !this.pending(link)) return link;
     const { fx } = this.#o;
     const t = fx.mapping.therapist(link.therapistId)!;
@@ -79,7 +89,7 @@ export class Relocator {
         { reason: source.unreachable },
         `old calendar cannot be reached: the event stays there and is written in ${dest}; \`calbridge purge --therapist ${therapistId} --calendar ${from}\` removes it once access is back`,
       );
-      return this.#copy(link, t, undefined, moveLog);
+      return this.#copy(link, t, undefined, moveLog, readFull);
     }
     const old = await source.cal.get(link.eventId);
     if (!old || old.status === "cancelled") {
@@ -87,17 +97,18 @@ export class Relocator {
       // else it is written there (a deletion in a calendar no longer mapped is not written back).
       const there = await to.get(link.eventId);
       if (there && there.status !== "cancelled") return this.#repoint(link, dest, there);
-      return this.#copy(link, t, undefined, moveLog);
+      return this.#copy(link, t, undefined, moveLog, readFull);
     }
     const moved = await this.#tryMove(source, link.eventId, dest, therapistId);
     if (moved) {
-      const body = this.#render(link, t);
+      // Moved whole: only calbridge's marks are made sure of (they do not depend on the booking's text).
+      const body = this.#renderAsKnown(link, t)?.body;
       const event = body ? await ensureMarks(to, moved, body) : moved;
       fx.counted(therapistId, "relocate");
       moveLog.info({ how: "events.move" }, "event moved to the therapist's calendar");
       return this.#repoint(link, dest, event);
     }
-    return this.#copy(link, t, source.cal, moveLog);
+    return this.#copy(link, t, source.cal, moveLog, readFull);
   }
 
   /** events.move; null when this account may not move it there (then the event is copied). */
@@ -118,11 +129,18 @@ export class Relocator {
   }
 
   /** Writes the event in the therapist's calendar from the link's booking state, then deletes it from the old one. */
-  async #copy(link: Link, t: TherapistConfig, old: SourceCalendar | undefined, log: Logger): Promise<Link> {
+  async #copy(
+    link: Link,
+    t: TherapistConfig,
+    old: SourceCalendar | undefined,
+    log: Logger,
+    readFull: FullReader | undefined,
+  ): Promise<Link> {
     const { fx } = this.#o;
-    const body = this.#render(link, t);
+    const r = await this.#render(link, t, readFull);
+    const body = r?.body;
     let next: Link;
-    if (body) {
+    if (r && body) {
       const w = await fx.write(t.therapist_id, "create", body, eventAt(link.appointmentId, link, link.eventId));
       next = fx.links.make({
         appointmentId: link.appointmentId,
@@ -134,6 +152,7 @@ export class Relocator {
         event: w.event,
         body,
         present: true,
+        rendered: r.rendered,
         ...(link.notice ? { notice: link.notice } : {}),
       });
     } else {
@@ -170,9 +189,28 @@ export class Relocator {
     return { ...link, calendarId: dest, etag: event?.etag ?? undefined, syncedAt: this.#o.clock.now() };
   }
 
-  #render(link: Link, t: TherapistConfig) {
+  /** The event as the link's booking state renders it; the full form is read when that lacks fields it shows. */
+  async #render(link: Link, t: TherapistConfig, readFull: FullReader | undefined): Promise<Rendering | null> {
     try {
-      return this.#o.fx.render(link.booking, t.therapist_id, link.notice);
+      return this.#o.fx.render({ appt: link.booking, full: false }, link, t.therapist_id, link.notice);
+    } catch (err) {
+      if (err instanceof RenderError) return null;
+      if (!(err instanceof NeedsFullRead) || !readFull) throw err;
+    }
+    const full = await readFull();
+    if (!full) return null;
+    try {
+      return this.#o.fx.render(full, link, t.therapist_id, link.notice);
+    } catch (err) {
+      if (err instanceof RenderError) return null;
+      throw err;
+    }
+  }
+
+  /** The event as far as the link knows it, missing fields left empty: for calbridge's marks and dry runs only. */
+  #renderAsKnown(link: Link, t: TherapistConfig): Rendering | null {
+    try {
+      return this.#o.fx.render({ appt: link.booking, full: true }, link, t.therapist_id, link.notice);
     } catch (err) {
       if (err instanceof RenderError) return null;
       throw err;

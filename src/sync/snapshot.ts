@@ -1,13 +1,24 @@
-// Owns what calbridge knows of the booking side of one appointment: snapshots merged from partial reads (list items
-// and payloads lack fields that a full read supplies), and whether a hint is fresh enough to act on without a read.
+// Owns what calbridge knows of the booking side of one appointment: a hint or a read over what the link keeps (times,
+// status, therapist; a cancellation's payload has none of them), what the link may keep of it (never a customer
+// detail), and whether a hint is fresh enough to act on without a read.
 import type { Appointment } from "../booking/schemas.ts";
-import type { BookingHint, Link, Snapshot } from "./types.ts";
+import type { BookingCore, BookingHint, Link, Snapshot } from "./types.ts";
 
-/** The newer fields over the older snapshot: list items and payloads lack fields that earlier reads supplied. */
-export function merge(prev: Snapshot | undefined, next: Appointment): Snapshot {
+/** The newer fields over the older state: a payload without times takes them from what the link keeps. */
+export function merge(prev: Snapshot | BookingCore | undefined, next: Appointment): Snapshot {
   const out: Record<string, unknown> = { ...(prev ?? {}) };
-  for (const [k, v] of Object.entries(next)) if (v !== undefined && k !== "addons") out[k] = v;
+  for (const [k, v] of Object.entries(next)) if (v !== undefined) out[k] = v;
   return out as Snapshot;
+}
+
+/** What a link keeps of a booking state: id, times, status and therapist, nothing about the customer. */
+export function coreOf(appt: Snapshot | BookingCore): BookingCore {
+  const core: BookingCore = { id: appt.id };
+  if (appt.start_time != null) core.start_time = appt.start_time;
+  if (appt.end_time != null) core.end_time = appt.end_time;
+  if (appt.status != null) core.status = appt.status;
+  if (appt.therapist_id != null) core.therapist_id = appt.therapist_id;
+  return core;
 }
 
 /** Epoch ms of the appointment's `updated_at`, or 0. */
@@ -16,10 +27,14 @@ export function updatedAt(appt: Appointment): number {
   return Number.isNaN(ms) ? 0 : ms;
 }
 
-/** The booking state a hint gives, merged over the link's: the state to act on and the time of its newest fact. */
+/**
+ * The booking state a hint or read gives, merged over the link's: the state to act on, the time of its newest fact,
+ * and whether it is the full form (a field it lacks is then empty, not unknown).
+ */
 export interface BookingState {
   appt: Snapshot;
   sourceAt: number;
+  full: boolean;
 }
 
 /**
@@ -40,7 +55,7 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
     (hint.at === undefined || !link || hint.at > applied) &&
     (hint.readAt === undefined || !link || link.syncedAt <= hint.readAt);
   return usable && fresh
-    ? { appt: merged, sourceAt: Math.max(applied, hint.at ?? 0, updatedAt(hint.appt)) }
+    ? { appt: merged, sourceAt: Math.max(applied, hint.at ?? 0, updatedAt(hint.appt)), full: hint.full === true }
     : undefined;
 }
 
@@ -67,6 +82,7 @@ export function mergeHints(a: BookingHint | undefined, b: BookingHint | undefine
     if (newer?.appt) {
       out.appt = newer.appt;
       if (newer.readAt !== undefined) out.readAt = newer.readAt;
+      if (newer.full) out.full = true;
     }
   }
   return out;

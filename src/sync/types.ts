@@ -8,8 +8,25 @@ import type { Logger } from "../log.ts";
 
 export type CalEvent = calendar_v3.Schema$Event;
 
-/** The appointment fields calbridge keeps between syncs (list items lack some fields; earlier reads fill them). */
+/** An appointment's booking state as one sync knows it: the fields a payload, list item or full read gave. */
 export type Snapshot = Appointment;
+
+/**
+ * What a link keeps of the booking side: what sync needs to tell what changed (times, status, therapist), never a
+ * customer detail. Payloads without them (a cancellation) are completed from it.
+ */
+export type BookingCore = Pick<Appointment, "id" | "start_time" | "end_time" | "status" | "therapist_id">;
+
+/**
+ * What an event's text was rendered from, as keyed digests (src/sync/inputs.ts), never the values: the rendering
+ * settings, each template input the event shows, and the inputs it was written without because the form at hand
+ * lacked them (a payload or list item has no notes): an enrichment reads the full form and fills them in.
+ */
+export interface Rendered {
+  config: string;
+  inputs: Record<string, string>;
+  pending?: string[];
+}
 
 /** What the store remembers of one appointment and its event, on both sides, after the last successful sync. */
 export interface Link {
@@ -32,8 +49,15 @@ export interface Link {
   fingerprint?: string;
   eventStart?: number;
   eventEnd?: number;
-  /** Booking side, as last applied. */
-  booking: Snapshot;
+  /** Booking side, as last applied: times, status and therapist only. */
+  booking: BookingCore;
+  /** What the event's text was rendered from (digests); absent while no event was written from this link. */
+  rendered?: Rendered;
+  /**
+   * An enrichment is due: the event lacks full-form fields its templates use, or shows an older value of one. A full
+   * read at the lowest priority (leftover rate budget) brings it up to date; cleared by any full render.
+   */
+  enrich?: true;
   /** Epoch ms of the newest booking fact applied (updated_at, or a webhook's created_at); older hints are ignored. */
   sourceAt: number;
   /** A visible note shown in the event's description after a refused or failed write-back. */
@@ -49,6 +73,8 @@ export interface BookingHint {
   at?: number;
   /** Our clock when `appt` was read (a listing): a link written after that holds newer facts, so it is read again. */
   readAt?: number;
+  /** `appt` is the full form (GET /v1/appointments/:id): a field it lacks is empty, not unknown. */
+  full?: boolean;
 }
 
 /** What a caller knows of the calendar side: the event as just seen in a calendar (null: absent), or "read it". */
@@ -85,6 +111,8 @@ export interface SyncRequest {
    * reading the booking. Merged with any other request it is an ordinary sync.
    */
   only?: "relocate";
+  /** Bring the event's full-form fields up to date (the link says an enrichment is due): read the full form. */
+  enrich?: true;
   log?: Logger;
 }
 
@@ -139,8 +167,23 @@ export interface CalendarPort {
 
 /** A step that brings one appointment's two sides together. Pure data: the dry run prints it, the engine applies it. */
 export type Action =
-  | { kind: "none"; appointmentId: string; reason: string }
-  | { kind: "adopt"; appointmentId: string; therapistId: string; event: CalEvent; reason: string }
+  | {
+      kind: "none";
+      appointmentId: string;
+      reason: string;
+      /** What the event's text now stands for, when this state rendered it in full (the link is brought up to date). */
+      rendered?: Rendered;
+      /** The event shows an older value of a full-form field: an enrichment is due. */
+      enrich?: true;
+    }
+  | {
+      kind: "adopt";
+      appointmentId: string;
+      therapistId: string;
+      event: CalEvent;
+      reason: string;
+      rendered?: Rendered;
+    }
   | {
       kind: "create" | "update" | "restore";
       appointmentId: string;
@@ -151,6 +194,7 @@ export type Action =
       reason: string;
       /** Shown in the event's description: why a therapist's change was undone. */
       notice?: string;
+      rendered?: Rendered;
     }
   | { kind: "delete"; appointmentId: string; therapistId: string; eventId: string; reason: string }
   | {
@@ -160,6 +204,7 @@ export type Action =
       to: { therapistId: string; eventId: string };
       body: RenderedEvent;
       reason: string;
+      rendered?: Rendered;
     }
   | { kind: "writeback_reschedule"; appointmentId: string; therapistId: string; startTime: string; reason: string }
   | { kind: "writeback_cancel"; appointmentId: string; therapistId: string; reason: string };
@@ -173,22 +218,38 @@ export type ActionKind = Action["kind"];
  */
 export type PlanEntry = Action extends infer A
   ? A extends { body: RenderedEvent }
-    ? Omit<A, "body" | "ifMatch"> & { start: string; end: string }
+    ? Omit<A, "body" | "ifMatch" | "rendered"> & { start: string; end: string }
     : A extends { event: CalEvent }
-      ? Omit<A, "event"> & { eventId: string }
-      : A
+      ? Omit<A, "event" | "rendered"> & { eventId: string }
+      : Omit<A, "rendered" | "enrich">
   : never;
 
 export function planEntry(action: Action): PlanEntry {
   if ("body" in action) {
-    const { body, ifMatch: _, ...rest } = action as Extract<Action, { body: RenderedEvent }> & { ifMatch?: string };
+    const {
+      body,
+      ifMatch: _,
+      rendered: __,
+      ...rest
+    } = action as Extract<Action, { body: RenderedEvent }> & { ifMatch?: string };
     return { ...rest, start: body.start.dateTime, end: body.end.dateTime } as PlanEntry;
   }
   if (action.kind === "adopt") {
-    const { event, ...rest } = action;
+    const { event, rendered: _, ...rest } = action;
     return { ...rest, eventId: event.id ?? "" };
   }
+  if (action.kind === "none") {
+    const { rendered: _, enrich: __, ...rest } = action;
+    return rest;
+  }
   return action as PlanEntry;
+}
+
+/** Whether the event will lack (or show an older value of) a full-form field after `action`: an enrichment is due. */
+export function leavesEnrichment(action: Action, link: Link | undefined): boolean {
+  if ("rendered" in action && action.rendered) return (action.rendered.pending?.length ?? 0) > 0;
+  if (action.kind === "none") return action.enrich === true || (link?.present === true && link.enrich === true);
+  return false;
 }
 
 /** Actions that remove something: counted by the mass-deletion guard. */

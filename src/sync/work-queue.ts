@@ -11,6 +11,13 @@ export interface WorkQueueOptions<R> {
   concurrency: number;
   /** Number of priority lanes; lane 0 is served first. */
   lanes: number;
+  /** Runs at once per lane at most (by the lane a key was taken from); unlimited where not given. */
+  laneLimits?: readonly number[];
+  /**
+   * Lanes with workers of their own (as many as their limit): their runs do not take one of the `concurrency` shared
+   * workers, so work that mostly waits (for rate budget) never holds up the other lanes.
+   */
+  ownWorkers?: readonly number[];
   /** One request out of a pending one and a newer one for the same key (the newer carries the fresher hints). */
   merge(pending: R, next: R): R;
   /** Must not throw (a throw counts as done, so one broken key cannot stall the queue). */
@@ -28,6 +35,8 @@ interface Entry<R> {
   lane: number;
   /** Runs of this key so far in its current chain of retries. */
   attempts: number;
+  /** The lane it was taken from while it runs (its lane's limit counts it). */
+  ranIn?: number;
   state: "ready" | "running" | "waiting";
   /** A request that arrived while this key was running: it runs after, merged into a retry if there is one. */
   next?: { request: R; lane: number };
@@ -39,6 +48,7 @@ export class WorkQueue<R> {
   readonly #entries = new Map<string, Entry<R>>();
   readonly #ready: string[][];
   #running = 0;
+  readonly #runningIn: number[];
   #stopped = false;
   #paused = false;
   #pumpScheduled = false;
@@ -48,6 +58,7 @@ export class WorkQueue<R> {
     if (!(options.concurrency >= 1)) throw new RangeError(`concurrency must be at least 1, got ${options.concurrency}`);
     this.#o = options;
     this.#ready = Array.from({ length: Math.max(1, options.lanes) }, () => []);
+    this.#runningIn = this.#ready.map(() => 0);
   }
 
   /** Keys queued, running or waiting to retry. */
@@ -158,8 +169,10 @@ export class WorkQueue<R> {
     }
   }
 
-  #nextReady(): string | undefined {
+  #nextReady(sharedFree: boolean): string | undefined {
     for (const [lane, keys] of this.#ready.entries()) {
+      if (this.#runningIn[lane]! >= (this.#o.laneLimits?.[lane] ?? Number.POSITIVE_INFINITY)) continue;
+      if (!sharedFree && !this.#o.ownWorkers?.includes(lane)) continue;
       while (keys.length > 0) {
         const key = keys.shift()!;
         const entry = this.#entries.get(key);
@@ -169,13 +182,22 @@ export class WorkQueue<R> {
     return undefined;
   }
 
+  /** Runs on the shared workers (those of lanes without workers of their own). */
+  #shared(): number {
+    let n = 0;
+    for (const [lane, count] of this.#runningIn.entries()) if (!this.#o.ownWorkers?.includes(lane)) n += count;
+    return n;
+  }
+
   #pump(): void {
-    while (!this.#stopped && !this.#paused && this.#running < this.#o.concurrency) {
-      const key = this.#nextReady();
+    while (!this.#stopped && !this.#paused) {
+      const key = this.#nextReady(this.#shared() < this.#o.concurrency);
       if (key === undefined) break;
       const entry = this.#entries.get(key)!;
       entry.state = "running";
       entry.attempts += 1;
+      entry.ranIn = entry.lane;
+      this.#runningIn[entry.lane]! += 1;
       this.#running++;
       void this.#runOne(key, entry);
     }
@@ -190,6 +212,7 @@ export class WorkQueue<R> {
       verdict = { done: true };
     }
     this.#running--;
+    this.#runningIn[entry.ranIn ?? 0]! -= 1;
     const next = entry.next;
     entry.next = undefined;
     if (this.#stopped) {

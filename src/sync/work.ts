@@ -7,8 +7,8 @@ import type { CalendarHint, SyncOutcome, SyncRequest } from "./types.ts";
 import type { GateState } from "./writeback-gate.ts";
 
 /** A caller waiting for a request: for the outcome of the attempt that covers it, or for the engine to be done. */
-/** The work queue's lane of each priority: webhooks first, then write-backs, then the reconciliation. */
-export const LANES: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2 };
+/** The work queue's lane of each priority: webhooks first, then write-backs, the reconciliation, enrichments. */
+export const LANES: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2, enrich: 3 };
 
 /** Thrown to callers waiting for a request the engine will not finish (it stopped): the work stays where it came from. */
 export class EngineStoppedError extends Error {
@@ -70,7 +70,7 @@ export function toPending(request: SyncRequest, waiter: Settle, customerId?: str
   return p;
 }
 
-const RANK: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2 };
+const RANK: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2, enrich: 3 };
 
 /** A pending request and a newer one for the same appointment as one: the older one's retry standing is kept. */
 export function mergeRequests(older: Pending, newer: Pending): Pending {
@@ -83,13 +83,16 @@ export function mergeRequest(a: SyncRequest, b: SyncRequest): SyncRequest {
   const log = b.log ?? a.log;
   const override = b.override ?? a.override;
   const origin = mergeOrigin(a.origin, b.origin);
+  const first = RANK[a.priority] < RANK[b.priority] ? a : b;
   return {
-    reason: b.reason,
-    priority: RANK[a.priority] < RANK[b.priority] ? a.priority : b.priority,
+    // An enrichment joining another sync is not that sync's reason.
+    reason: b.priority === "enrich" && a.priority !== "enrich" ? a.reason : b.reason,
+    priority: first.priority,
     ...(origin ? { origin } : {}),
     ...(booking ? { booking } : {}),
     ...(calendar ? { calendar } : {}),
     ...(override ? { override } : {}),
+    ...(a.enrich || b.enrich ? { enrich: true as const } : {}),
     ...(log ? { log } : {}),
   };
 }
@@ -126,7 +129,8 @@ export function retryRequest(
 ): SyncRequest {
   const calendar = request.calendar ? { reread: true as const } : undefined;
   const { booking: _, calendar: __, ...rest } = request;
-  const booking = unavailable && read ? { appt: read.appt, readAt: now } : undefined;
+  const booking =
+    unavailable && read ? { appt: read.appt, readAt: now, ...(read.full ? { full: true } : {}) } : undefined;
   return {
     ...rest,
     reason: rest.reason.startsWith("retry of ") ? rest.reason : `retry of ${rest.reason}`,

@@ -3,8 +3,8 @@
 // holds a burst of them for a person to decide. An administrator's decision (apply, restore) passes both.
 import type { Clock } from "../clock.ts";
 import type { Mapping } from "./mapping.ts";
-import type { Planner } from "./planner.ts";
-import type { Action, Link, Snapshot, SyncRequest } from "./types.ts";
+import type { Known, Planner } from "./planner.ts";
+import type { Action, Link, SyncRequest } from "./types.ts";
 import type { WritebackGuard } from "./writeback-guard.ts";
 
 /** A write-back not sent now: waiting for its grace period to pass, or held by the guard. Not a failure. */
@@ -53,13 +53,15 @@ export class WritebackGate {
    */
   async pass(
     action: Action,
-    c: { appt: Snapshot | null; link: Link | undefined; override: SyncRequest["override"]; state: GateState },
+    c: { known: Known | null; link: Link | undefined; override: SyncRequest["override"]; state: GateState },
   ): Promise<Action> {
     if (action.kind !== "writeback_cancel" && action.kind !== "writeback_reschedule") return action;
     const { appointmentId: id, therapistId } = action;
     if (c.override === "apply") return action;
     if (c.override === "restore") {
-      const restore = c.appt && c.link ? this.#planner.restoreOf(id, c.appt, c.link, ADMIN_RESTORE_NOTICE) : undefined;
+      // Throws NeedsFullRead when the state at hand lacks fields the event shows: the engine reads and comes back.
+      const restore =
+        c.known && c.link ? this.#planner.restoreOf(id, c.known, c.link, ADMIN_RESTORE_NOTICE) : undefined;
       return restore ?? action;
     }
     if (await this.#guard.isHeld(id)) throw new WritebackWaits("held", action);

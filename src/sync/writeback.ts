@@ -2,11 +2,13 @@
 // deleted one a cancel, an event moved to another mapped calendar a reassignment. A refusal, or a failure that
 // outlives its retries, restores the event from the booking and says why in the event itself.
 import { BookingApiError } from "../booking/errors.ts";
-import { fingerprint } from "../calendar/fingerprint.ts";
+import { fingerprint, ownershipOf } from "../calendar/fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isRefusal, isUnavailable } from "./errors.ts";
+import { NeedsFullRead } from "./inputs.ts";
+import type { Rendering } from "./planner.ts";
 import { merge } from "./snapshot.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 
@@ -29,6 +31,8 @@ interface WritebackInput {
   id: string;
   /** The booking's current state. */
   appt: Snapshot;
+  /** `appt` is the full form (else a payload or list item: rendering may need the full form first). */
+  full: boolean;
   link: Link;
   /** The event as the therapist left it (undefined when not read). */
   event: CalEvent | null | undefined;
@@ -107,7 +111,7 @@ async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promi
   w.tell?.({ kind: "reschedule", result: "ok", status: res.status });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
-  await accept(ctx, w, w.link.therapistId, booking, w.event ?? undefined, sourceAt);
+  await accept(ctx, w, w.link.therapistId, { ...w, appt: booking }, w.event ?? undefined, sourceAt);
   ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
   w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
 }
@@ -182,7 +186,7 @@ async function movedToOtherCalendar(
       { priority: "writeback" },
     );
     w.tell?.({ kind: "reassign", result: "ok", status: res.status, therapistId: moved.therapistId });
-    await accept(ctx, w, moved.therapistId, merge(w.appt, res), moved.event, w.sourceAt);
+    await accept(ctx, w, moved.therapistId, { ...w, appt: merge(w.appt, res) }, moved.event, w.sourceAt);
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
     w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
   } catch (err) {
@@ -202,6 +206,26 @@ async function movedToOtherCalendar(
 }
 
 /**
+ * The event body for `state` in `therapistId`'s calendar. A payload or list item that lacks fields the event shows is
+ * completed by a full read first (at write-back priority), so a write-back never leaves the event showing less.
+ */
+async function renderFor(
+  ctx: Ctx,
+  w: WritebackInput,
+  state: { appt: Snapshot; full: boolean },
+  therapistId: string,
+  notice?: Link["notice"],
+): Promise<{ rendering: Rendering | null; appt: Snapshot }> {
+  try {
+    return { rendering: ctx.fx.render(state, w.link, therapistId, notice), appt: state.appt };
+  } catch (err) {
+    if (!(err instanceof NeedsFullRead) || state.full) throw err;
+    const appt = merge(state.appt, await ctx.booking.getAppointment(w.id, { priority: "writeback" }));
+    return { rendering: ctx.fx.render({ appt, full: true }, w.link, therapistId, notice), appt };
+  }
+}
+
+/**
  * The booking took the therapist's change: record the event as it now stands in `therapistId`'s calendar, rewriting
  * only what the templates derive from the new state (the calendar already shows the time and the place).
  */
@@ -209,14 +233,16 @@ async function accept(
   ctx: Ctx,
   w: WritebackInput,
   therapistId: string,
-  booking: Snapshot,
+  state: { appt: Snapshot; full: boolean },
   current: CalEvent | undefined,
   sourceAt: number,
 ): Promise<void> {
-  const desired = ctx.fx.render(booking, therapistId);
+  const { rendering, appt } = await renderFor(ctx, w, state, therapistId);
+  const desired = rendering?.body;
   let event = current;
   let at = { eventId: w.link.eventId, generation: w.link.generation ?? 0 };
-  if (desired && event && fingerprint(event) !== fingerprint(desired)) {
+  const owned = ownershipOf(desired);
+  if (desired && event && fingerprint(event, owned) !== fingerprint(desired, owned)) {
     const written = await ctx.fx.write(therapistId, "update", desired, linkAt(w), event.etag ?? undefined);
     event = written.event;
     at = written;
@@ -226,10 +252,11 @@ async function accept(
     therapistId,
     eventId: at.eventId,
     generation: at.generation,
-    booking,
+    booking: appt,
     sourceAt,
     event,
     present: true,
+    ...(rendering ? { rendered: rendering.rendered } : {}),
   });
 }
 
@@ -239,24 +266,26 @@ async function accept(
  */
 async function restore(ctx: Ctx, w: WritebackInput, text: string): Promise<void> {
   const notice = { text, at: ctx.fx.clock.now() };
+  // The link keeps what the event shows (it is still there), so a retry renders no less either.
   await ctx.fx.links.save({ ...w.link, present: false, removedBy: "refused", notice, syncedAt: ctx.fx.clock.now() });
-  const desired = ctx.fx.render(w.appt, w.link.therapistId, notice);
-  if (!desired) {
+  const { rendering, appt } = await renderFor(ctx, w, w, w.link.therapistId, notice);
+  if (!rendering) {
     await removeEvent(ctx, w, "nothing to restore");
     return;
   }
-  const written = await ctx.fx.write(w.link.therapistId, "restore", desired, linkAt(w));
+  const written = await ctx.fx.write(w.link.therapistId, "restore", rendering.body, linkAt(w));
   await ctx.fx.record({
     appointmentId: w.id,
     therapistId: w.link.therapistId,
     eventId: written.eventId,
     generation: written.generation,
-    booking: w.appt,
+    booking: appt,
     sourceAt: w.sourceAt,
     event: written.event,
-    body: desired,
+    body: rendering.body,
     present: true,
     notice,
+    rendered: rendering.rendered,
   });
 }
 

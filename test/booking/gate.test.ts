@@ -103,7 +103,7 @@ describe("RateLimitGate", () => {
       void g.acquire(p).then((permit) => granted.push({ priority: p, permit }));
     }
     await flush();
-    expect(g.snapshot().waiting).toEqual({ webhook: 2, writeback: 2, reconcile: 2 });
+    expect(g.snapshot().waiting).toEqual({ webhook: 2, writeback: 2, reconcile: 2, enrich: 0 });
     // One request per window: each new window goes to the most urgent waiter.
     for (let i = 0; i < 6; i++) {
       await clock.advance(clock.nextDeadline()! - clock.now());
@@ -119,6 +119,38 @@ describe("RateLimitGate", () => {
       "reconcile",
       "reconcile",
     ]);
+  });
+
+  it("serves enrichments last, and only from the budget above a reserve left to the others", async () => {
+    const { g, clock } = gate();
+    const probe = await g.acquire("reconcile");
+    // 20 a window, 10 left: enrichments may take all but the reserve (10% of the limit: 2).
+    probe.done({ status: 200, headers: headers(20, 10, T0 + 1_000) });
+    expect(g.reserve()).toBe(2);
+    expect(g.enrichPerMinute()).toBe(18);
+    const enrich = Array.from({ length: 12 }, () => track(g.acquire("enrich")));
+    await flush();
+    expect(enrich.filter((t) => t.permit).length).toBe(8);
+    // The reserve is there for a webhook's follow-up, at once.
+    const webhook = track(g.acquire("webhook"));
+    await flush();
+    expect(webhook.permit).toBeDefined();
+    for (const t of enrich.filter((x) => x.permit))
+      t.permit!.done({ status: 200, headers: headers(20, 1, T0 + 1_000) });
+    webhook.permit!.done({ status: 200, headers: headers(20, 1, T0 + 1_000) });
+    await flush();
+    // One request left in this window: a reconciliation page may have it, an enrichment may not.
+    const page = track(g.acquire("reconcile"));
+    await flush();
+    expect(page.permit).toBeDefined();
+    expect(enrich.filter((t) => t.permit).length).toBe(8);
+    page.permit!.done({ status: 200, headers: headers(20, 0, T0 + 1_000) });
+    // The next window: the waiting enrichments go, after anything more urgent that waits.
+    const later = track(g.acquire("writeback"));
+    await clock.advance(clock.nextDeadline()! - clock.now());
+    await flush();
+    expect(later.permit).toBeDefined();
+    expect(enrich.every((t) => t.permit)).toBe(true);
   });
 
   it("pauses everyone until Reset after a 429 with headers", async () => {

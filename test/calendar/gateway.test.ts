@@ -56,6 +56,31 @@ describe("upsert", () => {
     expect(f.emulator.events(CALENDAR_ID)).toHaveLength(1);
   });
 
+  it("compares reminders where they are configured: a body differing only in them is written, not unchanged", async () => {
+    f = await setup();
+    const id = eventIdFor("apt_rem");
+    const withReminders = (minutes: number): CalendarEvent =>
+      renderEvent(
+        {
+          id: "apt_rem",
+          service_name: "Massage",
+          customer_name: "Max",
+          start_time: "2026-11-23T09:00:00Z",
+          end_time: "2026-11-23T10:00:00Z",
+        },
+        mapping,
+        { ...config, reminders: [{ method: "popup", minutes }] },
+      )!;
+    expect((await f.gateway.upsert(id, withReminders(30))).action).toBe("inserted");
+    expect((await f.gateway.upsert(id, withReminders(30))).action).toBe("unchanged");
+    const changed = await f.gateway.upsert(id, withReminders(10));
+    expect(changed.action).toBe("updated");
+    expect(f.emulator.event(CALENDAR_ID, id)?.reminders).toEqual({
+      useDefault: false,
+      overrides: [{ method: "popup", minutes: 10 }],
+    });
+  });
+
   it("does not duplicate an insert retried after a lost response", async () => {
     f = await setup();
     f.emulator.faults.dropResponseNext(1);

@@ -179,6 +179,19 @@ describe("reconcile", () => {
     const again = await runCli("reconcile", "--config", file);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toContain("nothing to do: calendars and bookings agree");
+
+    // A one-shot run writes from list items (no notes in them): the dry run says what enriching them needs.
+    const dry = await runCli("reconcile", "--dry-run", "--config", file);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(
+      new RegExp(
+        `^ {2}enrichments pending: ${confirmed.length} event\\(s\\) lack fields only GET /v1/appointments/:id gives`,
+        "m",
+      ),
+    );
+    expect(dry.stdout).toMatch(
+      /^ {2}one read each with leftover rate budget \(at most \d+ a minute\): at least 1 minute\(s\)$/m,
+    );
   });
 
   it("--therapist limits the run to one calendar; an unknown one is a usage error", async () => {

@@ -158,6 +158,44 @@ describe("calbridge doctor", () => {
     expect(ben?.fix).toMatch(/^share nobody@clinic\.test with the service account/);
   });
 
+  it("warns when the templates show customer details on a calendar that others see the details of (Google's ACL)", async () => {
+    const { world, file } = await healthy();
+    const anna = world.calendarOf("th_anna");
+    // Anna's calendar is public with "See all event details" and shared with the whole domain as editors; Ben's is
+    // public with "See only free/busy" (nobody sees details): only Anna's gets a line.
+    world.google.shareCalendarWith(anna, { type: "default" }, "reader");
+    world.google.shareCalendarWith(anna, { type: "domain", value: "clinic.test" }, "writer");
+    world.google.shareCalendarWith(world.calendarOf("th_ben"), { type: "default" }, "freeBusyReader");
+    const r = await runCli("doctor", "--config", file);
+    expect(r.code, r.stdout).toBe(0); // a warning, not a failure
+    const lines = r.stdout.trimEnd().split("\n");
+    const at = lines.findIndex((l) => l.startsWith("WARN calendar sharing of th_anna: "));
+    expect(at, r.stdout).toBeGreaterThan(lines.indexOf(lines.find((l) => l.startsWith("ok   calendar of th_ben"))!));
+    expect(lines[at]).toContain("the event templates show customer details ({customer_name}, {notes})");
+    expect(lines[at]).toContain("the public");
+    expect(lines[at]).toContain("everyone in clinic.test (writer)");
+    expect(lines[at + 1]).toMatch(/^ {5}fix: .*event\.preset initials or booking_only/);
+    expect(r.stdout).not.toContain("sharing of th_ben");
+
+    // A template without customer details: nothing to say, whoever sees the calendar.
+    const quiet = writeConfig(world, (c) => {
+      c.webhooks.public_url = PUBLIC_URL;
+      c.event = { ...c.event, preset: "booking_only" };
+    });
+    const json = await doctorJson(quiet);
+    expect(byName(json.checks, "calendar sharing")).toEqual([]);
+  });
+
+  it("says nothing of the sharing of a calendar it cannot reach (its failure says enough)", async () => {
+    const { world, file } = await healthy((c) => {
+      c.therapists[1]!.calendar_id = "nobody@clinic.test";
+    });
+    world.google.shareCalendarWith(world.calendarOf("th_anna"), { type: "default" }, "reader");
+    const json = await doctorJson(file);
+    expect(byName(json.checks, "calendar of").map((c) => c.status)).toEqual(["ok", "fail"]);
+    expect(byName(json.checks, "calendar sharing").map((c) => c.name)).toEqual(["calendar sharing of th_anna"]);
+  });
+
   it("fails an unreachable store with its hint, still runs the other checks, and hides Redis credentials", async () => {
     const { file } = await healthy((c) => {
       c.store.url = "redis://calbridge:hunter2secret@127.0.0.1:9"; // nothing listens on the discard port

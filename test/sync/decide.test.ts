@@ -412,4 +412,20 @@ describe("isEcho", () => {
   ])("$name -> $echo", (c) => {
     expect(isEcho(c.link, c.therapist ?? "th_1", c.event)).toBe(c.echo);
   });
+
+  // Where event.reminders is configured, calbridge owns them: the link's fingerprint covers them, and so does the echo.
+  const mine = { useDefault: false, overrides: [{ method: "popup", minutes: 30 }] };
+  const owned = { reminders: true };
+  const withReminders = (a: Snapshot, over: Partial<CalEvent> = {}) => event(a, { reminders: mine, ...over });
+  const l2 = link(A, { fingerprint: fingerprint(withReminders(A), owned) });
+  it.each([
+    { name: "new etag, our reminders", event: withReminders(A, { etag: '"2"' }), echo: true },
+    {
+      name: "new etag, reminders changed by the therapist",
+      event: withReminders(A, { etag: '"2"', reminders: { useDefault: true } }),
+      echo: false,
+    },
+  ])("with reminders owned: $name -> $echo", (c) => {
+    expect(isEcho(l2, "th_1", c.event, owned)).toBe(c.echo);
+  });
 });

@@ -116,6 +116,8 @@ describe("an appointment's history", () => {
     const { entries } = await h.app.sync.history.log.read(id);
     expect(story(entries)).toEqual([
       "booking event_created appointment.created ",
+      // The description shows the notes, which only the full form has: read with leftover budget, then shown.
+      "reconcile event_updated enrichment ",
       "booking event_updated appointment.updated ",
       "calendar writeback_waiting reschedule ",
       "calendar writeback reschedule ok",
@@ -125,12 +127,13 @@ describe("an appointment's history", () => {
       "calendar writeback cancel ok",
     ]);
     expect(entries[0]).toMatchObject({ therapistId: "th_1", eventId, start: iso(start), end: iso(start + HOUR) });
-    expect(entries[1]).toMatchObject({ start: iso(start + 2 * HOUR), reason: "booking changed" });
-    expect(entries[2]).toMatchObject({ waitSeconds: 30, start: iso(start + 4 * HOUR) });
-    expect(entries[3]).toMatchObject({ start: iso(start + 4 * HOUR), status: "confirmed" });
-    expect(entries[5]).toMatchObject({ side: "booking", code: "past_booking", httpStatus: 422 });
-    expect(entries[6]).toMatchObject({ waitSeconds: 60, reason: "event deleted in the calendar" });
-    expect(entries[7]).toMatchObject({ status: "cancelled" });
+    expect(entries[1]).toMatchObject({ start: iso(start), end: iso(start + HOUR) });
+    expect(entries[2]).toMatchObject({ start: iso(start + 2 * HOUR), reason: "booking changed" });
+    expect(entries[3]).toMatchObject({ waitSeconds: 30, start: iso(start + 4 * HOUR) });
+    expect(entries[4]).toMatchObject({ start: iso(start + 4 * HOUR), status: "confirmed" });
+    expect(entries[6]).toMatchObject({ side: "booking", code: "past_booking", httpStatus: 422 });
+    expect(entries[7]).toMatchObject({ waitSeconds: 60, reason: "event deleted in the calendar" });
+    expect(entries[8]).toMatchObject({ status: "cancelled" });
     for (const [i, e] of entries.entries()) {
       if (i > 0) expect(Date.parse(e.at)).toBeGreaterThanOrEqual(Date.parse(entries[i - 1]!.at));
     }
@@ -140,9 +143,10 @@ describe("an appointment's history", () => {
     const text = await runCli("history", id, "--config", file);
     expect(text.code).toBe(0);
     const lines = text.stdout.trimEnd().split("\n");
-    expect(lines[0]).toBe(`History of appointment ${id}: 8 entries, oldest first (times UTC; kept 90 days)`);
+    expect(lines[0]).toBe(`History of appointment ${id}: 9 entries, oldest first (times UTC; kept 90 days)`);
     expect(lines.slice(1)).toEqual([
       expect.stringMatching(/booking webhook \(appointment\.created\)\s+event created in th_1's calendar, /),
+      expect.stringMatching(/reconciliation \(enrichment\)\s+event updated in th_1's calendar, /),
       expect.stringMatching(
         /booking webhook \(appointment\.updated\)\s+event updated in th_1's calendar, .* \(booking changed\)$/,
       ),
@@ -188,7 +192,7 @@ describe("an appointment's history", () => {
     const html = await page.text();
     expect(html).toContain("therapist&#39;s calendar");
     expect(html).toContain("refused by the booking service (booking 422 past_booking)");
-    expect((html.match(/<tr>/g) ?? []).length).toBe(9);
+    expect((html.match(/<tr>/g) ?? []).length).toBe(10);
     const api = await fetch(`${admin}/history/${id}`);
     expect(((await api.json()) as { entries: unknown[] }).entries).toEqual(entries);
     expectNoPatientDetails(html + statusPage + JSON.stringify(status));

@@ -18,7 +18,11 @@ function deferred<T = void>() {
 
 const turn = () => new Promise((r) => setImmediate(r));
 
-function queue(opts: { concurrency?: number; run?: (key: string, r: Req, attempt: number) => Promise<RunVerdict> }) {
+function queue(opts: {
+  concurrency?: number;
+  laneLimits?: number[];
+  run?: (key: string, r: Req, attempt: number) => Promise<RunVerdict>;
+}) {
   const clock = new ManualClock();
   const runs: { key: string; tags: string[]; attempt: number }[] = [];
   let active = 0;
@@ -28,6 +32,7 @@ function queue(opts: { concurrency?: number; run?: (key: string, r: Req, attempt
   const q = new WorkQueue<Req>({
     concurrency: opts.concurrency ?? 2,
     lanes: 3,
+    ...(opts.laneLimits ? { laneLimits: opts.laneLimits } : {}),
     clock,
     merge: (a, b) => ({ key: a.key, tags: [...a.tags, ...b.tags] }),
     run: async (key, r, attempt) => {
@@ -103,6 +108,47 @@ describe("WorkQueue", () => {
     gate.resolve({ done: true });
     await q.drained();
     expect(runs.map((r) => r.key)).toEqual(["first", "high", "low2", "mid", "low1"]);
+  });
+
+  it("runs at most a lane's limit from that lane at once; the other workers serve the other lanes", async () => {
+    const gates = new Map<string, ReturnType<typeof deferred<RunVerdict>>>();
+    const { q, runs } = queue({
+      concurrency: 3,
+      laneLimits: [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 1],
+      run: (key) => {
+        const g = deferred<RunVerdict>();
+        gates.set(key, g);
+        return g.promise;
+      },
+    });
+    for (const k of ["e1", "e2", "e3"]) q.add(k, { key: k, tags: [] }, 2);
+    await turn();
+    expect(runs.map((r) => r.key)).toEqual(["e1"]);
+    q.add("w1", { key: "w1", tags: [] }, 0);
+    q.add("w2", { key: "w2", tags: [] }, 1);
+    q.add("w3", { key: "w3", tags: [] }, 0);
+    await turn();
+    expect(runs.map((r) => r.key)).toEqual(["e1", "w1", "w3"]);
+    gates.get("e1")!.resolve({ done: true });
+    await turn();
+    await turn();
+    // The freed worker serves the higher lane first; the limited lane's next key waits for a worker of its own.
+    expect(runs.map((r) => r.key)).toEqual(["e1", "w1", "w3", "w2"]);
+    gates.get("w1")!.resolve({ done: true });
+    await turn();
+    await turn();
+    expect(runs.map((r) => r.key)).toEqual(["e1", "w1", "w3", "w2", "e2"]);
+    // With a worker free and e2 running, e3 still waits: the lane's limit, not the concurrency, holds it.
+    gates.get("w3")!.resolve({ done: true });
+    await turn();
+    await turn();
+    expect(runs.map((r) => r.key)).toEqual(["e1", "w1", "w3", "w2", "e2"]);
+    for (const k of ["w2", "e2"]) gates.get(k)!.resolve({ done: true });
+    await turn();
+    await turn();
+    expect(runs.map((r) => r.key).at(-1)).toBe("e3");
+    gates.get("e3")!.resolve({ done: true });
+    await q.drained();
   });
 
   it("a key waiting to retry holds no worker, and runs again when its time comes", async () => {

@@ -1,5 +1,6 @@
 // Owns the routing of the emulated Calendar API v3 (/calendar/v3/...) onto the store, lister and push channels.
 
+import { aclList } from "./acl.ts";
 import { writeSupport } from "./event-fields.ts";
 import { toResource } from "./event-model.ts";
 import type { Faults } from "./faults.ts";
@@ -125,6 +126,9 @@ function calendarRoute(ctx: ApiContext, req: ApiRequest, rest: string[]): ApiAns
   const need = WRITE_METHODS.has(req.method) && eventId !== "watch" ? "write" : "read";
   const cal = ctx.store.resolve(calendarId, req.subject, need);
   if (collection === undefined && req.method === "GET") return { status: 200, body: calendarResource(cal) };
+  if (collection === "acl" && eventId === undefined && req.method === "GET") {
+    return { status: 200, body: aclList(cal, req.subject) };
+  }
   if (collection !== "events" || extra !== undefined) throw new ApiError(404, "notFound");
   if (eventId === undefined) {
     if (req.method === "GET") return { status: 200, body: ctx.lister.list(cal, req.query, ctx.faults) };

@@ -2,6 +2,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Clock, systemClock } from "../../clock.ts";
+import { ruleId, type ScopeRule } from "./acl.ts";
 import { handleApi } from "./api.ts";
 import { CONSENT_PATHS, ConsentPage, DECISION_PATH } from "./consent.ts";
 import { toResource } from "./event-model.ts";
@@ -188,6 +189,16 @@ export class CalendarEmulator {
   }
   shareCalendar(id: string, subject: string, role: AccessRole = "writer"): void {
     this.#calendar(id).acl.set(subject, role);
+  }
+  /**
+   * A person shares the calendar beyond single users in its settings: with the public (`default`: "See only
+   * free/busy" is freeBusyReader, "See all event details" reader), a domain or a group; `none` removes the rule.
+   * acl.list shows it; access through the API stays per user.
+   */
+  shareCalendarWith(id: string, scope: Omit<ScopeRule, "role">, role: ScopeRule["role"] | "none"): void {
+    const scopes = this.#calendar(id).scopes;
+    if (role === "none") scopes.delete(ruleId(scope));
+    else scopes.set(ruleId(scope), { ...scope, role });
   }
   /**
    * Every stored event of the calendar as Google would return it, deleted ones (status "cancelled") included: series

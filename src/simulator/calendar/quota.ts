@@ -163,6 +163,7 @@ export function methodName(method: string, segments: string[]): string {
     const byVerb: Record<string, string> = { GET: "get", PUT: "update", PATCH: "patch", DELETE: "delete" };
     return `events.${byVerb[method] ?? method.toLowerCase()}`;
   }
+  if (head === "calendars" && collection === "acl") return "acl.list";
   if (head === "calendars") return "calendars.get";
   if (head === "users") return "calendarList.get";
   if (head === "channels") return "channels.stop";

@@ -13,6 +13,8 @@ const PREFIX = "https://www.googleapis.com/auth/";
 const EVENT_WRITE = new Set([CALENDAR_SCOPE, `${PREFIX}calendar.events`]);
 const EVENT_READ = new Set([...EVENT_WRITE, `${PREFIX}calendar.readonly`, `${PREFIX}calendar.events.readonly`]);
 const CALENDAR_READ = new Set([CALENDAR_SCOPE, `${PREFIX}calendar.readonly`]);
+/** acl.list's "Authorization" section: calendar, calendar.acls or calendar.acls.readonly (not calendar.readonly). */
+const ACL_READ = new Set([CALENDAR_SCOPE, `${PREFIX}calendar.acls`, `${PREFIX}calendar.acls.readonly`]);
 const ANY = new Set([...EVENT_READ, ...CALENDAR_READ]);
 
 const WRITE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
@@ -24,6 +26,8 @@ export function scopesAllow(scopes: readonly string[], method: string, path: str
   if (/^calendars\/[^/]+\/events(\/|$)/.test(rest)) {
     const watch = /\/events\/watch$/.test(rest);
     needed = WRITE_METHODS.has(method) && !watch ? EVENT_WRITE : EVENT_READ;
+  } else if (/^calendars\/[^/]+\/acl(\/|$)/.test(rest)) {
+    needed = ACL_READ;
   } else if (/^(calendars\/[^/]+|users\/me\/calendarList(\/.*)?)$/.test(rest)) {
     needed = CALENDAR_READ;
   } else needed = ANY;

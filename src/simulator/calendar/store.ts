@@ -2,6 +2,7 @@
 // deleted), events.move, change history and sync tokens.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.ts";
+import type { ScopeRule } from "./acl.ts";
 import { dropUnsupported, readReminders, type WriteSupport } from "./event-fields.ts";
 import { type EventRecord, mergePatch, type ValidatedEvent, validateEvent, writableBody } from "./event-model.ts";
 import { ApiError } from "./http.ts";
@@ -15,6 +16,8 @@ export interface CalendarRecord {
   summary: string;
   timeZone: string;
   acl: Map<string, AccessRole>;
+  /** Sharing beyond single users (public, a domain, a group), by rule id; not used for access (acl.list shows it). */
+  scopes: Map<string, ScopeRule>;
   /** Events by id; exceptions of a series are stored under their instance id. */
   events: Map<string, EventRecord>;
   /** Ids of events a person deleted that were purged since: Google keeps them unusable. */
@@ -101,6 +104,7 @@ export class CalendarStore {
       summary: options.summary ?? id,
       timeZone: options.timeZone ?? "UTC",
       acl: new Map([[owner, "owner"]]),
+      scopes: new Map(),
       events: new Map(),
       reservedIds: new Set(),
       tokenEpoch: 0,

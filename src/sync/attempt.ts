@@ -1,0 +1,126 @@
+// Owns one attempt of an appointment's sync: read both sides, plan (reading the full form when the payload or list
+// item at hand lacks fields the event shows), pass the write-back gate, apply, and decide once more after a 412.
+import type { Logger } from "../log.ts";
+import { type Applied, applyAction } from "./apply.ts";
+import type { Effects } from "./effects.ts";
+import { isCalendarKind } from "./errors.ts";
+import type { HistoryRecorder } from "./history.ts";
+import { NeedsFullRead } from "./inputs.ts";
+import type { Known } from "./planner.ts";
+import type { ReadState, StateReader } from "./reader.ts";
+import type { Relocator } from "./relocate.ts";
+import type { BookingState } from "./snapshot.ts";
+import type { Action, BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
+import { type Pending, seenIn } from "./work.ts";
+import type { WritebackGate } from "./writeback-gate.ts";
+
+export const known = (state: ReadState): Known | null => (state.appt ? { appt: state.appt, full: state.full } : null);
+
+export interface AttemptDeps {
+  booking: BookingPort;
+  fx: Effects;
+  read: StateReader;
+  gate: WritebackGate;
+  maxAttempts: number;
+  /** Where each decision about the appointment is told. */
+  history: HistoryRecorder;
+  /** Brings a link's event to the calendar the mapping names now before anything else is decided about it. */
+  relocator?: Relocator;
+}
+
+/**
+ * The action planned from `state`, or from the full form when `state` is not enough (NeedsFullRead); `onFull` gets the
+ * full state when one was read.
+ */
+export async function planReading(
+  deps: Pick<AttemptDeps, "fx" | "read">,
+  id: string,
+  link: Link | undefined,
+  state: ReadState,
+  event: CalEvent | null | undefined,
+  request: SyncRequest,
+  then: (planned: Action, state: ReadState) => Promise<Action> = async (a) => a,
+  signal?: AbortSignal,
+  onFull?: (state: ReadState) => void,
+): Promise<{ action: Action; state: ReadState }> {
+  for (;;) {
+    try {
+      const planned = deps.fx.planner.plan(id, known(state), link, event, seenIn(request), request.priority);
+      return { action: await then(planned, state), state };
+    } catch (err) {
+      if (!(err instanceof NeedsFullRead) || state.full) throw err;
+      state = await deps.read.full(id, link, request, signal);
+      onFull?.(state);
+    }
+  }
+}
+
+export async function attemptSync(
+  deps: AttemptDeps,
+  id: string,
+  p: Pending,
+  log: Logger,
+  attempt: number,
+  read: { state?: BookingState },
+  abort: AbortSignal,
+): Promise<Action> {
+  const request = p.request;
+  const stored = await deps.fx.links.get(id);
+  // An event left in a calendar the mapping no longer names is moved first: nothing is decided from the old one.
+  const readFull = async () => known(await deps.read.full(id, stored, request));
+  const link = deps.relocator ? await deps.relocator.settle(stored, log, readFull) : stored;
+  if (link && stored && link.calendarId !== stored.calendarId) deps.history.relocated(id, request, link);
+  if (request.only === "relocate") return { kind: "none", appointmentId: id, reason: "event in its calendar" };
+  if (request.priority === "enrich" && !(link?.present && link.enrich)) {
+    return { kind: "none", appointmentId: id, reason: "nothing left to enrich" };
+  }
+  // An enrichment waiting for leftover budget gives way when the engine stops.
+  const signal = request.priority === "enrich" ? abort : undefined;
+  const remember = (s: ReadState) => {
+    if (s.appt) read.state = { appt: s.appt, sourceAt: s.sourceAt, full: s.full };
+  };
+  let state = await deps.read.booking(id, link, request, signal);
+  remember(state);
+  let event = await deps.read.event(link, state.appt, request);
+  for (let round = 0; ; round++) {
+    const planned = await planReading(
+      deps,
+      id,
+      link,
+      state,
+      event,
+      request,
+      (a, s) => deps.gate.pass(a, { known: known(s), link, override: request.override, state: p.gate }),
+      signal,
+      (s) => {
+        log.debug("the state at hand lacks fields the event shows: the full form was read");
+        remember(s);
+      },
+    );
+    const action = planned.action;
+    state = planned.state;
+    try {
+      const before = { link, appt: state.appt };
+      const tell = (applied: Applied) => deps.history.applied(id, request, action, applied, before);
+      await applyAction(
+        action,
+        { ...state, id, link, event, log, attempt, maxAttempts: deps.maxAttempts, tell },
+        deps.fx,
+        deps.booking,
+      );
+      await deps.gate.done(action, link);
+      return action;
+    } catch (err) {
+      // 412: the therapist changed the event since we last saw it. Read it and decide again, once.
+      if (round === 0 && isCalendarKind(err, "precondition") && "therapistId" in action) {
+        log.info({ action: action.kind }, "event changed meanwhile; re-reading it before deciding again");
+        // Write-backs name no event of their own: theirs is the linked one.
+        const eventId = "eventId" in action ? action.eventId : link?.eventId;
+        if (eventId === undefined) throw err;
+        event = await deps.fx.calendar(action.therapistId).get(eventId);
+        continue;
+      }
+      throw err;
+    }
+  }
+}
