@@ -366,6 +366,29 @@ export const ConfigSchema = z
           .optional()
           .describe("Push channels (events.watch); polling stays on as the safety net."),
         quota_pause_seconds: z.number().int().positive().default(3600).describe("Pause after quotaExceeded."),
+        quota: z
+          .strictObject({
+            project_per_minute: z
+              .number()
+              .int()
+              .positive()
+              .default(10_000)
+              .describe(
+                "Google Calendar API requests per minute for the whole Cloud project (Google's default quota: 10,000); calbridge stays below it.",
+              ),
+            user_per_minute: z
+              .number()
+              .int()
+              .positive()
+              .default(600)
+              .describe(
+                "Requests per minute per therapist (per quotaUser; Google's default quota per user: 600); calbridge stays below it.",
+              ),
+          })
+          .prefault({})
+          .describe(
+            "The Google quotas calbridge paces its requests by (sliding one-minute windows; an events.patch counts 3). Lower them when other applications share the Cloud project.",
+          ),
       })
       .describe("Google Calendar access."),
     connect: z

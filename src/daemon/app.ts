@@ -6,6 +6,7 @@ import { Registry } from "prom-client";
 import { BookingClient } from "../booking/client.ts";
 import { BookingApiError } from "../booking/errors.ts";
 import type { CalendarGateway } from "../calendar/gateway.ts";
+import { GoogleQuotaGate } from "../calendar/quota-gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config/schema.ts";
 import { countAppointments } from "../connect/count.ts";
@@ -135,7 +136,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     box: secretBoxFor(config.store),
     logger: logger.child({ component: "credentials" }),
   });
-  const gateways = new TherapistCalendars({ config, store, credentials, clock, logger, registry, metrics });
+  const quota = new GoogleQuotaGate({
+    projectPerMinute: config.google.quota.project_per_minute,
+    userPerMinute: config.google.quota.user_per_minute,
+    clock,
+    logger: logger.child({ component: "calendar" }),
+    registry,
+  });
+  const gateways = new TherapistCalendars({ config, store, credentials, clock, logger, registry, metrics, quota });
   await gateways.open();
   const calendars = gateways.map;
   const credentialErrors = gateways.errors;
