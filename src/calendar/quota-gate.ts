@@ -97,8 +97,8 @@ class Window {
     return undefined;
   }
 
-  get idle(): boolean {
-    return this.inFlight === 0 && this.#sum === 0 && this.factor === 1 && this.pausedUntil === 0;
+  idle(now: number): boolean {
+    return this.inFlight === 0 && this.#sum === 0 && this.factor === 1 && this.pausedUntil <= now;
   }
 }
 
@@ -349,7 +349,7 @@ export class GoogleQuotaGate {
     for (const [user, w] of this.#users) {
       if (waiting.has(user)) continue;
       w.used(now, this.#windowMs); // prunes what left the window
-      if (w.idle) this.#users.delete(user);
+      if (w.idle(now)) this.#users.delete(user);
     }
   }
 }

@@ -434,7 +434,20 @@ export const ConfigSchema = z
         cancelled_events: z.enum(["delete", "keep"]).default("delete"),
         max_delete_ratio: z.number().min(0).max(1).default(0.2),
         conflict: z.enum(["booking_wins", "calendar_wins"]).default("booking_wins"),
-        concurrency: z.number().int().positive().default(4).describe("Appointments synced at once."),
+        concurrency: z
+          .number()
+          .int()
+          .positive()
+          .default(4)
+          .describe(
+            "Appointments synced at once, at least; while Google answers slowly more run (up to max_concurrency), as many as it takes to use the Google quota.",
+          ),
+        max_concurrency: z
+          .number()
+          .int()
+          .positive()
+          .default(64)
+          .describe("Appointments synced at once, at most (each therapist's share is sized by the per-user quota)."),
         retry: z
           .strictObject({
             attempts: z
@@ -615,6 +628,13 @@ export const ConfigSchema = z
         });
       } else names.set(name, i);
     });
+    if (cfg.sync.max_concurrency < cfg.sync.concurrency) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["sync", "max_concurrency"],
+        message: `${cfg.sync.max_concurrency} is below sync.concurrency (${cfg.sync.concurrency}): the most syncs at once cannot be fewer than the least`,
+      });
+    }
     if (cfg.connect && !cfg.google.oauth) {
       ctx.addIssue({
         code: "custom",

@@ -158,6 +158,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     clock,
     logger: syncLogger,
     ...(options.engine ? { retry: options.engine } : {}),
+    quota,
     metrics: {
       operations: metrics.syncOperations,
       writebacks: metrics.writebacks,

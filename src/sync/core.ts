@@ -5,6 +5,7 @@ import type { Config } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
 import type { Store } from "../store/store.ts";
 import { Activity } from "./activity.ts";
+import type { QuotaRates } from "./concurrency.ts";
 import { DeadLetters } from "./dead-letters.ts";
 import { Effects } from "./effects.ts";
 import { SyncEngine } from "./engine.ts";
@@ -30,6 +31,8 @@ export interface SyncCoreOptions {
   metrics: SyncMetrics;
   /** Overrides of the retry policy (tests shorten it); the configuration's sync.retry otherwise. */
   retry?: Partial<RetryPolicy>;
+  /** Google's budgets and measured round trip: the engine runs as many syncs at once as keep them busy. */
+  quota?: QuotaRates;
 }
 
 export interface SyncCore {
@@ -71,6 +74,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     logger: o.logger,
     clock: o.clock,
     concurrency: o.config.sync.concurrency,
+    maxConcurrency: o.config.sync.max_concurrency,
+    ...(o.quota ? { quota: o.quota } : {}),
     retry: {
       maxAttempts: o.config.sync.retry.attempts,
       unavailableGraceMs: o.config.sync.retry.unavailable_grace_minutes * 60_000,

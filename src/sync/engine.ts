@@ -5,6 +5,7 @@ import type { Priority } from "../booking/gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import { applyAction } from "./apply.ts";
+import { type QuotaRates, queueLimits } from "./concurrency.ts";
 import { customerResyncs } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
@@ -16,7 +17,7 @@ import { StateReader } from "./reader.ts";
 import { type RetryPolicy, withDefaults } from "./retry.ts";
 import { type BookingState, hintState } from "./snapshot.ts";
 import type { Action, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
-import { mergeRequests, type Pending, type Settle, seenIn, toPending } from "./work.ts";
+import { mergeRequests, type Pending, type Settle, seenIn, therapistOf, toPending } from "./work.ts";
 import { type RunVerdict, WorkQueue } from "./work-queue.ts";
 import { type WritebackGate, WritebackWaits } from "./writeback-gate.ts";
 
@@ -27,8 +28,12 @@ export interface EngineOptions {
   gate: WritebackGate;
   logger?: Logger;
   clock?: Clock;
-  /** Syncs at once (sync.concurrency). */
+  /** Syncs at once at least (sync.concurrency). */
   concurrency: number;
+  /** Syncs at once at most (sync.max_concurrency; default: the floor, fixed). */
+  maxConcurrency?: number;
+  /** Google's budgets and round trip: between the two bounds, as many syncs run as keep the budget busy. */
+  quota?: QuotaRates;
   retry?: Partial<RetryPolicy>;
 }
 
@@ -55,6 +60,8 @@ export class SyncEngine {
   readonly #clock: Clock;
   readonly #retry: RetryPolicy;
   readonly #concurrency: number;
+  readonly #maxConcurrency: number;
+  readonly #quota: QuotaRates | undefined;
   #queue: WorkQueue<Pending>;
   #stopped = false;
 
@@ -71,12 +78,18 @@ export class SyncEngine {
     this.#retry = withDefaults(o.retry);
     this.#failures = new Failures({ dead: o.dead, fx: o.fx, retry: this.#retry, clock: this.#clock });
     this.#concurrency = o.concurrency;
+    this.#maxConcurrency = o.maxConcurrency ?? o.concurrency;
+    this.#quota = o.quota;
     this.#queue = this.#newQueue();
   }
 
   #newQueue(): WorkQueue<Pending> {
+    const quota = this.#quota;
     return new WorkQueue<Pending>({
       concurrency: this.#concurrency,
+      ...(quota ? { limits: () => queueLimits({ min: this.#concurrency, max: this.#maxConcurrency, quota }) } : {}),
+      // Therapists take turns: one's backfill does not hold up another's changes.
+      group: (p) => (p.customerId === undefined ? (therapistOf(p.request, undefined) ?? "") : ""),
       lanes: 3,
       merge: mergeRequests,
       run: (key, pending) =>
@@ -88,6 +101,12 @@ export class SyncEngine {
   /** Appointments waiting for, in, or retrying a sync. */
   get queueDepth(): number {
     return this.#queue.size;
+  }
+
+  /** Syncs running now, and the limits they start under (in all, and per therapist). */
+  get load(): { running: number; concurrency: number; perTherapist: number } {
+    const { concurrency, perGroup } = this.#queue.limits;
+    return { running: this.#queue.running, concurrency, perTherapist: perGroup };
   }
 
   /**

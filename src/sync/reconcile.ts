@@ -205,8 +205,10 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
 
   // 5. Apply.
   if (!dryRun) {
-    // In slices, so that a cold run over thousands of appointments does not hold thousands of calls in flight.
-    await inSlices(plan, 64, async (action) => {
+    // At most a few hundred handed over at a time, so a cold run over thousands of appointments does not hold
+    // thousands of calls in flight; therapists in turn, so each one's work starts at once (the engine runs them
+    // side by side, each within its own Google quota) rather than after everything listed before it.
+    await inPool(interleaved(plan), APPLY_IN_FLIGHT, async (action) => {
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && action.reason === "copy left behind in another calendar") {
         await mapping
@@ -270,6 +272,29 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   };
 }
 
-async function inSlices<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+/** Plan entries handed to the engine at once at most. */
+const APPLY_IN_FLIGHT = 256;
+
+/** `fn` over `items`, at most `size` at once, each next one started as soon as one finishes. */
+async function inPool<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(size, items.length) }, worker));
+}
+
+/** The plan with therapists taking turns: the first entry of each, then the second of each, and so on. */
+function interleaved(plan: readonly PlanEntry[]): PlanEntry[] {
+  const byTherapist = new Map<string, PlanEntry[]>();
+  for (const entry of plan) {
+    const t = "therapistId" in entry ? entry.therapistId : "to" in entry ? entry.to.therapistId : "";
+    const list = byTherapist.get(t);
+    if (list) list.push(entry);
+    else byTherapist.set(t, [entry]);
+  }
+  const lists = [...byTherapist.values()];
+  const out: PlanEntry[] = [];
+  for (let i = 0; out.length < plan.length; i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
+  return out;
 }

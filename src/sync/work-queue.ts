@@ -1,14 +1,29 @@
 // Owns keyed scheduling for all sync work (controller-runtime's work queue, in small): one run per key at a time,
-// requests for a key that is not running yet merged into one, priority lanes, and a key that waits to retry holds no
-// worker. The caller's `run` decides whether a key is done or retried after a delay; the queue only keeps time.
+// requests for a key that is not running yet merged into one, priority lanes served round-robin over groups (a
+// therapist) with a cap of runs per group, and a key that waits to retry holds no worker. The caller's `run` decides
+// whether a key is done or retried after a delay; the queue only keeps time.
 import type { Clock } from "../clock.ts";
+import { FairLane } from "./fair-lane.ts";
 
 /** What a run tells the queue: finished with this key, or run it again after `retryInMs`. */
 export type RunVerdict = { done: true } | { done: false; retryInMs: number };
 
+/** How many runs may be going at once: in all, and per group. */
+export interface QueueLimits {
+  concurrency: number;
+  perGroup: number;
+}
+
 export interface WorkQueueOptions<R> {
   /** Runs at once over different keys. */
   concurrency: number;
+  /**
+   * The limits now, asked before starting runs (they may follow measurements); `concurrency` above when absent, with no
+   * cap per group.
+   */
+  limits?: () => QueueLimits;
+  /** The group of a request (e.g. its therapist): groups take turns within a lane. "" is no group: never capped. */
+  group?(request: R): string;
   /** Number of priority lanes; lane 0 is served first. */
   lanes: number;
   /** One request out of a pending one and a newer one for the same key (the newer carries the fresher hints). */
@@ -29,6 +44,7 @@ interface Entry<R> {
   /** Runs of this key so far in its current chain of retries. */
   attempts: number;
   state: "ready" | "running" | "waiting";
+  group: string;
   /** A request that arrived while this key was running: it runs after, merged into a retry if there is one. */
   next?: { request: R; lane: number };
   wake?: AbortController;
@@ -37,8 +53,9 @@ interface Entry<R> {
 export class WorkQueue<R> {
   readonly #o: WorkQueueOptions<R>;
   readonly #entries = new Map<string, Entry<R>>();
-  readonly #ready: string[][];
+  readonly #ready: FairLane[];
   #running = 0;
+  readonly #runningIn = new Map<string, number>();
   #stopped = false;
   #pumpScheduled = false;
   #waiters: Waiter[] = [];
@@ -46,7 +63,7 @@ export class WorkQueue<R> {
   constructor(options: WorkQueueOptions<R>) {
     if (!(options.concurrency >= 1)) throw new RangeError(`concurrency must be at least 1, got ${options.concurrency}`);
     this.#o = options;
-    this.#ready = Array.from({ length: Math.max(1, options.lanes) }, () => []);
+    this.#ready = Array.from({ length: Math.max(1, options.lanes) }, () => new FairLane());
   }
 
   /** Keys queued, running or waiting to retry. */
@@ -79,8 +96,9 @@ export class WorkQueue<R> {
     const l = Math.min(Math.max(0, lane), this.#ready.length - 1);
     const entry = this.#entries.get(key);
     if (!entry) {
-      this.#entries.set(key, { request, lane: l, attempts: 0, state: "ready" });
-      this.#enqueue(key, l);
+      const fresh: Entry<R> = { request, lane: l, attempts: 0, state: "ready", group: this.#groupOf(request) };
+      this.#entries.set(key, fresh);
+      this.#enqueue(key, fresh);
     } else if (entry.state === "running") {
       entry.next = entry.next
         ? { request: this.#o.merge(entry.next.request, request), lane: Math.min(entry.next.lane, l) }
@@ -92,11 +110,11 @@ export class WorkQueue<R> {
         entry.wake = undefined;
         entry.state = "ready";
         entry.lane = Math.min(entry.lane, l);
-        this.#enqueue(key, entry.lane);
+        this.#enqueue(key, entry);
       } else if (l < entry.lane) {
         // Promote: it is found in the higher lane first; the stale position in the lower lane is skipped.
         entry.lane = l;
-        this.#enqueue(key, l);
+        this.#enqueue(key, entry);
       }
     }
     return true;
@@ -126,13 +144,17 @@ export class WorkQueue<R> {
       if (entry.next) left.push(entry.next.request);
     }
     this.#entries.clear();
-    for (const lane of this.#ready) lane.length = 0;
+    for (const lane of this.#ready) lane.clear();
     this.#notify();
     return left;
   }
 
-  #enqueue(key: string, lane: number): void {
-    this.#ready[lane]!.push(key);
+  #groupOf(request: R): string {
+    return this.#o.group?.(request) ?? "";
+  }
+
+  #enqueue(key: string, entry: Entry<R>): void {
+    this.#ready[entry.lane]!.push(entry.group, key);
     // Started on the next turn: the caller finishes first, and a burst is taken in one go.
     if (!this.#pumpScheduled) {
       this.#pumpScheduled = true;
@@ -143,25 +165,33 @@ export class WorkQueue<R> {
     }
   }
 
-  #nextReady(): string | undefined {
+  /** The limits to start runs by now. */
+  get limits(): QueueLimits {
+    return this.#o.limits?.() ?? { concurrency: this.#o.concurrency, perGroup: Number.POSITIVE_INFINITY };
+  }
+
+  #nextReady(perGroup: number): string | undefined {
+    const full = (group: string) => group !== "" && (this.#runningIn.get(group) ?? 0) >= perGroup;
     for (const [lane, keys] of this.#ready.entries()) {
-      while (keys.length > 0) {
-        const key = keys.shift()!;
-        const entry = this.#entries.get(key);
-        if (entry?.state === "ready" && entry.lane === lane) return key;
-      }
+      const key = keys.take(full, (k) => {
+        const entry = this.#entries.get(k);
+        return entry?.state === "ready" && entry.lane === lane;
+      });
+      if (key !== undefined) return key;
     }
     return undefined;
   }
 
   #pump(): void {
-    while (!this.#stopped && this.#running < this.#o.concurrency) {
-      const key = this.#nextReady();
+    const { concurrency, perGroup } = this.limits;
+    while (!this.#stopped && this.#running < Math.max(1, concurrency)) {
+      const key = this.#nextReady(Math.max(1, perGroup));
       if (key === undefined) break;
       const entry = this.#entries.get(key)!;
       entry.state = "running";
       entry.attempts += 1;
       this.#running++;
+      this.#runningIn.set(entry.group, (this.#runningIn.get(entry.group) ?? 0) + 1);
       void this.#runOne(key, entry);
     }
     this.#notify();
@@ -175,6 +205,9 @@ export class WorkQueue<R> {
       verdict = { done: true };
     }
     this.#running--;
+    const left = (this.#runningIn.get(entry.group) ?? 1) - 1;
+    if (left > 0) this.#runningIn.set(entry.group, left);
+    else this.#runningIn.delete(entry.group);
     const next = entry.next;
     entry.next = undefined;
     if (this.#stopped) {
@@ -184,15 +217,22 @@ export class WorkQueue<R> {
       } else this.#entries.delete(key);
     } else if (verdict.done) {
       if (next) {
-        this.#entries.set(key, { request: next.request, lane: next.lane, attempts: 0, state: "ready" });
-        this.#enqueue(key, next.lane);
+        const fresh: Entry<R> = {
+          request: next.request,
+          lane: next.lane,
+          attempts: 0,
+          state: "ready",
+          group: this.#groupOf(next.request),
+        };
+        this.#entries.set(key, fresh);
+        this.#enqueue(key, fresh);
       } else this.#entries.delete(key);
     } else if (next) {
       // A newer request joins the retry and runs at once.
       entry.request = this.#o.merge(entry.request, next.request);
       entry.lane = Math.min(entry.lane, next.lane);
       entry.state = "ready";
-      this.#enqueue(key, entry.lane);
+      this.#enqueue(key, entry);
     } else {
       entry.state = "waiting";
       const wake = new AbortController();
@@ -202,7 +242,7 @@ export class WorkQueue<R> {
           if (entry.wake !== wake || this.#stopped) return;
           entry.wake = undefined;
           entry.state = "ready";
-          this.#enqueue(key, entry.lane);
+          this.#enqueue(key, entry);
         },
         () => {},
       );
