@@ -431,6 +431,15 @@ export const ConfigSchema = z
           .default("*/15 * * * *")
           .refine((v) => validateCron(v), { message: "not a valid cron expression" }),
         calendar_poll_seconds: z.number().int().min(5).default(60),
+        push_safety_poll_minutes: z
+          .number()
+          .int()
+          .min(1)
+          .max(1440)
+          .default(20)
+          .describe(
+            "How often a calendar whose push channel works (google.push) is polled anyway, in minutes, give or take a quarter at random; calendars without one are polled every calendar_poll_seconds.",
+          ),
         cancelled_events: z.enum(["delete", "keep"]).default("delete"),
         max_delete_ratio: z.number().min(0).max(1).default(0.2),
         conflict: z.enum(["booking_wins", "calendar_wins"]).default("booking_wins"),

@@ -22,6 +22,7 @@ import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
 import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
+import { PushHealth } from "../sync/push-health.ts";
 import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
 import type { RetryPolicy } from "../sync/retry.ts";
 import type { CalendarPort } from "../sync/types.ts";
@@ -171,6 +172,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
   });
   const { engine } = sync;
+  const pushHealth = new PushHealth();
   const poller = new CalendarPoller({
     mapping: sync.mapping,
     links: sync.links,
@@ -179,6 +181,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     clock,
     logger: logger.child({ component: "poller" }),
     intervalMs: config.sync.calendar_poll_seconds * 1000,
+    push: pushHealth,
+    safetyIntervalMs: config.sync.push_safety_poll_minutes * 60_000,
   });
   const inbox = new WebhookInbox({ store, clock, deadLetterTtlMs: config.webhooks.dead_letter_days * 86_400_000 });
   // A processor cannot start again once stopped: each leadership term gets a fresh one.
@@ -220,6 +224,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     logger: logger.child({ component: "push" }),
     isLeader: () => lease.isLeader,
     registry,
+    health: pushHealth,
+    clock,
   });
 
   const notifier = new Notifier({
@@ -579,7 +585,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         });
         if (push.enabled) {
           // A standby's push notification: the leader polls that calendar now (a no-op on the others).
-          stopPushNotices = await notices.subscribe(PUSH_CHANGED_CHANNEL, (therapistId) => push.changed(therapistId));
+          stopPushNotices = await notices.subscribe(PUSH_CHANGED_CHANNEL, (notice) => push.noticed(notice));
         }
       }
       await lease.start();

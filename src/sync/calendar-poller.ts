@@ -1,6 +1,7 @@
 // Owns change detection in the therapists' calendars: an incremental sync (syncToken) per calendar on a timer and on
 // push notifications, filtering out calbridge's own writes (echo suppression) before handing real changes to the
-// engine, which pushes them back to the booking service.
+// engine, which pushes them back to the booking service. Notifications for one calendar are coalesced (one sync in
+// flight, at most one more queued); while a calendar's push channel is trusted its timer is only a slow safety net.
 
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
@@ -9,9 +10,9 @@ import { type Logger, silentLogger } from "../log.ts";
 import type { Table } from "../store/store.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
-import { KeyedSerial } from "./keyed.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
+import type { PushHealth } from "./push-health.ts";
 import type { CalEvent, Link } from "./types.ts";
 
 export interface PollerOptions {
@@ -22,13 +23,43 @@ export interface PollerOptions {
   tokens: Table<string>;
   clock?: Clock;
   logger?: Logger;
+  /** How often a calendar without a trusted push channel is polled (sync.calendar_poll_seconds). */
   intervalMs: number;
+  /** Which calendars' push channels announce their changes. */
+  push?: PushHealth;
+  /** How often a calendar with a trusted channel is polled anyway (sync.push_safety_poll_minutes); jittered. */
+  safetyIntervalMs?: number;
+  random?: () => number;
 }
 
 export interface PollResult {
   changes: number;
   echoes: number;
   fullSync: boolean;
+}
+
+/**
+ * Google's quota guide: "If you need to do something periodically, adjust the interval by +/- 25%"
+ * (developers.google.com/calendar/api/guides/quota, "Randomize traffic patterns").
+ */
+const JITTER = 0.25;
+/**
+ * A change older than this that a timer poll finds was never announced: with push working, the poll a notification
+ * triggers takes it within seconds.
+ */
+const MISSED_AFTER_MS = 2 * 60_000;
+
+type Trigger = "timer" | "push" | "call";
+
+interface CalendarPolls {
+  running?: Promise<PollResult>;
+  /** The one poll queued behind the running one: every request meanwhile is answered by it. */
+  queued?: Promise<PollResult>;
+  /** Our clock when the last poll of this calendar began (failed ones included). */
+  lastAttemptAt?: number;
+  /** The safety interval drawn for this calendar's current cycle. */
+  safetyMs?: number;
+  wake?: AbortController;
 }
 
 export class CalendarPoller {
@@ -39,7 +70,10 @@ export class CalendarPoller {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #intervalMs: number;
-  readonly #serial = new KeyedSerial();
+  readonly #safetyMs: number;
+  readonly #push: PushHealth | undefined;
+  readonly #random: () => number;
+  readonly #calendars = new Map<string, CalendarPolls>();
   #abort = new AbortController();
   readonly #lastPoll = new Map<string, number>();
 
@@ -51,20 +85,18 @@ export class CalendarPoller {
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
     this.#intervalMs = options.intervalMs;
+    this.#safetyMs = Math.max(options.safetyIntervalMs ?? options.intervalMs, options.intervalMs);
+    this.#push = options.push;
+    this.#random = options.random ?? Math.random;
+    // A channel trusted or distrusted now: that calendar's next poll is due at another time.
+    this.#push?.onChange((therapistId) => this.#calendars.get(therapistId)?.wake?.abort());
   }
 
-  /** Polls every calendar now and then every interval, until stop(). */
+  /** Polls every calendar now and then on its schedule, until stop(). */
   start(): void {
     this.#abort = new AbortController();
     const signal = this.#abort.signal;
-    for (const therapistId of this.#mapping.calendars.keys()) {
-      void (async () => {
-        while (!signal.aborted) {
-          await this.poll(therapistId).catch(() => {});
-          await this.#clock.sleep(this.#intervalMs, signal).catch(() => {});
-        }
-      })();
-    }
+    for (const therapistId of this.#mapping.calendars.keys()) void this.#loop(therapistId, signal);
   }
 
   stop(): void {
@@ -75,12 +107,87 @@ export class CalendarPoller {
     return this.#lastPoll.get(therapistId);
   }
 
-  /** One incremental sync of one calendar; concurrent calls for the same calendar run one after the other. */
-  poll(therapistId: string): Promise<PollResult> {
-    return this.#serial.run(therapistId, () => this.#poll(therapistId));
+  /** Polls running or queued now, over every calendar. */
+  get busy(): number {
+    let n = 0;
+    for (const c of this.#calendars.values()) n += (c.running ? 1 : 0) + (c.queued ? 1 : 0);
+    return n;
   }
 
-  async #poll(therapistId: string): Promise<PollResult> {
+  /** How long the calendar waits between polls now: the safety interval while push announces its changes. */
+  intervalFor(therapistId: string): number {
+    return this.#push?.healthyUntil(therapistId, this.#clock.now()) !== undefined
+      ? this.#state(therapistId).safetyMs!
+      : this.#intervalMs;
+  }
+
+  /**
+   * One incremental sync of one calendar. Calls while one runs are coalesced: one more runs after it (it sees every
+   * change made meanwhile), and every call meanwhile resolves with that one.
+   */
+  poll(therapistId: string, trigger: Trigger = "call"): Promise<PollResult> {
+    const c = this.#state(therapistId);
+    if (!c.running) return this.#start(therapistId, c, trigger);
+    if (!c.queued) {
+      const after = () => {
+        c.queued = undefined;
+        return this.#start(therapistId, c, trigger);
+      };
+      c.queued = c.running.then(after, after);
+    }
+    return c.queued;
+  }
+
+  #state(therapistId: string): CalendarPolls {
+    let c = this.#calendars.get(therapistId);
+    if (!c) {
+      c = { safetyMs: this.#drawSafety() };
+      this.#calendars.set(therapistId, c);
+    }
+    return c;
+  }
+
+  #drawSafety(): number {
+    return Math.round(this.#safetyMs * (1 - JITTER + 2 * JITTER * this.#random()));
+  }
+
+  #start(therapistId: string, c: CalendarPolls, trigger: Trigger): Promise<PollResult> {
+    c.lastAttemptAt = this.#clock.now();
+    c.safetyMs = this.#drawSafety();
+    const run = this.#poll(therapistId, trigger).finally(() => {
+      if (c.running === run) c.running = undefined;
+    });
+    c.running = run;
+    return run;
+  }
+
+  /** One calendar's timer: polls when due, else sleeps until due or until its schedule changes. */
+  async #loop(therapistId: string, signal: AbortSignal): Promise<void> {
+    const c = this.#state(therapistId);
+    let first = true;
+    while (!signal.aborted) {
+      const now = this.#clock.now();
+      const healthyUntil = this.#push?.healthyUntil(therapistId, now);
+      const interval = healthyUntil !== undefined ? c.safetyMs! : this.#intervalMs;
+      const due = first || c.lastAttemptAt === undefined ? now : c.lastAttemptAt + interval;
+      if (due <= now) {
+        first = false;
+        await this.poll(therapistId, "timer").catch(() => {});
+        continue;
+      }
+      // Not past the channel's expiry: then the calendar is back on the short interval.
+      const until = healthyUntil !== undefined ? Math.min(due, healthyUntil) : due;
+      const wake = new AbortController();
+      c.wake = wake;
+      const stop = () => wake.abort();
+      signal.addEventListener("abort", stop, { once: true });
+      await this.#clock.sleep(Math.max(1, until - now), wake.signal).catch(() => {});
+      signal.removeEventListener("abort", stop);
+      if (c.wake === wake) c.wake = undefined;
+    }
+  }
+
+  async #poll(therapistId: string, trigger: Trigger): Promise<PollResult> {
     const cal = this.#mapping.calendar(therapistId);
     const log = this.#logger.child({ therapist_id: therapistId });
     const key = `${therapistId}`;
@@ -94,6 +201,7 @@ export class CalendarPoller {
       throw err;
     }
     if (result.fullSync && token) log.info("sync token expired; read the whole calendar again");
+    if (trigger === "timer" && !result.fullSync) this.#checkAnnounced(therapistId, result.events, readAt, log);
     let changes = 0;
     let echoes = 0;
     const work: Promise<unknown>[] = [];
@@ -133,6 +241,26 @@ export class CalendarPoller {
     await this.#tokens.set(key, result.nextSyncToken);
     this.#lastPoll.set(therapistId, this.#clock.now());
     return { changes, echoes, fullSync: result.fullSync };
+  }
+
+  /**
+   * A timer poll of a calendar whose channel is trusted found a change (any event: ours, a therapist's, their own
+   * private ones) made long enough ago that a notification would have had it polled already: the channel missed it.
+   */
+  #checkAnnounced(therapistId: string, events: readonly CalEvent[], readAt: number, log: Logger): void {
+    const push = this.#push;
+    if (!push?.channel(therapistId)?.confirmed) return;
+    const notified = push.lastNotifiedAt(therapistId) ?? Number.NEGATIVE_INFINITY;
+    const missed = events.find((e) => {
+      const updated = e.updated ? Date.parse(e.updated) : Number.NaN;
+      return updated < readAt - MISSED_AFTER_MS && updated > notified;
+    });
+    if (!missed) return;
+    log.warn(
+      { event_id: missed.id, updated: missed.updated },
+      "push channel did not announce a change: polling this calendar every calendar_poll_seconds until a new channel is confirmed",
+    );
+    push.suspect(therapistId, `change of ${missed.updated} not announced`);
   }
 }
 

@@ -5,6 +5,7 @@ import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
+import { APPLY_IN_FLIGHT, inPool, interleaved } from "./apply-order.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
 import type { LinkReader } from "./links.ts";
@@ -270,31 +271,4 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     failed,
     ok,
   };
-}
-
-/** Plan entries handed to the engine at once at most. */
-const APPLY_IN_FLIGHT = 256;
-
-/** `fn` over `items`, at most `size` at once, each next one started as soon as one finishes. */
-async function inPool<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(size, items.length) }, worker));
-}
-
-/** The plan with therapists taking turns: the first entry of each, then the second of each, and so on. */
-function interleaved(plan: readonly PlanEntry[]): PlanEntry[] {
-  const byTherapist = new Map<string, PlanEntry[]>();
-  for (const entry of plan) {
-    const t = "therapistId" in entry ? entry.therapistId : "to" in entry ? entry.to.therapistId : "";
-    const list = byTherapist.get(t);
-    if (list) list.push(entry);
-    else byTherapist.set(t, [entry]);
-  }
-  const lists = [...byTherapist.values()];
-  const out: PlanEntry[] = [];
-  for (let i = 0; out.length < plan.length; i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
-  return out;
 }
