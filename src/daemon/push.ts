@@ -191,7 +191,10 @@ export class PushChannels {
     } catch {
       notice = undefined;
     }
-    if (!notice) return this.changed(message);
+    if (!notice) {
+      this.changed(message);
+      return;
+    }
     if (typeof notice.t !== "string") return;
     const channelId = typeof notice.c === "string" ? notice.c : undefined;
     if (notice.s === "sync") {
