@@ -75,7 +75,7 @@ export class PushHealth {
   /** Whether the calendar's changes are announced by push at `now`; until when, if so (the channel's expiry). */
   healthyUntil(therapistId: string, now: number): number | undefined {
     const ch = this.#channels.get(therapistId);
-    if (!ch || !ch.confirmed || ch.suspect !== undefined || ch.expiration <= now) return undefined;
+    if (!ch?.confirmed || ch.suspect !== undefined || ch.expiration <= now) return undefined;
     return ch.expiration;
   }
 
