@@ -440,6 +440,14 @@ export const ConfigSchema = z
           .describe(
             "How often a calendar whose push channel works (google.push) is polled anyway, in minutes, give or take a quarter at random; calendars without one are polled every calendar_poll_seconds.",
           ),
+        calendar_full_listing_hours: z
+          .number()
+          .min(0)
+          .max(168)
+          .default(24)
+          .describe(
+            "How often the reconciliation lists each calendar in full, in hours (give or take a quarter); between, a calendar's side is its incremental sync and the reconciliation sends it no request. 0: every run.",
+          ),
         cancelled_events: z.enum(["delete", "keep"]).default("delete"),
         max_delete_ratio: z.number().min(0).max(1).default(0.2),
         conflict: z.enum(["booking_wins", "calendar_wins"]).default("booking_wins"),

@@ -22,6 +22,7 @@ import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
 import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
+import { FullListings } from "../sync/full-listings.ts";
 import { PushHealth } from "../sync/push-health.ts";
 import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
 import type { RetryPolicy } from "../sync/retry.ts";
@@ -281,6 +282,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     meta,
     guard: sync.guard,
     managed: sync.managed,
+    listings: new FullListings({
+      everyMs: config.sync.calendar_full_listing_hours * 3_600_000,
+      clock,
+      covered: (therapistId) => poller.covers(therapistId),
+    }),
     clock,
     logger: syncLogger,
   };

@@ -75,6 +75,7 @@ export class CalendarPoller {
   readonly #random: () => number;
   readonly #calendars = new Map<string, CalendarPolls>();
   #abort = new AbortController();
+  #startedAt: number | undefined;
   readonly #lastPoll = new Map<string, number>();
 
   constructor(options: PollerOptions) {
@@ -92,8 +93,20 @@ export class CalendarPoller {
     this.#push?.onChange((therapistId) => this.#calendars.get(therapistId)?.wake?.abort());
   }
 
+  /**
+   * Whether the calendar's changes reach the engine through this poller now: it runs, and polled the calendar since it
+   * started (so it holds a sync token, and its timer and push keep taking the changes).
+   */
+  covers(therapistId: string): boolean {
+    const last = this.#lastPoll.get(therapistId);
+    return (
+      !this.#abort.signal.aborted && this.#startedAt !== undefined && last !== undefined && last >= this.#startedAt
+    );
+  }
+
   /** Polls every calendar now and then on its schedule, until stop(). */
   start(): void {
+    this.#startedAt = this.#clock.now();
     this.#abort = new AbortController();
     const signal = this.#abort.signal;
     for (const therapistId of this.#mapping.calendars.keys()) void this.#loop(therapistId, signal);

@@ -31,6 +31,10 @@ export interface ReconcileReport {
   /** Calendar changes held by the write-back guard (not planned again: a person decides). */
   heldWritebacks: number;
   managedEvents: number;
+  /** Calendars listed in full this run. */
+  calendarsListed: number;
+  /** Calendars not listed: their side was their incremental sync (see full-listings.ts). */
+  calendarsIncremental: number;
   /** Every action other than "none", as planned (without event bodies). */
   plan: PlanEntry[];
   counts: Partial<Record<ActionKind, number>>;

@@ -28,8 +28,10 @@ export async function listBookings(
 }
 
 export interface CalendarSide {
-  /** Managed events by therapist, then by event id. */
+  /** Managed events by therapist, then by event id, of the calendars listed in full. */
   events: Map<string, Map<string, CalEvent>>;
+  /** Calendars not listed this run: their side is what their incremental sync handed to the engine (the links). */
+  incremental: Set<string>;
   /** Therapists whose calendar could not be listed: their events are left alone this run. */
   calendarErrors: Record<string, string>;
   /** Therapists whose calendar cannot be used at all now (credentials, quota pause): nothing is tried there. */
@@ -40,16 +42,19 @@ export interface CalendarSide {
 }
 
 /**
- * The managed events of each calendar in the window. A calendar that cannot be listed is left alone this run
- * (nothing in it is deleted, nothing of it is written back); one that cannot be used at all is not written to either.
+ * The managed events of each calendar in the window that `full` says to list. A calendar that cannot be listed is left
+ * alone this run (nothing in it is deleted, nothing of it is written back); one that cannot be used at all is not
+ * written to either. A calendar not listed is only checked for being usable (its credentials, a quota pause).
  */
 export async function listCalendars(
   mapping: Mapping,
   therapists: readonly TherapistConfig[],
   window: Window,
   log: Logger,
+  full: (therapistId: string) => boolean = () => true,
 ): Promise<CalendarSide> {
   const events = new Map<string, Map<string, CalEvent>>();
+  const incremental = new Set<string>();
   const calendarErrors: Record<string, string> = {};
   const unusable = new Set<string>();
   let occurrences = 0;
@@ -59,6 +64,15 @@ export async function listCalendars(
       if (!cal) {
         calendarErrors[t.therapist_id] = mapping.unavailableReason(t.therapist_id) ?? "no calendar";
         unusable.add(t.therapist_id);
+        return;
+      }
+      if (!full(t.therapist_id)) {
+        incremental.add(t.therapist_id);
+        const health = cal.health?.();
+        if (health?.credentials === "broken" || health?.pausedUntil !== undefined) {
+          calendarErrors[t.therapist_id] = health?.lastError ?? "calendar not usable now";
+          unusable.add(t.therapist_id);
+        }
         return;
       }
       try {
@@ -81,5 +95,5 @@ export async function listCalendars(
     }),
   );
   const managed = [...events.values()].reduce((n, m) => n + m.size, 0);
-  return { events, calendarErrors, unusable, managed, occurrences };
+  return { events, incremental, calendarErrors, unusable, managed, occurrences };
 }

@@ -8,6 +8,7 @@ import type { Table } from "../store/store.ts";
 import { APPLY_IN_FLIGHT, inPool, interleaved } from "./apply-order.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
+import type { FullListings } from "./full-listings.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -38,6 +39,8 @@ export interface ReconcileContext {
   guard: Pick<WritebackGuard, "isHeld">;
   /** Where the managed events counted per therapist go (the write-back guard's base). */
   managed: Map<string, number>;
+  /** Which calendars to list in full this run (absent: all of them). */
+  listings?: Pick<FullListings, "due" | "listed">;
   /** Where the time of the last successful run is kept (shared by replicas). */
   meta: Table<number>;
   clock: Clock;
@@ -67,8 +70,20 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const appointments = await listBookings(ctx.booking, { from, to }, options.therapistId);
   const readAt = clock.now();
   const listedAt = clock.now();
-  const { events, calendarErrors, unusable, managed } = await listCalendars(mapping, therapists, { from, to }, log);
-  if (!dryRun) for (const [t, byId] of events) ctx.managed.set(t, byId.size);
+  // A calendar is listed only when its full listing is due; the others' side is their incremental sync (the links).
+  // A dry run or a forced run reads everything: a person acts on what it shows.
+  const full = (t: string) => dryRun || options.force === true || !ctx.listings || ctx.listings.due(t);
+  const side = await listCalendars(mapping, therapists, { from, to }, log, full);
+  const { events, calendarErrors, unusable } = side;
+  if (!dryRun) {
+    for (const [t, byId] of events) {
+      ctx.managed.set(t, byId.size);
+      ctx.listings?.listed(t);
+    }
+  }
+  // The guard's base: what was listed, and for the calendars not listed what their last full listing counted.
+  let managed = side.managed;
+  for (const t of side.incremental) managed += ctx.managed.get(t) ?? 0;
 
   // 3. Plan: one decision per listed appointment, and per managed event no listed appointment accounts for.
   const ids = [...appointments.keys()];
@@ -244,6 +259,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       dry_run: dryRun,
       appointments: appointments.size,
       managed,
+      calendars_listed: events.size,
+      calendars_incremental: side.incremental.size,
       skipped_unmapped: skippedUnmapped,
       waiting_for_calendar: waiting,
       held_writebacks: held,
@@ -264,6 +281,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     waitingForCalendar: waiting,
     heldWritebacks: held,
     managedEvents: managed,
+    calendarsListed: events.size,
+    calendarsIncremental: side.incremental.size,
     plan,
     counts,
     guard,

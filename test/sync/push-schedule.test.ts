@@ -99,6 +99,12 @@ describe("push first, polling as a safety net", () => {
     expect(h.app.poller.intervalFor("th_1")).toBeGreaterThanOrEqual(15 * MINUTE);
     expect(h.app.poller.intervalFor("th_1")).toBeLessThanOrEqual(25 * MINUTE);
     expect(h.app.poller.intervalFor("th_2")).toBe(MINUTE);
+    // The therapist moves the event and Google's notification is lost: nothing for 14 minutes (th_2 meanwhile is
+    // polled every minute), then the safety poll finds it, 15 to 25 minutes after the last poll.
+    h.world.google.userEdit(cal, eventIdFor(id), {
+      start: { dateTime: iso(start + 3_600_000) },
+      end: { dateTime: iso(start + 7_200_000) },
+    });
     const a0 = lists(h.world.google.requestLog, cal).length;
     const b0 = lists(h.world.google.requestLog, other).length;
     for (let i = 0; i < 14; i++) {
@@ -107,12 +113,7 @@ describe("push first, polling as a safety net", () => {
     }
     expect(lists(h.world.google.requestLog, cal).length - a0).toBe(0);
     expect(lists(h.world.google.requestLog, other).length - b0).toBe(14);
-
-    // The therapist moves the event and Google's notification is lost: the safety poll finds it within 25 minutes.
-    h.world.google.userEdit(cal, eventIdFor(id), {
-      start: { dateTime: iso(start + 3_600_000) },
-      end: { dateTime: iso(start + 7_200_000) },
-    });
+    expect(Date.parse(String(h.world.booking.get(id)!.start_time))).toBe(start);
     const watches = () => h.world.google.requestLog.filter((r) => r.path.endsWith("/events/watch")).length;
     const w0 = watches();
     for (let i = 0; i < 12 && Date.parse(String(h.world.booking.get(id)!.start_time)) === start; i++) {
