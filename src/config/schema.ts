@@ -355,7 +355,9 @@ export const ConfigSchema = z
           .describe("OAuth client, required when any therapist uses auth.type oauth."),
         push: z
           .strictObject({
-            public_url: httpsUrl("sync.clinic").describe("HTTPS address of POST /webhooks/google."),
+            public_url: httpsUnlessLoopback("sync.clinic", "each channel's token").describe(
+              "HTTPS address of POST /webhooks/google (Google delivers to HTTPS addresses only; http:// only for a loopback host, e.g. an emulator).",
+            ),
             token: secret("google.push.token")
               .optional()
               .describe(

@@ -302,6 +302,15 @@ therapists:
     ]);
   });
 
+  it("requires an https push address, except on a loopback host (an emulator)", () => {
+    const withPush = (url: string) => minimal.replace("google:\n", `google:\n  push: { public_url: "${url}" }\n`);
+    expect(problems(withPush("http://sync.clinic.example/webhooks/google"))).toEqual([
+      "google.push.public_url: must be an https:// URL: over http:// each channel's token would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1]) (line 8)",
+    ]);
+    expect(problems(withPush("http://127.0.0.1:8080/webhooks/google"))).toEqual([]);
+    expect(problems(withPush("https://sync.clinic.example/webhooks/google"))).toEqual([]);
+  });
+
   it("requires the OAuth client when a therapist uses OAuth", () => {
     const text = minimal + "    auth: { type: oauth, refresh_token: abcdefghij }\n";
     expect(problems(text)).toEqual([expect.stringMatching(/^google\.oauth: required because therapists\[0\]/)]);
