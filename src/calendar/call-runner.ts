@@ -7,6 +7,7 @@ import { type BackoffPolicy, backoffDelay } from "./backoff.ts";
 import type { CalendarHealth } from "./calendar-health.ts";
 import { CalendarError, type CalendarErrorKind, classifyError, type ErrorScope } from "./errors.ts";
 import type { GatewayMetrics } from "./metrics.ts";
+import { type GoogleQuotaGate, unitsOf } from "./quota-gate.ts";
 
 /** Errors that are Google's considered answer about an event: credentials and quota evidently work. */
 const ANSWERS: ReadonlySet<CalendarErrorKind> = new Set([
@@ -51,6 +52,10 @@ export interface CallRunnerOptions {
   health: CalendarHealth;
   backoff: BackoffPolicy;
   maxAttempts: number;
+  /** Google's quotas, shared by every gateway: each request waits there for its permit before it is sent. */
+  quota?: GoogleQuotaGate;
+  /** Whom the per-user quota is charged to (the quotaUser every request carries). */
+  quotaUser: string;
 }
 
 export class CallRunner {
@@ -77,8 +82,10 @@ export class CallRunner {
     for (let attempt = 1; ; attempt++) {
       const admission = health.admit(operation, options.probe, write);
       if (admission.probe) dropAccessToken(auth);
+      const permit = await this.#o.quota?.acquire(this.#o.quotaUser, unitsOf(operation));
+      const sentAt = performance.now();
       try {
-        const res = await send();
+        const res = await send().finally(() => permit?.done({ latencyMs: performance.now() - sentAt }));
         if (res.status !== 204 && (res.data === null || typeof res.data !== "object" || Array.isArray(res.data))) {
           // A 2xx whose body is no JSON object (a proxy's HTML page, a cut-off answer) is not an answer to act on: an
           // empty listing read from it would look like a calendar without events. A write may have happened.
@@ -113,13 +120,25 @@ export class CallRunner {
         if (err.kind === "calendar_not_found") health.calendarMissing(err);
         else if (ANSWERS.has(err.kind)) health.succeeded(admission);
         else health.recordError(err);
+        // A usageLimits answer pauses its scope at the quota gate, where the retry waits: the gate owns that backoff.
+        const paced = this.#usageLimited(err);
         if (!err.retryable || attempt >= this.#o.maxAttempts) throw err;
         const reason = err.reason ?? (err.status ? String(err.status) : "network");
         metrics.retries.inc({ reason });
+        if (paced) continue;
         const delay = backoffDelay(attempt, this.#o.backoff, err.retryAfterMs);
         this.#o.logger.debug({ operation, attempt, delay_ms: delay, reason }, "Google call failed, retrying");
         await this.#o.clock.sleep(delay);
       }
     }
+  }
+
+  /** Tells the quota gate about a usageLimits answer; true when the gate now holds the retry back. */
+  #usageLimited(err: CalendarError): boolean {
+    const quota = this.#o.quota;
+    if (!quota || err.kind !== "rate_limited" || err.tokenEndpoint) return false;
+    const scope = err.reason === "userRateLimitExceeded" ? "user" : "project";
+    quota.limited(scope, this.#o.quotaUser, err.retryAfterMs);
+    return true;
   }
 }

@@ -12,6 +12,7 @@ import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
+import type { GoogleQuotaGate } from "./quota-gate.ts";
 import { type OwnedLike, ownedPatch } from "./render.ts";
 import { canWriteEvents, grantedScopes } from "./scopes.ts";
 import { ServiceAccountCredentials } from "./service-account.ts";
@@ -44,6 +45,8 @@ export interface CalendarGatewayOptions {
   timeoutMs?: number;
   /** maxResults of listings (default and Google's maximum: 2500). */
   pageSize?: number;
+  /** Google's per-project and per-user quotas, shared by every gateway of the process (none: not paced). */
+  quota?: GoogleQuotaGate;
 }
 
 export interface WriteOptions {
@@ -185,6 +188,8 @@ export class CalendarGateway {
       health: this.#health,
       backoff: { ...DEFAULT_BACKOFF, ...options.backoff, random: options.random ?? Math.random },
       maxAttempts: Math.max(1, options.maxAttempts ?? 6),
+      quotaUser: this.#quotaUser,
+      ...(options.quota ? { quota: options.quota } : {}),
     });
     // gaxios must not retry on its own: CallRunner owns retries (POST/PATCH and 403 rate limits included).
     this.#api = new calendar_v3.Calendar({

@@ -7,7 +7,7 @@ import type { Config } from "./schema.ts";
 /**
  * Settings built into long-lived parts at start: the listeners and routes (webhooks, admin, connect), the clients
  * (booking, google and its credentials), the store, the notification targets, the sync engine's workers and retries,
- * the history's retention (its log is made at start).
+ * the poller's safety interval and the full listings' period, the history's retention (its log is made at start).
  */
 export const RESTART_ONLY = [
   "booking",
@@ -19,6 +19,9 @@ export const RESTART_ONLY = [
   "notify",
   "history",
   "sync.concurrency",
+  "sync.max_concurrency",
+  "sync.push_safety_poll_minutes",
+  "sync.calendar_full_listing_hours",
   "sync.retry",
 ] as const;
 

@@ -412,7 +412,9 @@ export const ConfigSchema = z
           .describe("OAuth client, required when any therapist uses auth.type oauth."),
         push: z
           .strictObject({
-            public_url: httpsUrl("sync.clinic").describe("HTTPS address of POST /webhooks/google."),
+            public_url: httpsUnlessLoopback("sync.clinic", "each channel's token").describe(
+              "HTTPS address of POST /webhooks/google (Google delivers to HTTPS addresses only; http:// only for a loopback host, e.g. an emulator).",
+            ),
             token: secret("google.push.token")
               .optional()
               .describe(
@@ -423,6 +425,29 @@ export const ConfigSchema = z
           .optional()
           .describe("Push channels (events.watch); polling stays on as the safety net."),
         quota_pause_seconds: z.number().int().positive().default(3600).describe("Pause after quotaExceeded."),
+        quota: z
+          .strictObject({
+            project_per_minute: z
+              .number()
+              .int()
+              .positive()
+              .default(10_000)
+              .describe(
+                "Google Calendar API requests per minute for the whole Cloud project (Google's default quota: 10,000); calbridge stays below it.",
+              ),
+            user_per_minute: z
+              .number()
+              .int()
+              .positive()
+              .default(600)
+              .describe(
+                "Requests per minute per therapist (per quotaUser; Google's default quota per user: 600); calbridge stays below it.",
+              ),
+          })
+          .prefault({})
+          .describe(
+            "The Google quotas calbridge paces its requests by (sliding one-minute windows; an events.patch counts 3). Lower them when other applications share the Cloud project.",
+          ),
       })
       .describe("Google Calendar access."),
     connect: z
@@ -465,10 +490,40 @@ export const ConfigSchema = z
           .default("*/15 * * * *")
           .refine((v) => validateCron(v), { message: "not a valid cron expression" }),
         calendar_poll_seconds: z.number().int().min(5).default(60),
+        push_safety_poll_minutes: z
+          .number()
+          .int()
+          .min(1)
+          .max(1440)
+          .default(20)
+          .describe(
+            "How often a calendar whose push channel works (google.push) is polled anyway, in minutes, give or take a quarter at random; calendars without one are polled every calendar_poll_seconds.",
+          ),
+        calendar_full_listing_hours: z
+          .number()
+          .min(0)
+          .max(168)
+          .default(24)
+          .describe(
+            "How often the reconciliation lists each calendar in full, in hours (give or take a quarter); between, a calendar's side is its incremental sync and the reconciliation sends it no request. 0: every run.",
+          ),
         cancelled_events: z.enum(["delete", "keep"]).default("delete"),
         max_delete_ratio: z.number().min(0).max(1).default(0.2),
         conflict: z.enum(["booking_wins", "calendar_wins"]).default("booking_wins"),
-        concurrency: z.number().int().positive().default(4).describe("Appointments synced at once."),
+        concurrency: z
+          .number()
+          .int()
+          .positive()
+          .default(4)
+          .describe(
+            "Appointments synced at once, at least; while Google answers slowly more run (up to max_concurrency), as many as it takes to use the Google quota.",
+          ),
+        max_concurrency: z
+          .number()
+          .int()
+          .positive()
+          .default(64)
+          .describe("Appointments synced at once, at most (each therapist's share is sized by the per-user quota)."),
         retry: z
           .strictObject({
             attempts: z
@@ -686,6 +741,13 @@ export const ConfigSchema = z
         });
       } else names.set(name, i);
     });
+    if (cfg.sync.max_concurrency < cfg.sync.concurrency) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["sync", "max_concurrency"],
+        message: `${cfg.sync.max_concurrency} is below sync.concurrency (${cfg.sync.concurrency}): the most syncs at once cannot be fewer than the least`,
+      });
+    }
     if (cfg.connect && !cfg.google.oauth) {
       ctx.addIssue({
         code: "custom",

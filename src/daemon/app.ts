@@ -6,6 +6,7 @@ import { Registry } from "prom-client";
 import { BookingClient } from "../booking/client.ts";
 import { BookingApiError } from "../booking/errors.ts";
 import type { CalendarGateway } from "../calendar/gateway.ts";
+import { GoogleQuotaGate } from "../calendar/quota-gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { ConfigChanges } from "../config/changes.ts";
 import type { Config } from "../config/schema.ts";
@@ -22,7 +23,9 @@ import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
 import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
+import { FullListings } from "../sync/full-listings.ts";
 import type { MappingReport } from "../sync/mapping-report.ts";
+import { PushHealth } from "../sync/push-health.ts";
 import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
 import type { RetryPolicy } from "../sync/retry.ts";
 import type { CalendarPort } from "../sync/types.ts";
@@ -152,7 +155,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     box: secretBoxFor(config.store),
     logger: logger.child({ component: "credentials" }),
   });
-  const gateways = new TherapistCalendars({ config, store, credentials, clock, logger, registry, metrics });
+  const quota = new GoogleQuotaGate({
+    projectPerMinute: config.google.quota.project_per_minute,
+    userPerMinute: config.google.quota.user_per_minute,
+    clock,
+    logger: logger.child({ component: "calendar" }),
+    registry,
+  });
+  const gateways = new TherapistCalendars({ config, store, credentials, clock, logger, registry, metrics, quota });
   await gateways.open();
   const calendars = gateways.map;
   const credentialErrors = gateways.errors;
@@ -168,6 +178,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     logger: syncLogger,
     openCalendar: (t, calendarId, subject) => gateways.openAt(t, calendarId, subject),
     ...(options.engine ? { retry: options.engine } : {}),
+    quota,
     metrics: {
       operations: metrics.syncOperations,
       writebacks: metrics.writebacks,
@@ -181,6 +192,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   });
   const { engine } = sync;
   const tokens = store.table<string>("tokens");
+  const pushHealth = new PushHealth();
   const poller = new CalendarPoller({
     mapping: sync.mapping,
     links: sync.links,
@@ -189,6 +201,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     clock,
     logger: logger.child({ component: "poller" }),
     intervalMs: config.sync.calendar_poll_seconds * 1000,
+    push: pushHealth,
+    safetyIntervalMs: config.sync.push_safety_poll_minutes * 60_000,
   });
   const inbox = new WebhookInbox({ store, clock, deadLetterTtlMs: config.webhooks.dead_letter_days * 86_400_000 });
   // A processor cannot start again once stopped: each leadership term gets a fresh one.
@@ -230,6 +244,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     logger: logger.child({ component: "push" }),
     isLeader: () => lease.isLeader,
     registry,
+    health: pushHealth,
+    clock,
   });
 
   const notifier = new Notifier({
@@ -312,6 +328,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     history: sync.history,
     managed: sync.managed,
     enrichPerMinute: () => booking.gate.enrichPerMinute(),
+    listings: new FullListings({
+      everyMs: config.sync.calendar_full_listing_hours * 3_600_000,
+      clock,
+      covered: (therapistId) => poller.covers(therapistId),
+    }),
     clock,
     logger: syncLogger,
   };
@@ -697,7 +718,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         });
         if (push.enabled) {
           // A standby's push notification: the leader polls that calendar now (a no-op on the others).
-          stopPushNotices = await notices.subscribe(PUSH_CHANGED_CHANNEL, (therapistId) => push.changed(therapistId));
+          stopPushNotices = await notices.subscribe(PUSH_CHANGED_CHANNEL, (notice) => push.noticed(notice));
         }
       }
       await lease.start();

@@ -3,6 +3,7 @@
 import { Registry } from "prom-client";
 import { type CalendarAuth, createCalendarAuth } from "../calendar/auth.ts";
 import { CalendarGateway } from "../calendar/gateway.ts";
+import type { GoogleQuotaGate } from "../calendar/quota-gate.ts";
 import type { Clock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
@@ -20,6 +21,8 @@ export interface TherapistCalendarsOptions {
   logger: Logger;
   registry: Registry;
   metrics: DaemonMetrics;
+  /** Google's quotas, shared by every therapist's gateway (google.quota). */
+  quota?: GoogleQuotaGate;
 }
 
 /** Gateways made for a reload before it is applied, so that applying it is one synchronous swap. */
@@ -175,6 +178,7 @@ export class TherapistCalendars {
       logger: logger.child({ component: "calendar", therapist_id: t.therapist_id }),
       registry,
       quotaPauseMs: config.google.quota_pause_seconds * 1000,
+      ...(this.#o.quota ? { quota: this.#o.quota } : {}),
     });
   }
 

@@ -1,6 +1,8 @@
 // Owns Google push channels: one events.watch channel per calendar when google.push is configured, renewed before
-// it expires (the new one first, then the old one stopped), and the POST /webhooks/google route that checks the
-// channel token and triggers an immediate incremental sync. Polling stays on: push delivery is not guaranteed.
+// it expires (the new one first, then the old one stopped) or at once when it missed a change, and the
+// POST /webhooks/google route that checks the channel token and triggers an immediate incremental sync. What each
+// channel is known to do goes to PushHealth (the poller slows down while a channel is confirmed and not suspect).
+// Polling stays on: push delivery is not guaranteed.
 // With replicas, any one may receive a notification: each checks the channel against the shared store, but only the
 // leader polls; a standby acknowledges and hands the calendar to the leader as a notice (a hint, never the only copy).
 // The route is public and unauthenticated until the token is checked: a request with a body is refused unread, and a
@@ -11,12 +13,14 @@ import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, type Registry } from "prom-client";
 import type { CalendarGateway } from "../calendar/gateway.ts";
+import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config/schema.ts";
 import { type Logger, secrets } from "../log.ts";
 import { matchesDigest, tokenDigest } from "../store/secrets.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
 import { describeError } from "../sync/errors.ts";
+import type { PushHealth } from "../sync/push-health.ts";
 import { RejectionLog } from "../webhooks/rejection-log.ts";
 import { hasBody } from "./http.ts";
 
@@ -50,6 +54,8 @@ export interface Channel {
   /** The token in clear, as an earlier build stored it (rewritten as `tokenHash` at start). */
   token?: string;
   expiration: number;
+  /** Google's first message (or a notification) arrived on it: the address reaches this daemon. */
+  confirmed?: boolean;
 }
 
 /** Whether a notification's token is the channel's. */
@@ -67,12 +73,14 @@ export class PushChannels {
   readonly #logger: Logger;
   readonly #isLeader: () => boolean;
   readonly #notices: Notices | undefined;
+  readonly #health: PushHealth | undefined;
+  readonly #clock: Clock;
   /**
    * channelId → channel, for the route: a cache of the shared "channels" table (a standby fills it on demand). A
    * channel's token never changes, so an entry stays right; stopped channels get no notifications.
    */
   readonly #known = new Map<string, Channel>();
-  #timer: NodeJS.Timeout | undefined;
+  #renewals: AbortController | undefined;
   readonly #rejections: RejectionLog;
   readonly #notifications: Counter<"result">;
 
@@ -86,6 +94,9 @@ export class PushChannels {
     /** Whether this replica leads now: only the leader polls (engine writes, booking write-backs). */
     isLeader: () => boolean;
     registry?: Registry;
+    /** Where what each channel is known to do goes (the poller's schedule reads it). */
+    health?: PushHealth;
+    clock?: Clock;
   }) {
     this.#config = options.config;
     this.#calendars = options.calendars;
@@ -95,6 +106,12 @@ export class PushChannels {
     this.#notices = options.store.notices;
     this.#logger = options.logger;
     this.#isLeader = options.isLeader;
+    this.#health = options.health;
+    this.#clock = options.clock ?? systemClock;
+    // A channel that missed a change is replaced at once (the leader's; a standby's health is not acted on).
+    this.#health?.onChange((therapistId, why) => {
+      if (why === "suspect" && this.#isLeader()) void this.#renewOne(therapistId, this.#clock.now(), true);
+    });
     this.#rejections = new RejectionLog({ logger: options.logger, what: "push notifications" });
     this.#notifications = new Counter({
       name: "calbridge_push_notifications_total",
@@ -120,8 +137,9 @@ export class PushChannels {
         if (channel !== ch)
           await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
         this.#known.set(channel.channelId, channel);
-        // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
         if (!key.startsWith(byId(""))) {
+          if (this.#calendars.has(channel.therapistId)) this.#health?.opened(channel.therapistId, channel);
+          // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
           missing.push({ key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel) });
         }
       }
@@ -136,23 +154,74 @@ export class PushChannels {
       return;
     }
     await this.renew();
-    this.#timer = setInterval(() => void this.renew(), CHECK_EVERY_MS);
-    this.#timer.unref();
+    this.#renewals?.abort();
+    const renewals = new AbortController();
+    this.#renewals = renewals;
+    void (async () => {
+      while (!renewals.signal.aborted) {
+        await this.#clock.sleep(CHECK_EVERY_MS, renewals.signal).catch(() => {});
+        if (!renewals.signal.aborted) await this.renew();
+      }
+    })();
   }
 
   /** Stops renewing; the route keeps checking channels, and polls only while this replica leads. */
   stop(): void {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#renewals?.abort();
+    this.#renewals = undefined;
   }
 
   /**
    * A calendar changed (a standby's notice, or a notification here): the leader polls it now; a standby does nothing,
    * as the leader's own periodic poll covers it. Never throws.
    */
-  changed(therapistId: string): void {
+  changed(therapistId: string, channelId?: string): void {
     if (!this.#isLeader() || !this.#calendars.has(therapistId)) return;
-    void this.#poller.poll(therapistId).catch(() => {});
+    this.#health?.notified(therapistId, this.#clock.now(), channelId);
+    void this.#poller.poll(therapistId, "push").catch(() => {});
+  }
+
+  /**
+   * A standby's notice: `{"t": therapist, "s": state, "c": channel}` (an earlier build sends the bare therapist id of a
+   * change). The leader polls after a change; Google's first message only confirms the channel.
+   */
+  noticed(message: string): void {
+    let notice: { t?: unknown; s?: unknown; c?: unknown } | undefined;
+    try {
+      const parsed: unknown = message.startsWith("{") ? JSON.parse(message) : undefined;
+      if (parsed && typeof parsed === "object") notice = parsed;
+    } catch {
+      notice = undefined;
+    }
+    if (!notice) {
+      this.changed(message);
+      return;
+    }
+    if (typeof notice.t !== "string") return;
+    const channelId = typeof notice.c === "string" ? notice.c : undefined;
+    if (notice.s === "sync") {
+      if (this.#isLeader()) this.#health?.confirmed(notice.t, channelId);
+    } else this.changed(notice.t, channelId);
+  }
+
+  /** Google's first message arrived on `channel`: it is trusted from now on, here and (through the store) elsewhere. */
+  async #confirm(channel: Channel): Promise<void> {
+    this.#health?.confirmed(channel.therapistId, channel.channelId);
+    if (channel.confirmed) return;
+    const confirmed = { ...channel, confirmed: true };
+    this.#known.set(channel.channelId, confirmed);
+    try {
+      const current = await this.#channels.get(channel.therapistId);
+      await this.#channels.setMany([
+        ...(current?.channelId === channel.channelId ? [{ key: channel.therapistId, value: confirmed }] : []),
+        { key: byId(channel.channelId), value: confirmed, ttlMs: byIdTtl(confirmed, this.#clock.now()) },
+      ]);
+    } catch (err) {
+      this.#logger.debug(
+        { err: describeError(err), therapist_id: channel.therapistId },
+        "push channel's confirmation not stored; a restart polls the calendar at the short interval until a notification",
+      );
+    }
   }
 
   /** The channel by id: from memory, else from the shared store (another replica opened it): one read. */
@@ -173,53 +242,60 @@ export class PushChannels {
   }
 
   /** Opens a channel for every calendar without one that outlives the next day; stops the ones it replaces. */
-  async renew(now = Date.now()): Promise<void> {
+  async renew(now = this.#clock.now()): Promise<void> {
+    if (!this.#config.google.push) return;
+    for (const therapistId of this.#calendars.keys()) await this.#renewOne(therapistId, now, false);
+  }
+
+  /** Opens a new channel for the calendar when its own expires within the renewal margin, or when `force`d. */
+  async #renewOne(therapistId: string, now: number, force: boolean): Promise<void> {
     const push = this.#config.google.push;
-    if (!push) return;
-    for (const [therapistId, gw] of this.#calendars) {
+    const gw = this.#calendars.get(therapistId);
+    if (!push || !gw) return;
+    try {
       const current = await this.#channels.get(therapistId);
       // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
       const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
       // A channel on a calendar the therapist's mapping no longer names (changed while stopped) is replaced too.
       const elsewhere = current?.calendarId !== undefined && current.calendarId !== gw.calendarId;
-      if (current && current.expiration - now > renewBefore && !elsewhere) continue;
-      try {
-        const channelId = randomUUID();
-        const token = this.#newToken();
-        const { resourceId, expiration } = await gw.watch({
-          channelId,
-          address: push.public_url,
-          token,
-          ttlSeconds: push.ttl_seconds,
-        });
-        const channel: Channel = {
-          therapistId,
-          calendarId: gw.calendarId,
-          channelId,
-          resourceId,
-          tokenHash: tokenDigest(token),
-          expiration,
-        };
-        await this.#channels.setMany([
-          { key: therapistId, value: channel },
-          { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel) },
-        ]);
-        this.#known.set(channelId, channel);
-        this.#logger.info(
-          { therapist_id: therapistId, channel_id: channelId, expiration: new Date(expiration).toISOString() },
-          "push channel opened",
-        );
-        if (current) {
-          await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
-          this.#known.delete(current.channelId);
-          await this.#channels.delete(byId(current.channelId)).catch(() => false); // else it expires by itself
-        }
-      } catch (err) {
-        this.#logger.warn(
-          { therapist_id: therapistId, err: describeError(err) },
-          "push channel not opened; polling covers this calendar",
-        );
+      if (!force && current && current.expiration - now > renewBefore && !elsewhere) return;
+      const channelId = randomUUID();
+      const token = this.#newToken();
+      const { resourceId, expiration } = await gw.watch({
+        channelId,
+        address: push.public_url,
+        token,
+        ttlSeconds: push.ttl_seconds,
+      });
+      const channel: Channel = {
+        therapistId,
+        calendarId: gw.calendarId,
+        channelId,
+        resourceId,
+        tokenHash: tokenDigest(token),
+        expiration,
+      };
+      this.#known.set(channelId, channel);
+      // Before the store write: Google's first message may come back before it is done.
+      this.#health?.opened(therapistId, channel);
+      await this.#channels.setMany([
+        { key: therapistId, value: channel },
+        { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel, now) },
+      ]);
+      this.#logger.info(
+        { therapist_id: therapistId, channel_id: channelId, expiration: new Date(expiration).toISOString() },
+        force ? "push channel replaced: the old one missed a change" : "push channel opened",
+      );
+      if (current) {
+        await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
+        this.#known.delete(current.channelId);
+        await this.#channels.delete(byId(current.channelId)).catch(() => false); // else it expires by itself
       }
+    } catch (err) {
+      this.#logger.warn(
+        { therapist_id: therapistId, err: describeError(err) },
+        "push channel not opened; polling covers this calendar",
+      );
     }
   }
 
@@ -228,12 +304,13 @@ export class PushChannels {
    * gateway that opened it and forgotten, so renew() opens one on the calendar the mapping names now. Never throws.
    */
   async retire(therapistId: string, gw: CalendarGateway): Promise<void> {
-    if (!this.enabled) return;
+    if (!this.#config.google.push) return;
     try {
       const current = await this.#channels.get(therapistId);
       if (!current) return;
       await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
       this.#known.delete(current.channelId);
+      this.#health?.closed(therapistId);
       await this.#channels.deleteMany([therapistId, byId(current.channelId)]);
       this.#logger.info({ therapist_id: therapistId, channel_id: current.channelId }, "push channel stopped");
     } catch (err) {
@@ -297,14 +374,15 @@ export class PushChannels {
     res.writeHead(200).end();
     const state = header(req, "x-goog-resource-state");
     this.#notifications.inc({ result: state === "sync" ? "sync" : "accepted" });
-    if (state === "sync") return true;
+    if (state === "sync") void this.#confirm(channel);
     if (this.#isLeader()) {
-      this.changed(channel.therapistId);
+      if (state !== "sync") this.changed(channel.therapistId, channel.channelId);
       return true;
     }
     // A standby never polls: the leader does, told by a notice; its periodic poll covers a lost one.
     const therapistId = channel.therapistId;
-    this.#notices?.publish(PUSH_CHANGED_CHANNEL, therapistId).catch((err: unknown) => {
+    const notice = JSON.stringify({ t: therapistId, s: state === "sync" ? "sync" : "exists", c: channel.channelId });
+    this.#notices?.publish(PUSH_CHANGED_CHANNEL, notice).catch((err: unknown) => {
       this.#logger.debug(
         { err: describeError(err), therapist_id: therapistId },
         "push notice not published; the leader's periodic poll finds the change",
@@ -315,8 +393,8 @@ export class PushChannels {
 }
 
 /** How long a channel's by-id entry lives: until its expiration, and a day more. */
-function byIdTtl(channel: Channel): number {
-  return Math.max(channel.expiration - Date.now(), 0) + BY_ID_GRACE_MS;
+function byIdTtl(channel: Channel, now = Date.now()): number {
+  return Math.max(channel.expiration - now, 0) + BY_ID_GRACE_MS;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {

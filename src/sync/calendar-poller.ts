@@ -1,18 +1,19 @@
 // Owns change detection in the therapists' calendars: an incremental sync (syncToken) per calendar on a timer and on
 // push notifications, filtering out calbridge's own writes (echo suppression) before handing real changes to the
-// engine, which pushes them back to the booking service.
+// engine, which pushes them back to the booking service. Notifications for one calendar are coalesced (one sync in
+// flight, at most one more queued); while a calendar's push channel is trusted its timer is only a slow safety net.
 
-import { fingerprint, instantOf, type Ownership } from "../calendar/fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import type { Table } from "../store/store.ts";
+import { isEcho } from "./echo.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
-import { KeyedSerial } from "./keyed.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
-import type { CalEvent, Link } from "./types.ts";
+import type { PushHealth } from "./push-health.ts";
+import type { CalEvent } from "./types.ts";
 
 export interface PollerOptions {
   mapping: Mapping;
@@ -22,13 +23,43 @@ export interface PollerOptions {
   tokens: Table<string>;
   clock?: Clock;
   logger?: Logger;
+  /** How often a calendar without a trusted push channel is polled (sync.calendar_poll_seconds). */
   intervalMs: number;
+  /** Which calendars' push channels announce their changes. */
+  push?: PushHealth;
+  /** How often a calendar with a trusted channel is polled anyway (sync.push_safety_poll_minutes); jittered. */
+  safetyIntervalMs?: number;
+  random?: () => number;
 }
 
 export interface PollResult {
   changes: number;
   echoes: number;
   fullSync: boolean;
+}
+
+/**
+ * Google's quota guide: "If you need to do something periodically, adjust the interval by +/- 25%"
+ * (developers.google.com/calendar/api/guides/quota, "Randomize traffic patterns").
+ */
+const JITTER = 0.25;
+/**
+ * A change older than this that a timer poll finds was never announced: with push working, the poll a notification
+ * triggers takes it within seconds.
+ */
+const MISSED_AFTER_MS = 2 * 60_000;
+
+type Trigger = "timer" | "push" | "call";
+
+interface CalendarPolls {
+  running?: Promise<PollResult>;
+  /** The one poll queued behind the running one: every request meanwhile is answered by it. */
+  queued?: Promise<PollResult>;
+  /** Our clock when the last poll of this calendar began (failed ones included). */
+  lastAttemptAt?: number;
+  /** The safety interval drawn for this calendar's current cycle. */
+  safetyMs?: number;
+  wake?: AbortController;
 }
 
 export class CalendarPoller {
@@ -39,8 +70,12 @@ export class CalendarPoller {
   readonly #clock: Clock;
   readonly #logger: Logger;
   #intervalMs: number;
-  readonly #serial = new KeyedSerial();
+  readonly #safetyMs: number;
+  readonly #push: PushHealth | undefined;
+  readonly #random: () => number;
+  readonly #calendars = new Map<string, CalendarPolls>();
   #abort = new AbortController();
+  #startedAt: number | undefined;
   readonly #lastPoll = new Map<string, number>();
 
   constructor(options: PollerOptions) {
@@ -51,20 +86,30 @@ export class CalendarPoller {
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
     this.#intervalMs = options.intervalMs;
+    this.#safetyMs = Math.max(options.safetyIntervalMs ?? options.intervalMs, options.intervalMs);
+    this.#push = options.push;
+    this.#random = options.random ?? Math.random;
+    // A channel trusted or distrusted now: that calendar's next poll is due at another time.
+    this.#push?.onChange((therapistId) => this.#calendars.get(therapistId)?.wake?.abort());
   }
 
-  /** Polls every calendar now and then every interval, until stop(). */
+  /**
+   * Whether the calendar's changes reach the engine through this poller now: it runs, and polled the calendar since it
+   * started (so it holds a sync token, and its timer and push keep taking the changes).
+   */
+  covers(therapistId: string): boolean {
+    const last = this.#lastPoll.get(therapistId);
+    return (
+      !this.#abort.signal.aborted && this.#startedAt !== undefined && last !== undefined && last >= this.#startedAt
+    );
+  }
+
+  /** Polls every calendar now and then on its schedule, until stop(). */
   start(): void {
+    this.#startedAt = this.#clock.now();
     this.#abort = new AbortController();
     const signal = this.#abort.signal;
-    for (const therapistId of this.#mapping.calendars.keys()) {
-      void (async () => {
-        while (!signal.aborted) {
-          await this.poll(therapistId).catch(() => {});
-          await this.#clock.sleep(this.#intervalMs, signal).catch(() => {});
-        }
-      })();
-    }
+    for (const therapistId of this.#mapping.calendars.keys()) void this.#loop(therapistId, signal);
   }
 
   stop(): void {
@@ -86,12 +131,87 @@ export class CalendarPoller {
     return this.#lastPoll.get(therapistId);
   }
 
-  /** One incremental sync of one calendar; concurrent calls for the same calendar run one after the other. */
-  poll(therapistId: string): Promise<PollResult> {
-    return this.#serial.run(therapistId, () => this.#poll(therapistId));
+  /** Polls running or queued now, over every calendar. */
+  get busy(): number {
+    let n = 0;
+    for (const c of this.#calendars.values()) n += (c.running ? 1 : 0) + (c.queued ? 1 : 0);
+    return n;
   }
 
-  async #poll(therapistId: string): Promise<PollResult> {
+  /** How long the calendar waits between polls now: the safety interval while push announces its changes. */
+  intervalFor(therapistId: string): number {
+    return this.#push?.healthyUntil(therapistId, this.#clock.now()) !== undefined
+      ? this.#state(therapistId).safetyMs!
+      : this.#intervalMs;
+  }
+
+  /**
+   * One incremental sync of one calendar. Calls while one runs are coalesced: one more runs after it (it sees every
+   * change made meanwhile), and every call meanwhile resolves with that one.
+   */
+  poll(therapistId: string, trigger: Trigger = "call"): Promise<PollResult> {
+    const c = this.#state(therapistId);
+    if (!c.running) return this.#start(therapistId, c, trigger);
+    if (!c.queued) {
+      const after = () => {
+        c.queued = undefined;
+        return this.#start(therapistId, c, trigger);
+      };
+      c.queued = c.running.then(after, after);
+    }
+    return c.queued;
+  }
+
+  #state(therapistId: string): CalendarPolls {
+    let c = this.#calendars.get(therapistId);
+    if (!c) {
+      c = { safetyMs: this.#drawSafety() };
+      this.#calendars.set(therapistId, c);
+    }
+    return c;
+  }
+
+  #drawSafety(): number {
+    return Math.round(this.#safetyMs * (1 - JITTER + 2 * JITTER * this.#random()));
+  }
+
+  #start(therapistId: string, c: CalendarPolls, trigger: Trigger): Promise<PollResult> {
+    c.lastAttemptAt = this.#clock.now();
+    c.safetyMs = this.#drawSafety();
+    const run = this.#poll(therapistId, trigger).finally(() => {
+      if (c.running === run) c.running = undefined;
+    });
+    c.running = run;
+    return run;
+  }
+
+  /** One calendar's timer: polls when due, else sleeps until due or until its schedule changes. */
+  async #loop(therapistId: string, signal: AbortSignal): Promise<void> {
+    const c = this.#state(therapistId);
+    let first = true;
+    while (!signal.aborted) {
+      const now = this.#clock.now();
+      const healthyUntil = this.#push?.healthyUntil(therapistId, now);
+      const interval = healthyUntil !== undefined ? c.safetyMs! : this.#intervalMs;
+      const due = first || c.lastAttemptAt === undefined ? now : c.lastAttemptAt + interval;
+      if (due <= now) {
+        first = false;
+        await this.poll(therapistId, "timer").catch(() => {});
+        continue;
+      }
+      // Not past the channel's expiry: then the calendar is back on the short interval.
+      const until = healthyUntil !== undefined ? Math.min(due, healthyUntil) : due;
+      const wake = new AbortController();
+      c.wake = wake;
+      const stop = () => wake.abort();
+      signal.addEventListener("abort", stop, { once: true });
+      await this.#clock.sleep(Math.max(1, until - now), wake.signal).catch(() => {});
+      signal.removeEventListener("abort", stop);
+      if (c.wake === wake) c.wake = undefined;
+    }
+  }
+
+  async #poll(therapistId: string, trigger: Trigger): Promise<PollResult> {
     const version = this.#mapping.version;
     const cal = this.#mapping.calendar(therapistId);
     const log = this.#logger.child({ therapist_id: therapistId });
@@ -106,6 +226,7 @@ export class CalendarPoller {
       throw err;
     }
     if (result.fullSync && token) log.info("sync token expired; read the whole calendar again");
+    if (trigger === "timer" && !result.fullSync) this.#checkAnnounced(therapistId, result.events, readAt, log);
     let changes = 0;
     let echoes = 0;
     const work: Promise<unknown>[] = [];
@@ -154,27 +275,24 @@ export class CalendarPoller {
     this.#lastPoll.set(therapistId, this.#clock.now());
     return { changes, echoes, fullSync: result.fullSync };
   }
-}
 
-/**
- * calbridge's own write (or deletion) seen again, or an event that still matches what was last synced (in the fields
- * calbridge owns: reminders where they are configured).
- */
-export function isEcho(
-  link: Link | undefined,
-  therapistId: string,
-  event: CalEvent,
-  owned: Ownership = { reminders: false },
-): boolean {
-  if (!link) return false;
-  if (link.therapistId !== therapistId) return false;
-  if (event.status === "cancelled") return !link.present;
-  if (!link.present) return false;
-  if (event.etag && event.etag === link.etag) return true;
-  // Same times and same owned fields as last written: nothing the engine would act on (e.g. reminders changed).
-  return (
-    instantOf(event.start) === link.eventStart &&
-    instantOf(event.end) === link.eventEnd &&
-    fingerprint(event, owned) === link.fingerprint
-  );
+  /**
+   * A timer poll of a calendar whose channel is trusted found a change (any event: ours, a therapist's, their own
+   * private ones) made long enough ago that a notification would have had it polled already: the channel missed it.
+   */
+  #checkAnnounced(therapistId: string, events: readonly CalEvent[], readAt: number, log: Logger): void {
+    const push = this.#push;
+    if (!push?.channel(therapistId)?.confirmed) return;
+    const notified = push.lastNotifiedAt(therapistId) ?? Number.NEGATIVE_INFINITY;
+    const missed = events.find((e) => {
+      const updated = e.updated ? Date.parse(e.updated) : Number.NaN;
+      return updated < readAt - MISSED_AFTER_MS && updated > notified;
+    });
+    if (!missed) return;
+    log.warn(
+      { event_id: missed.id, updated: missed.updated },
+      "push channel did not announce a change: polling this calendar every calendar_poll_seconds until a new channel is confirmed",
+    );
+    push.suspect(therapistId, `change of ${missed.updated} not announced`);
+  }
 }

@@ -5,6 +5,7 @@ import type { Config } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
 import type { Store } from "../store/store.ts";
 import { Activity } from "./activity.ts";
+import type { QuotaRates } from "./concurrency.ts";
 import { DeadLetters } from "./dead-letters.ts";
 import { Effects } from "./effects.ts";
 import { SyncEngine } from "./engine.ts";
@@ -37,6 +38,8 @@ export interface SyncCoreOptions {
   retry?: Partial<RetryPolicy>;
   /** Opens a calendar the mapping no longer names, to move events out of it (without it, none are moved). */
   openCalendar?: RelocatorOptions["open"];
+  /** Google's budgets and measured round trip: the engine runs as many syncs at once as keep them busy. */
+  quota?: QuotaRates;
 }
 
 export interface SyncCore {
@@ -91,6 +94,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     logger: o.logger,
     clock: o.clock,
     concurrency: o.config.sync.concurrency,
+    maxConcurrency: o.config.sync.max_concurrency,
+    ...(o.quota ? { quota: o.quota } : {}),
     retry: {
       maxAttempts: o.config.sync.retry.attempts,
       unavailableGraceMs: o.config.sync.retry.unavailable_grace_minutes * 60_000,

@@ -4,9 +4,11 @@
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import { type AttemptDeps, attemptSync, planReading } from "./attempt.ts";
+import type { QuotaRates } from "./concurrency.ts";
 import { customerResyncs } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
+import { engineQueue, waitsVerdict } from "./engine-queue.ts";
 import { describeError } from "./errors.ts";
 import { Failures } from "./failures.ts";
 import { type HistoryRecorder, noHistory } from "./history.ts";
@@ -17,8 +19,8 @@ import type { Relocator } from "./relocate.ts";
 import { type RetryPolicy, withDefaults } from "./retry.ts";
 import { type BookingState, hintState } from "./snapshot.ts";
 import type { Action, BookingHint, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
-import { EngineStoppedError, LANES, mergeRequests, type Pending, type Settle, seenIn, toPending } from "./work.ts";
-import { type RunVerdict, WorkQueue } from "./work-queue.ts";
+import { EngineStoppedError, LANES, type Pending, type Settle, seenIn, toPending } from "./work.ts";
+import type { RunVerdict, WorkQueue } from "./work-queue.ts";
 import { type WritebackGate, WritebackWaits } from "./writeback-gate.ts";
 
 export interface EngineOptions {
@@ -30,19 +32,17 @@ export interface EngineOptions {
   history?: HistoryRecorder;
   logger?: Logger;
   clock?: Clock;
-  /** Syncs at once (sync.concurrency). */
+  /** Syncs at once at least (sync.concurrency). */
   concurrency: number;
+  /** Syncs at once at most (sync.max_concurrency; default: the floor, fixed). */
+  maxConcurrency?: number;
+  /** Google's budgets and round trip: between the two bounds, as many syncs run as keep the budget busy. */
+  quota?: QuotaRates;
   retry?: Partial<RetryPolicy>;
   /** Brings a link's event to the calendar the mapping names now before anything else is decided about it. */
   relocator?: Relocator;
 }
 
-/**
- * Enrichments run one at a time, on a worker of their own: each mostly waits at the rate-limit gate for leftover
- * budget, and a shared worker waiting there would hold up the other lanes (a cold start's thousands of writes).
- */
-const LANE_LIMITS = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 1];
-const OWN_WORKERS = [LANES.enrich];
 const ignore = () => {};
 export class SyncEngine {
   readonly #booking: BookingPort;
@@ -59,6 +59,8 @@ export class SyncEngine {
   readonly #concurrency: number;
   readonly #relocator: Relocator | undefined;
   readonly #deps: AttemptDeps;
+  readonly #maxConcurrency: number;
+  readonly #quota: QuotaRates | undefined;
   #queue: WorkQueue<Pending>;
   #stopped = false;
   #enrichment = false;
@@ -88,25 +90,31 @@ export class SyncEngine {
       history: this.#history,
       ...(o.relocator ? { relocator: o.relocator } : {}),
     };
+    this.#maxConcurrency = o.maxConcurrency ?? o.concurrency;
+    this.#quota = o.quota;
     this.#queue = this.#newQueue();
   }
 
   #newQueue(): WorkQueue<Pending> {
-    return new WorkQueue<Pending>({
+    return engineQueue({
       concurrency: this.#concurrency,
-      lanes: 4,
-      laneLimits: LANE_LIMITS,
-      ownWorkers: OWN_WORKERS,
-      merge: mergeRequests,
+      maxConcurrency: this.#maxConcurrency,
+      quota: this.#quota,
+      clock: this.#clock,
       run: (key, pending) =>
         pending.customerId === undefined ? this.#run(key.slice(2), pending) : this.#runCustomer(pending),
-      clock: this.#clock,
     });
   }
 
   /** Appointments waiting for, in, or retrying a sync. */
   get queueDepth(): number {
     return this.#queue.size;
+  }
+
+  /** Syncs running now, and the limits they start under (in all, and per therapist). */
+  get load(): { running: number; concurrency: number; perTherapist: number } {
+    const { concurrency, perGroup } = this.#queue.limits;
+    return { running: this.#queue.running, concurrency, perTherapist: perGroup };
   }
 
   /**
@@ -254,7 +262,7 @@ export class SyncEngine {
       p.resolveAll({ ok: true, action });
       return { done: true };
     } catch (err) {
-      if (err instanceof WritebackWaits) return this.#waits(id, p, err, log);
+      if (err instanceof WritebackWaits) return waitsVerdict(this.#history, id, p, err, log);
       // An enrichment given up because the engine stops: it stays asked for in the link.
       if (abort.aborted && p.request.priority === "enrich") return { done: false, retryInMs: 0 };
       return this.#failures.handle(`appt:${id}`, p, err, log, read.state);
@@ -285,21 +293,6 @@ export class SyncEngine {
     });
     log.info({ appointments: resyncs.length }, "customer's upcoming events re-rendered");
     return { done: true };
-  }
-
-  /** A write-back in its grace period runs again when the period ends (reading both sides again); a held one is done. */
-  #waits(id: string, p: Pending, w: WritebackWaits, log: Logger): RunVerdict {
-    this.#history.waiting(id, p.request, w, p.gate);
-    if (w.why === "held") {
-      log.info({ action: w.action.kind }, "write-back held by the guard");
-      p.resolveAll({ ok: true, action: w.action, waiting: "held" });
-      return { done: true };
-    }
-    log.info({ action: w.action.kind, grace_ms: w.inMs }, "write-back waits for the grace period");
-    p.resolveAttempts({ ok: true, action: w.action, waiting: "grace" });
-    const { booking: _, ...rest } = p.request;
-    p.request = { ...rest, calendar: { reread: true } };
-    return { done: false, retryInMs: w.inMs };
   }
 }
 

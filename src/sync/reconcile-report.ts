@@ -36,6 +36,10 @@ export interface ReconcileReport {
    */
   enrichment?: { pending: number; minutes: number; perMinute: number };
   managedEvents: number;
+  /** Calendars listed in full this run. */
+  calendarsListed: number;
+  /** Calendars not listed: their side was their incremental sync (see full-listings.ts). */
+  calendarsIncremental: number;
   /** Every action other than "none", as planned (without event bodies). */
   plan: PlanEntry[];
   counts: Partial<Record<ActionKind, number>>;
@@ -44,4 +48,30 @@ export interface ReconcileReport {
   calendarErrors: Record<string, string>;
   failed: number;
   ok: boolean;
+}
+
+/** The run's report, with its counts and verdict, and the one log line that sums it up. */
+export function reportOf(r: Omit<ReconcileReport, "counts" | "ok">, log: Logger): ReconcileReport {
+  const counts: Partial<Record<ActionKind, number>> = {};
+  for (const a of r.plan) counts[a.kind] = (counts[a.kind] ?? 0) + 1;
+  const ok = r.failed === 0 && !r.guard.tripped && Object.keys(r.calendarErrors).length === 0;
+  log.info(
+    {
+      dry_run: r.dryRun,
+      appointments: r.appointments,
+      managed: r.managedEvents,
+      calendars_listed: r.calendarsListed,
+      calendars_incremental: r.calendarsIncremental,
+      skipped_unmapped: r.skippedUnmapped,
+      waiting_for_calendar: r.waitingForCalendar,
+      held_writebacks: r.heldWritebacks,
+      enrichments_pending: r.enrichment?.pending ?? 0,
+      counts,
+      failed: r.failed,
+      guard_tripped: r.guard.tripped,
+      duration_ms: r.durationMs,
+    },
+    "reconciliation finished",
+  );
+  return { ...r, counts, ok };
 }

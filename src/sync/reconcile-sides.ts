@@ -1,9 +1,11 @@
 // Owns reading both sides of the sync window for a reconciliation: the booking service's appointments (one listing,
 // 100 a page) and the managed events of each calendar, with the calendars that could not be listed or used.
 import type { Appointment } from "../booking/schemas.ts";
+import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
 import type { TherapistConfig } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
 import { describeError, isUnavailable } from "./errors.ts";
+import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { BookingPort, CalEvent } from "./types.ts";
 
@@ -28,8 +30,10 @@ export async function listBookings(
 }
 
 export interface CalendarSide {
-  /** Managed events by therapist, then by event id. */
+  /** Managed events by therapist, then by event id, of the calendars listed in full. */
   events: Map<string, Map<string, CalEvent>>;
+  /** Calendars not listed this run: their side is what their incremental sync handed to the engine (the links). */
+  incremental: Set<string>;
   /** Therapists whose calendar could not be listed: their events are left alone this run. */
   calendarErrors: Record<string, string>;
   /** Therapists whose calendar cannot be used at all now (credentials, quota pause): nothing is tried there. */
@@ -40,16 +44,19 @@ export interface CalendarSide {
 }
 
 /**
- * The managed events of each calendar in the window. A calendar that cannot be listed is left alone this run
- * (nothing in it is deleted, nothing of it is written back); one that cannot be used at all is not written to either.
+ * The managed events of each calendar in the window that `full` says to list. A calendar that cannot be listed is left
+ * alone this run (nothing in it is deleted, nothing of it is written back); one that cannot be used at all is not
+ * written to either. A calendar not listed is only checked for being usable (its credentials, a quota pause).
  */
 export async function listCalendars(
   mapping: Mapping,
   therapists: readonly TherapistConfig[],
   window: Window,
   log: Logger,
+  full: (therapistId: string) => boolean = () => true,
 ): Promise<CalendarSide> {
   const events = new Map<string, Map<string, CalEvent>>();
+  const incremental = new Set<string>();
   const calendarErrors: Record<string, string> = {};
   const unusable = new Set<string>();
   let occurrences = 0;
@@ -59,6 +66,15 @@ export async function listCalendars(
       if (!cal) {
         calendarErrors[t.therapist_id] = mapping.unavailableReason(t.therapist_id) ?? "no calendar";
         unusable.add(t.therapist_id);
+        return;
+      }
+      if (!full(t.therapist_id)) {
+        incremental.add(t.therapist_id);
+        const health = cal.health?.();
+        if (health?.credentials === "broken" || health?.pausedUntil !== undefined) {
+          calendarErrors[t.therapist_id] = health?.lastError ?? "calendar not usable now";
+          unusable.add(t.therapist_id);
+        }
         return;
       }
       try {
@@ -81,5 +97,22 @@ export async function listCalendars(
     }),
   );
   const managed = [...events.values()].reduce((n, m) => n + m.size, 0);
-  return { events, calendarErrors, unusable, managed, occurrences };
+  return { events, incremental, calendarErrors, unusable, managed, occurrences };
+}
+
+/** Managed events no listed appointment accounts for (`claimed`: "therapist/eventId"), with their appointment's id. */
+export async function unclaimed(
+  events: ReadonlyMap<string, ReadonlyMap<string, CalEvent>>,
+  claimed: ReadonlySet<string>,
+  links: Pick<LinkReader, "appointmentOfEvent">,
+): Promise<{ id: string; therapistId: string; event: CalEvent }[]> {
+  const strays: { id: string; therapistId: string; event: CalEvent }[] = [];
+  for (const [therapistId, byId] of events) {
+    for (const [eventId, ev] of byId) {
+      if (claimed.has(`${therapistId}/${eventId}`)) continue;
+      const id = ev.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ?? (await links.appointmentOfEvent(eventId));
+      if (id) strays.push({ id, therapistId, event: ev });
+    }
+  }
+  return strays;
 }

@@ -1,24 +1,25 @@
 // Owns the full reconciliation: list the window on both sides, plan one action per appointment and per stray
 // managed event, hold back a suspicious mass deletion, then apply the plan through syncAppointment.
 import PQueue from "p-queue";
-import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
+import { eventIdFor } from "../calendar/ids.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
+import { APPLY_IN_FLIGHT, inPool, interleaved } from "./apply-order.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
+import type { FullListings } from "./full-listings.ts";
 import type { HistoryRecorder } from "./history.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
 import { misplaced } from "./placement.ts";
-import type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
-import { listBookings, listCalendars } from "./reconcile-sides.ts";
+import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
+import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
 
 export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
 
 import {
-  type ActionKind,
   type BookingPort,
   type CalEvent,
   isDestructive,
@@ -44,6 +45,8 @@ export interface ReconcileContext {
   guard: Pick<WritebackGuard, "isHeld">;
   /** Where the managed events counted per therapist go (the write-back guard's base). */
   managed: Map<string, number>;
+  /** Which calendars to list in full this run (absent: all of them). */
+  listings?: Pick<FullListings, "due" | "listed">;
   /** Where the time of the last successful run is kept (shared by replicas). */
   meta: Table<number>;
   clock: Clock;
@@ -75,8 +78,20 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const appointments = await listBookings(ctx.booking, { from, to }, options.therapistId);
   const readAt = clock.now();
   const listedAt = clock.now();
-  const { events, calendarErrors, unusable, managed } = await listCalendars(mapping, therapists, { from, to }, log);
-  if (!dryRun) for (const [t, byId] of events) ctx.managed.set(t, byId.size);
+  // A calendar is listed only when its full listing is due; the others' side is their incremental sync (the links).
+  // A dry run or a forced run reads everything: a person acts on what it shows.
+  const full = (t: string) => dryRun || options.force === true || !ctx.listings || ctx.listings.due(t);
+  const side = await listCalendars(mapping, therapists, { from, to }, log, full);
+  const { events, calendarErrors, unusable } = side;
+  if (!dryRun) {
+    for (const [t, byId] of events) {
+      ctx.managed.set(t, byId.size);
+      ctx.listings?.listed(t);
+    }
+  }
+  // The guard's base: what was listed, and for the calendars not listed what their last full listing counted.
+  let managed = side.managed;
+  for (const t of side.incremental) managed += ctx.managed.get(t) ?? 0;
 
   // 3. Plan: one decision per listed appointment, and per managed event no listed appointment accounts for.
   const ids = [...appointments.keys()];
@@ -123,15 +138,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       log,
     });
   }
-  const strays: { id: string; therapistId: string; event: CalEvent }[] = [];
-  for (const [therapistId, byId] of events) {
-    for (const [eventId, ev] of byId) {
-      if (claimed.has(`${therapistId}/${eventId}`)) continue;
-      const id =
-        ev.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ?? (await ctx.links.appointmentOfEvent(eventId));
-      if (id) strays.push({ id, therapistId, event: ev });
-    }
-  }
+  const strays = await unclaimed(events, claimed, ctx.links);
 
   const plan: PlanEntry[] = [];
   const planned = new Map<string, PlanEntry>();
@@ -228,8 +235,10 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
 
   // 5. Apply.
   if (!dryRun) {
-    // In slices, so that a cold run over thousands of appointments does not hold thousands of calls in flight.
-    await inSlices(plan, 64, async (action) => {
+    // At most a few hundred handed over at a time, so a cold run over thousands of appointments does not hold
+    // thousands of calls in flight; therapists in turn, so each one's work starts at once (the engine runs them
+    // side by side, each within its own Google quota) rather than after everything listed before it.
+    await inPool(interleaved(plan), APPLY_IN_FLIGHT, async (action) => {
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && action.reason === "copy left behind in another calendar") {
         const deleted = await mapping
@@ -254,53 +263,34 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const perMinute = ctx.enrichPerMinute();
   const enrichment = { pending: enrichments.size, minutes: Math.ceil(enrichments.size / perMinute), perMinute };
 
-  const counts: Partial<Record<ActionKind, number>> = {};
-  for (const a of plan) counts[a.kind] = (counts[a.kind] ?? 0) + 1;
   const durationMs = clock.now() - started;
-  const ok = failed === 0 && !tripped && Object.keys(calendarErrors).length === 0;
+  const report = reportOf(
+    {
+      dryRun,
+      startedAt: new Date(started).toISOString(),
+      durationMs,
+      window: { from, to },
+      appointments: appointments.size,
+      skippedUnmapped,
+      waitingForCalendar: waiting,
+      heldWritebacks: held,
+      enrichment,
+      managedEvents: managed,
+      calendarsListed: events.size,
+      calendarsIncremental: side.incremental.size,
+      plan,
+      guard,
+      calendarErrors,
+      failed,
+    },
+    log,
+  );
   if (!dryRun) {
     ctx.metrics.reconcileDuration.observe(durationMs / 1000);
-    if (ok || (!tripped && failed === 0)) {
+    if (report.ok || (!tripped && failed === 0)) {
       ctx.metrics.lastReconcileSuccess.set(Math.floor(clock.now() / 1000));
       await ctx.meta.set("last_reconcile_success", clock.now());
     }
   }
-  log.info(
-    {
-      dry_run: dryRun,
-      appointments: appointments.size,
-      managed,
-      skipped_unmapped: skippedUnmapped,
-      waiting_for_calendar: waiting,
-      held_writebacks: held,
-      enrichments_pending: enrichment.pending,
-      counts,
-      failed,
-      guard_tripped: tripped,
-      duration_ms: durationMs,
-    },
-    "reconciliation finished",
-  );
-  return {
-    dryRun,
-    startedAt: new Date(started).toISOString(),
-    durationMs,
-    window: { from, to },
-    appointments: appointments.size,
-    skippedUnmapped,
-    waitingForCalendar: waiting,
-    heldWritebacks: held,
-    enrichment,
-    managedEvents: managed,
-    plan,
-    counts,
-    guard,
-    calendarErrors,
-    failed,
-    ok,
-  };
-}
-
-async function inSlices<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+  return report;
 }

@@ -163,6 +163,8 @@ export interface CalendarPort {
   incrementalChanges(
     syncToken: string | undefined,
   ): Promise<{ events: CalEvent[]; nextSyncToken: string; fullSync: boolean }>;
+  /** The calendar's standing with Google: broken credentials, a quota pause (epoch ms), the last error. */
+  health?(): { credentials: "ok" | "broken" | "unknown"; pausedUntil?: number; lastError?: string };
 }
 
 /** A step that brings one appointment's two sides together. Pure data: the dry run prints it, the engine applies it. */

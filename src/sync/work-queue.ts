@@ -1,43 +1,21 @@
 // Owns keyed scheduling for all sync work (controller-runtime's work queue, in small): one run per key at a time,
-// requests for a key that is not running yet merged into one, priority lanes, and a key that waits to retry holds no
-// worker. The caller's `run` decides whether a key is done or retried after a delay; the queue only keeps time.
-import type { Clock } from "../clock.ts";
+// requests for a key that is not running yet merged into one, priority lanes served round-robin over groups (a
+// therapist) with a cap of runs per group, and a key that waits to retry holds no worker. The caller's `run` decides
+// whether a key is done or retried after a delay; the queue only keeps time.
+import { FairLane } from "./fair-lane.ts";
+import type { QueueLimits, RunVerdict, Waiter, WorkQueueOptions } from "./work-queue-options.ts";
 
-/** What a run tells the queue: finished with this key, or run it again after `retryInMs`. */
-export type RunVerdict = { done: true } | { done: false; retryInMs: number };
-
-export interface WorkQueueOptions<R> {
-  /** Runs at once over different keys. */
-  concurrency: number;
-  /** Number of priority lanes; lane 0 is served first. */
-  lanes: number;
-  /** Runs at once per lane at most (by the lane a key was taken from); unlimited where not given. */
-  laneLimits?: readonly number[];
-  /**
-   * Lanes with workers of their own (as many as their limit): their runs do not take one of the `concurrency` shared
-   * workers, so work that mostly waits (for rate budget) never holds up the other lanes.
-   */
-  ownWorkers?: readonly number[];
-  /** One request out of a pending one and a newer one for the same key (the newer carries the fresher hints). */
-  merge(pending: R, next: R): R;
-  /** Must not throw (a throw counts as done, so one broken key cannot stall the queue). */
-  run(key: string, request: R, attempt: number): Promise<RunVerdict>;
-  clock: Clock;
-}
-
-interface Waiter {
-  when: () => boolean;
-  resolve: () => void;
-}
+export type { QueueLimits, RunVerdict, WorkQueueOptions } from "./work-queue-options.ts";
 
 interface Entry<R> {
   request: R;
   lane: number;
   /** Runs of this key so far in its current chain of retries. */
   attempts: number;
+  state: "ready" | "running" | "waiting";
+  group: string;
   /** The lane it was taken from while it runs (its lane's limit counts it). */
   ranIn?: number;
-  state: "ready" | "running" | "waiting";
   /** A request that arrived while this key was running: it runs after, merged into a retry if there is one. */
   next?: { request: R; lane: number };
   wake?: AbortController;
@@ -46,9 +24,10 @@ interface Entry<R> {
 export class WorkQueue<R> {
   readonly #o: WorkQueueOptions<R>;
   readonly #entries = new Map<string, Entry<R>>();
-  readonly #ready: string[][];
+  readonly #ready: FairLane[];
   #running = 0;
-  readonly #runningIn: number[];
+  readonly #runningIn = new Map<string, number>();
+  readonly #runningInLane: number[];
   #stopped = false;
   #paused = false;
   #pumpScheduled = false;
@@ -57,8 +36,8 @@ export class WorkQueue<R> {
   constructor(options: WorkQueueOptions<R>) {
     if (!(options.concurrency >= 1)) throw new RangeError(`concurrency must be at least 1, got ${options.concurrency}`);
     this.#o = options;
-    this.#ready = Array.from({ length: Math.max(1, options.lanes) }, () => []);
-    this.#runningIn = this.#ready.map(() => 0);
+    this.#ready = Array.from({ length: Math.max(1, options.lanes) }, () => new FairLane());
+    this.#runningInLane = this.#ready.map(() => 0);
   }
 
   /** Keys queued, running or waiting to retry. */
@@ -91,8 +70,9 @@ export class WorkQueue<R> {
     const l = Math.min(Math.max(0, lane), this.#ready.length - 1);
     const entry = this.#entries.get(key);
     if (!entry) {
-      this.#entries.set(key, { request, lane: l, attempts: 0, state: "ready" });
-      this.#enqueue(key, l);
+      const fresh: Entry<R> = { request, lane: l, attempts: 0, state: "ready", group: this.#groupOf(request) };
+      this.#entries.set(key, fresh);
+      this.#enqueue(key, fresh);
     } else if (entry.state === "running") {
       entry.next = entry.next
         ? { request: this.#o.merge(entry.next.request, request), lane: Math.min(entry.next.lane, l) }
@@ -104,11 +84,11 @@ export class WorkQueue<R> {
         entry.wake = undefined;
         entry.state = "ready";
         entry.lane = Math.min(entry.lane, l);
-        this.#enqueue(key, entry.lane);
+        this.#enqueue(key, entry);
       } else if (l < entry.lane) {
         // Promote: it is found in the higher lane first; the stale position in the lower lane is skipped.
         entry.lane = l;
-        this.#enqueue(key, l);
+        this.#enqueue(key, entry);
       }
     }
     return true;
@@ -138,7 +118,7 @@ export class WorkQueue<R> {
       if (entry.next) left.push(entry.next.request);
     }
     this.#entries.clear();
-    for (const lane of this.#ready) lane.length = 0;
+    for (const lane of this.#ready) lane.clear();
     this.#notify();
     return left;
   }
@@ -157,8 +137,12 @@ export class WorkQueue<R> {
     this.#pump();
   }
 
-  #enqueue(key: string, lane: number): void {
-    this.#ready[lane]!.push(key);
+  #groupOf(request: R): string {
+    return this.#o.group?.(request) ?? "";
+  }
+
+  #enqueue(key: string, entry: Entry<R>): void {
+    this.#ready[entry.lane]!.push(entry.group, key);
     // Started on the next turn: the caller finishes first, and a burst is taken in one go.
     if (!this.#pumpScheduled) {
       this.#pumpScheduled = true;
@@ -169,15 +153,21 @@ export class WorkQueue<R> {
     }
   }
 
-  #nextReady(sharedFree: boolean): string | undefined {
+  /** The limits to start runs by now. */
+  get limits(): QueueLimits {
+    return this.#o.limits?.() ?? { concurrency: this.#o.concurrency, perGroup: Number.POSITIVE_INFINITY };
+  }
+
+  #nextReady(perGroup: number, sharedFree: boolean): string | undefined {
+    const full = (group: string) => group !== "" && (this.#runningIn.get(group) ?? 0) >= perGroup;
     for (const [lane, keys] of this.#ready.entries()) {
-      if (this.#runningIn[lane]! >= (this.#o.laneLimits?.[lane] ?? Number.POSITIVE_INFINITY)) continue;
+      if (this.#runningInLane[lane]! >= (this.#o.laneLimits?.[lane] ?? Number.POSITIVE_INFINITY)) continue;
       if (!sharedFree && !this.#o.ownWorkers?.includes(lane)) continue;
-      while (keys.length > 0) {
-        const key = keys.shift()!;
-        const entry = this.#entries.get(key);
-        if (entry?.state === "ready" && entry.lane === lane) return key;
-      }
+      const key = keys.take(full, (k) => {
+        const entry = this.#entries.get(k);
+        return entry?.state === "ready" && entry.lane === lane;
+      });
+      if (key !== undefined) return key;
     }
     return undefined;
   }
@@ -185,20 +175,22 @@ export class WorkQueue<R> {
   /** Runs on the shared workers (those of lanes without workers of their own). */
   #shared(): number {
     let n = 0;
-    for (const [lane, count] of this.#runningIn.entries()) if (!this.#o.ownWorkers?.includes(lane)) n += count;
+    for (const [lane, count] of this.#runningInLane.entries()) if (!this.#o.ownWorkers?.includes(lane)) n += count;
     return n;
   }
 
   #pump(): void {
+    const { concurrency, perGroup } = this.limits;
     while (!this.#stopped && !this.#paused) {
-      const key = this.#nextReady(this.#shared() < this.#o.concurrency);
+      const key = this.#nextReady(Math.max(1, perGroup), this.#shared() < Math.max(1, concurrency));
       if (key === undefined) break;
       const entry = this.#entries.get(key)!;
       entry.state = "running";
       entry.attempts += 1;
       entry.ranIn = entry.lane;
-      this.#runningIn[entry.lane]! += 1;
+      this.#runningInLane[entry.lane]! += 1;
       this.#running++;
+      this.#runningIn.set(entry.group, (this.#runningIn.get(entry.group) ?? 0) + 1);
       void this.#runOne(key, entry);
     }
     this.#notify();
@@ -212,7 +204,10 @@ export class WorkQueue<R> {
       verdict = { done: true };
     }
     this.#running--;
-    this.#runningIn[entry.ranIn ?? 0]! -= 1;
+    this.#runningInLane[entry.ranIn ?? 0]! -= 1;
+    const left = (this.#runningIn.get(entry.group) ?? 1) - 1;
+    if (left > 0) this.#runningIn.set(entry.group, left);
+    else this.#runningIn.delete(entry.group);
     const next = entry.next;
     entry.next = undefined;
     if (this.#stopped) {
@@ -222,15 +217,22 @@ export class WorkQueue<R> {
       } else this.#entries.delete(key);
     } else if (verdict.done) {
       if (next) {
-        this.#entries.set(key, { request: next.request, lane: next.lane, attempts: 0, state: "ready" });
-        this.#enqueue(key, next.lane);
+        const fresh: Entry<R> = {
+          request: next.request,
+          lane: next.lane,
+          attempts: 0,
+          state: "ready",
+          group: this.#groupOf(next.request),
+        };
+        this.#entries.set(key, fresh);
+        this.#enqueue(key, fresh);
       } else this.#entries.delete(key);
     } else if (next) {
       // A newer request joins the retry and runs at once.
       entry.request = this.#o.merge(entry.request, next.request);
       entry.lane = Math.min(entry.lane, next.lane);
       entry.state = "ready";
-      this.#enqueue(key, entry.lane);
+      this.#enqueue(key, entry);
     } else {
       entry.state = "waiting";
       const wake = new AbortController();
@@ -240,7 +242,7 @@ export class WorkQueue<R> {
           if (entry.wake !== wake || this.#stopped) return;
           entry.wake = undefined;
           entry.state = "ready";
-          this.#enqueue(key, entry.lane);
+          this.#enqueue(key, entry);
         },
         () => {},
       );

@@ -45,10 +45,7 @@ interface WritebackInput {
 }
 
 /** The collaborators of a write-back: the effects on calendars and links, and the booking service. */
-interface Ctx {
-  fx: Effects;
-  booking: BookingPort;
-}
+type Ctx = { fx: Effects; booking: BookingPort };
 
 export async function applyWriteback(
   fx: Effects,

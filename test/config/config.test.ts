@@ -307,6 +307,28 @@ therapists:
     }
   });
 
+  it("defaults the Google quotas to Google's and refuses a concurrency ceiling below its floor", () => {
+    const cfg = parseConfig(minimal, { env, secrets: new SecretRegistry() });
+    expect(cfg.google.quota).toEqual({ project_per_minute: 10_000, user_per_minute: 600 });
+    expect(cfg.sync).toMatchObject({ concurrency: 4, max_concurrency: 64 });
+    const text = `${minimal}sync:\n  concurrency: 8\n  max_concurrency: 6\n`;
+    expect(problems(text)).toEqual([
+      "sync.max_concurrency: 6 is below sync.concurrency (8): the most syncs at once cannot be fewer than the least (line 14)",
+    ]);
+    expect(problems(minimal.replace("google:\n", "google:\n  quota: { user_per_minute: 0 }\n"))).toEqual([
+      expect.stringMatching(/^google\.quota\.user_per_minute: /),
+    ]);
+  });
+
+  it("requires an https push address, except on a loopback host (an emulator)", () => {
+    const withPush = (url: string) => minimal.replace("google:\n", `google:\n  push: { public_url: "${url}" }\n`);
+    expect(problems(withPush("http://sync.clinic.example/webhooks/google"))).toEqual([
+      "google.push.public_url: must be an https:// URL: over http:// each channel's token would travel in clear text (http:// is allowed only for localhost, 127.0.0.1 and [::1]) (line 8)",
+    ]);
+    expect(problems(withPush("http://127.0.0.1:8080/webhooks/google"))).toEqual([]);
+    expect(problems(withPush("https://sync.clinic.example/webhooks/google"))).toEqual([]);
+  });
+
   it("requires the OAuth client when a therapist uses OAuth", () => {
     const text = minimal + "    auth: { type: oauth, refresh_token: abcdefghij }\n";
     expect(problems(text)).toEqual([expect.stringMatching(/^google\.oauth: required because therapists\[0\]/)]);

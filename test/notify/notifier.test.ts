@@ -325,6 +325,8 @@ describe("reconciliation conditions", () => {
     waitingForCalendar: 0,
     heldWritebacks: 0,
     managedEvents: 10,
+    calendarsListed: 1,
+    calendarsIncremental: 0,
     plan: [],
     counts: {},
     guard: { tripped: false, destructive: 0, managed: 10, limit: 2 },

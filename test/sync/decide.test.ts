@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { fingerprint } from "../../src/calendar/fingerprint.ts";
 import { type EventConfig, renderEvent } from "../../src/calendar/render.ts";
 import type { WritebackConfig } from "../../src/config/schema.ts";
-import { isEcho } from "../../src/sync/calendar-poller.ts";
 import { type DecideInput, decide } from "../../src/sync/decide.ts";
+import { isEcho } from "../../src/sync/echo.ts";
 import type { Action, CalEvent, Link, Snapshot } from "../../src/sync/types.ts";
 
 const T0 = Date.UTC(2026, 11, 1, 10);

@@ -230,3 +230,59 @@ describe("WorkQueue", () => {
     ]);
   });
 });
+
+describe("WorkQueue: groups take turns", () => {
+  function grouped(limits: { concurrency: number; perGroup: number }) {
+    const started: string[] = [];
+    const gates = new Map<string, ReturnType<typeof deferred<RunVerdict>>>();
+    const q = new WorkQueue<Req>({
+      concurrency: 99,
+      limits: () => limits,
+      group: (r) => r.tags[0] ?? "",
+      lanes: 3,
+      clock: new ManualClock(),
+      merge: (a) => a,
+      run: (key) => {
+        started.push(key);
+        const g = deferred<RunVerdict>();
+        gates.set(key, g);
+        return g.promise;
+      },
+    });
+    const finish = async (key: string) => {
+      gates.get(key)!.resolve({ done: true });
+      await turn();
+      await turn();
+    };
+    return { q, started, finish };
+  }
+
+  it("serves a lane round-robin over groups, so one group's thousands of keys do not hold up another's one", async () => {
+    const { q, started, finish } = grouped({ concurrency: 2, perGroup: 9 });
+    for (let i = 0; i < 50; i++) q.add(`a${i}`, { key: `a${i}`, tags: ["anna"] }, 2);
+    q.add("b0", { key: "b0", tags: ["ben"] }, 2);
+    await turn();
+    expect(started).toEqual(["a0", "b0"]);
+    await finish("a0");
+    await finish("b0");
+    expect(started).toEqual(["a0", "b0", "a1", "a2"]);
+  });
+
+  it("caps the runs of one group, and leaves keys without a group uncapped", async () => {
+    const { q, started, finish } = grouped({ concurrency: 6, perGroup: 2 });
+    for (let i = 0; i < 5; i++) q.add(`a${i}`, { key: `a${i}`, tags: ["anna"] }, 2);
+    for (let i = 0; i < 3; i++) q.add(`x${i}`, { key: `x${i}`, tags: [] }, 2);
+    await turn();
+    expect(started.filter((k) => k.startsWith("a"))).toEqual(["a0", "a1"]);
+    expect(started.filter((k) => k.startsWith("x"))).toEqual(["x0", "x1", "x2"]);
+    expect(q.running).toBe(5);
+    // A live change of another group in a higher lane starts at once; anna's next key waits for one of hers.
+    q.add("b0", { key: "b0", tags: ["ben"] }, 0);
+    await turn();
+    expect(started.at(-1)).toBe("b0");
+    await finish("x0");
+    expect(started).not.toContain("a2");
+    await finish("a0");
+    expect(started.at(-1)).toBe("a2");
+  });
+});

@@ -1,0 +1,43 @@
+// Owns when the reconciliation lists a calendar in full. Between full listings its calendar side is the calendar's
+// incremental sync (the poller, on push and on its timer, hands every change since the sync token to the engine), so a
+// run lists no calendar at all; the full listing, at the first run after a start and then every
+// sync.calendar_full_listing_hours (give or take a quarter, so calendars spread over the day), catches what the
+// incremental sync cannot: events left over after the window moved on (strays), links that no longer match the
+// calendar (a store restored from a backup), and anything a bug let slip.
+//
+// Google's quota guide asks for exactly this spread: "If your client needs to sync daily, have the client determine a
+// random time" (developers.google.com/calendar/api/guides/quota, "Randomize traffic patterns").
+import type { Clock } from "../clock.ts";
+
+export interface FullListingsOptions {
+  /** Time between two full listings of one calendar (0: every run). */
+  everyMs: number;
+  clock: Clock;
+  random?: () => number;
+  /** Whether the calendar's changes reach the engine by its incremental sync now (the poller has a token for it). */
+  covered(therapistId: string): boolean;
+}
+
+const JITTER = 0.25;
+
+export class FullListings {
+  readonly #o: FullListingsOptions;
+  readonly #dueAt = new Map<string, number>();
+
+  constructor(options: FullListingsOptions) {
+    this.#o = options;
+  }
+
+  /** Whether the next run lists this calendar in full. */
+  due(therapistId: string): boolean {
+    if (this.#o.everyMs <= 0 || !this.#o.covered(therapistId)) return true;
+    const at = this.#dueAt.get(therapistId);
+    return at === undefined || this.#o.clock.now() >= at;
+  }
+
+  /** The calendar was just listed in full: the next time is a jittered interval away. */
+  listed(therapistId: string): void {
+    const jitter = 1 - JITTER + 2 * JITTER * (this.#o.random ?? Math.random)();
+    this.#dueAt.set(therapistId, this.#o.clock.now() + Math.round(this.#o.everyMs * jitter));
+  }
+}
