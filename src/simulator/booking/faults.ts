@@ -62,6 +62,11 @@ export class Faults {
     this.#malformed.push({ remaining: n, match: options.match, status: options.status ?? 200, body: options.body });
   }
 
+  /** Planned failures, drops and garbled answers not yet used up. */
+  get planned(): number {
+    return [...this.#fail, ...this.#drop, ...this.#malformed].reduce((n, p) => n + p.remaining, 0);
+  }
+
   reset(): void {
     this.errorRate = 0;
     this.latencyMs = 0;
