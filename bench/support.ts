@@ -16,17 +16,26 @@ const PROBE = join(import.meta.dirname, "rss-probe.mjs");
 const BUILD = join(import.meta.dirname, ".build");
 
 let built: string | undefined;
-/**
- * The daemon as the image runs it: `tsc -p tsconfig.build.json` into bench/.build/dist (once per run), beside a copy
- * of package.json and a link to node_modules. Measuring `node src/cli.ts` would add Node's TypeScript stripper
- * (~30 MB) to every figure, which production does not load.
- */
 /** NODE_OPTIONS of the image (the Dockerfile's ENV), so the daemon child runs with the runtime flags it ships with. */
 export function imageNodeOptions(): string {
   const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
   return /NODE_OPTIONS="?([^"\\\n]+)"?/.exec(dockerfile)?.[1]?.trim() ?? "";
 }
 
+/**
+ * The image's environment for the runtime (the Dockerfile's ENV): its NODE_OPTIONS, and MALLOC_ARENA_MAX (how many
+ * glibc malloc arenas the process keeps) when it sets one.
+ */
+export function imageRuntimeEnv(): Record<string, string> {
+  const arenas = /\bMALLOC_ARENA_MAX=(\d+)/.exec(readFileSync(join(ROOT, "Dockerfile"), "utf8"))?.[1];
+  return { NODE_OPTIONS: imageNodeOptions(), ...(arenas ? { MALLOC_ARENA_MAX: arenas } : {}) };
+}
+
+/**
+ * The daemon as the image runs it: `tsc -p tsconfig.build.json` into bench/.build/dist (once per run), beside a copy
+ * of package.json and a link to node_modules. Measuring `node src/cli.ts` would add Node's TypeScript stripper
+ * (~30 MB) to every figure, which production does not load.
+ */
 export function builtCli(): string {
   if (built) return built;
   rmSync(BUILD, { recursive: true, force: true });
@@ -139,7 +148,8 @@ export interface DaemonChild {
 }
 
 /**
- * Runs the compiled daemon (`node dist/cli.js --config <file> <args>`, see builtCli) with the RSS probe preloaded. `keepStdout: false` drops stdout but
+ * Runs the compiled daemon (`node dist/cli.js --config <file> <args>`, see builtCli) with the RSS probe preloaded, in the
+ * image's runtime environment (imageRuntimeEnv). `keepStdout: false` drops stdout but
  * its last 8 KB (the daemon's log lines), so a long run does not pile up its logs here.
  */
 export function spawnCli(
@@ -150,7 +160,7 @@ export function spawnCli(
   const probeFile = `${configFile}.probe-${process.hrtime.bigint()}.json`;
   const child = spawn(process.execPath, ["--import", PROBE, builtCli(), "--config", configFile, ...args], {
     cwd: ROOT,
-    env: { ...process.env, NODE_OPTIONS: imageNodeOptions(), ...opts.env, CALBRIDGE_BENCH_PROBE: probeFile },
+    env: { ...process.env, ...imageRuntimeEnv(), ...opts.env, CALBRIDGE_BENCH_PROBE: probeFile },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";

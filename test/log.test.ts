@@ -13,6 +13,15 @@ describe("logger", () => {
     expect(log.raw[0]).toContain("[REDACTED]");
   });
 
+  it("scrubs a secret holding another one whole, and a secret's JSON-escaped form", () => {
+    const registry = new SecretRegistry();
+    registry.add("abc123");
+    registry.add("abc123-and-more");
+    registry.add('pa"ss\\word');
+    expect(registry.scrub("x abc123-and-more y abc123 z")).toBe("x [REDACTED] y [REDACTED] z");
+    expect(registry.scrub(JSON.stringify({ msg: 'said pa"ss\\word' }))).toBe('{"msg":"said [REDACTED]"}');
+  });
+
   it("keeps only the newest short-lived secrets", () => {
     const registry = new SecretRegistry();
     for (let i = 0; i < 300; i++) registry.addEphemeral(`ya29.token-${i}-abcdef`);

@@ -3,17 +3,19 @@
 // engine, which pushes them back to the booking service. Notifications for one calendar are coalesced (one sync in
 // flight, at most one more queued); while a calendar's push channel is trusted its timer is only a slow safety net.
 
+import PQueue from "p-queue";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import type { Table } from "../store/store.ts";
+import { CALENDAR_READS_AT_ONCE } from "./calendar-reads.ts";
 import { isEcho } from "./echo.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
+import { checkAnnounced } from "./missed-changes.ts";
 import type { PushHealth } from "./push-health.ts";
-import type { CalEvent } from "./types.ts";
 
 export interface PollerOptions {
   mapping: Mapping;
@@ -30,6 +32,8 @@ export interface PollerOptions {
   /** How often a calendar with a trusted channel is polled anyway (sync.push_safety_poll_minutes); jittered. */
   safetyIntervalMs?: number;
   random?: () => number;
+  /** How many calendars' first polls after start() run at once (default CALENDAR_READS_AT_ONCE). */
+  firstPollsAtOnce?: number;
 }
 
 export interface PollResult {
@@ -43,12 +47,6 @@ export interface PollResult {
  * (developers.google.com/calendar/api/guides/quota, "Randomize traffic patterns").
  */
 const JITTER = 0.25;
-/**
- * A change older than this that a timer poll finds was never announced: with push working, the poll a notification
- * triggers takes it within seconds.
- */
-const MISSED_AFTER_MS = 2 * 60_000;
-
 type Trigger = "timer" | "push" | "call";
 
 interface CalendarPolls {
@@ -77,6 +75,7 @@ export class CalendarPoller {
   #abort = new AbortController();
   #startedAt: number | undefined;
   readonly #lastPoll = new Map<string, number>();
+  readonly #firstPolls: PQueue;
 
   constructor(options: PollerOptions) {
     this.#mapping = options.mapping;
@@ -89,6 +88,7 @@ export class CalendarPoller {
     this.#safetyMs = Math.max(options.safetyIntervalMs ?? options.intervalMs, options.intervalMs);
     this.#push = options.push;
     this.#random = options.random ?? Math.random;
+    this.#firstPolls = new PQueue({ concurrency: Math.max(1, options.firstPollsAtOnce ?? CALENDAR_READS_AT_ONCE) });
     // A channel trusted or distrusted now: that calendar's next poll is due at another time.
     this.#push?.onChange((therapistId) => this.#calendars.get(therapistId)?.wake?.abort());
   }
@@ -114,6 +114,7 @@ export class CalendarPoller {
 
   stop(): void {
     this.#abort.abort();
+    this.#firstPolls.clear();
   }
 
   /** The pause between two polls of a calendar (a reload changed sync.calendar_poll_seconds); from the next one on. */
@@ -193,9 +194,16 @@ export class CalendarPoller {
       const now = this.#clock.now();
       const healthyUntil = this.#push?.healthyUntil(therapistId, now);
       const interval = healthyUntil !== undefined ? c.safetyMs! : this.#intervalMs;
-      const due = first || c.lastAttemptAt === undefined ? now : c.lastAttemptAt + interval;
-      if (due <= now) {
+      const due = c.lastAttemptAt === undefined ? now : c.lastAttemptAt + interval;
+      if (first) {
+        // The start's first polls (a full read of each calendar without a sync token) take turns, a few at once.
         first = false;
+        await this.#firstPolls
+          .add(() => (signal.aborted ? undefined : this.poll(therapistId, "timer")))
+          .catch(() => {});
+        continue;
+      }
+      if (due <= now) {
         await this.poll(therapistId, "timer").catch(() => {});
         continue;
       }
@@ -226,7 +234,7 @@ export class CalendarPoller {
       throw err;
     }
     if (result.fullSync && token) log.info("sync token expired; read the whole calendar again");
-    if (trigger === "timer" && !result.fullSync) this.#checkAnnounced(therapistId, result.events, readAt, log);
+    if (trigger === "timer" && !result.fullSync) checkAnnounced(this.#push, therapistId, result.events, readAt, log);
     let changes = 0;
     let echoes = 0;
     const work: Promise<unknown>[] = [];
@@ -274,25 +282,5 @@ export class CalendarPoller {
     await this.#tokens.set(key, result.nextSyncToken);
     this.#lastPoll.set(therapistId, this.#clock.now());
     return { changes, echoes, fullSync: result.fullSync };
-  }
-
-  /**
-   * A timer poll of a calendar whose channel is trusted found a change (any event: ours, a therapist's, their own
-   * private ones) made long enough ago that a notification would have had it polled already: the channel missed it.
-   */
-  #checkAnnounced(therapistId: string, events: readonly CalEvent[], readAt: number, log: Logger): void {
-    const push = this.#push;
-    if (!push?.channel(therapistId)?.confirmed) return;
-    const notified = push.lastNotifiedAt(therapistId) ?? Number.NEGATIVE_INFINITY;
-    const missed = events.find((e) => {
-      const updated = e.updated ? Date.parse(e.updated) : Number.NaN;
-      return updated < readAt - MISSED_AFTER_MS && updated > notified;
-    });
-    if (!missed) return;
-    log.warn(
-      { event_id: missed.id, updated: missed.updated },
-      "push channel did not announce a change: polling this calendar every calendar_poll_seconds until a new channel is confirmed",
-    );
-    push.suspect(therapistId, `change of ${missed.updated} not announced`);
   }
 }

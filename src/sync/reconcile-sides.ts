@@ -1,9 +1,11 @@
 // Owns reading both sides of the sync window for a reconciliation: the booking service's appointments (one listing,
 // 100 a page) and the managed events of each calendar, with the calendars that could not be listed or used.
+import PQueue from "p-queue";
 import type { Appointment } from "../booking/schemas.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
 import type { TherapistConfig } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
+import { CALENDAR_READS_AT_ONCE } from "./calendar-reads.ts";
 import { describeError, isUnavailable } from "./errors.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
@@ -54,12 +56,15 @@ export async function listCalendars(
   window: Window,
   log: Logger,
   full: (therapistId: string) => boolean = () => true,
+  atOnce = CALENDAR_READS_AT_ONCE,
 ): Promise<CalendarSide> {
   const events = new Map<string, Map<string, CalEvent>>();
   const incremental = new Set<string>();
   const calendarErrors: Record<string, string> = {};
   const unusable = new Set<string>();
   let occurrences = 0;
+  // The listings take turns, a few at once (see CALENDAR_READS_AT_ONCE): the first run lists every calendar.
+  const listings = new PQueue({ concurrency: Math.max(1, atOnce) });
   await Promise.all(
     therapists.map(async (t) => {
       const cal = mapping.calendarIfAny(t.therapist_id);
@@ -78,14 +83,16 @@ export async function listCalendars(
         return;
       }
       try {
-        const byId = new Map<string, CalEvent>();
-        for await (const ev of cal.listManaged({ timeMin: window.from, timeMax: window.to })) {
-          // An occurrence of a series a therapist made of an event (it carries the event's properties): not an event
-          // of its own. The series itself is read by the appointment's id and made a single event again.
-          if (ev.recurringEventId) occurrences++;
-          else if (ev.id) byId.set(ev.id, ev);
-        }
-        events.set(t.therapist_id, byId);
+        await listings.add(async () => {
+          const byId = new Map<string, CalEvent>();
+          for await (const ev of cal.listManaged({ timeMin: window.from, timeMax: window.to })) {
+            // An occurrence of a series a therapist made of an event (it carries the event's properties): not an event
+            // of its own. The series itself is read by the appointment's id and made a single event again.
+            if (ev.recurringEventId) occurrences++;
+            else if (ev.id) byId.set(ev.id, ev);
+          }
+          events.set(t.therapist_id, byId);
+        });
       } catch (err) {
         calendarErrors[t.therapist_id] = describeError(err);
         if (isUnavailable(err)) unusable.add(t.therapist_id);
