@@ -3,6 +3,7 @@
 import { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
+import { WakeTimer } from "../wake-timer.ts";
 import { bookingMetrics, collectedGauge } from "./metrics.ts";
 
 export type Priority = "webhook" | "writeback" | "reconcile" | "enrich";
@@ -122,11 +123,12 @@ export class RateLimitGate {
   #inFlight = 0;
   #sent: number[] = [];
   #queues: Record<Priority, Waiter[]> = { webhook: [], writeback: [], reconcile: [], enrich: [] };
-  #timer: { until: number; ac: AbortController } | undefined;
+  readonly #timer: WakeTimer;
 
   constructor(options: RateLimitGateOptions) {
     if (!(options.requestsPerMinute > 0)) throw new RangeError("requestsPerMinute must be > 0");
     this.#clock = options.clock ?? systemClock;
+    this.#timer = new WakeTimer(this.#clock, () => this.#pump());
     this.#log = options.logger ?? silentLogger;
     this.#random = options.random ?? Math.random;
     this.#ceiling = Math.floor(options.requestsPerMinute);
@@ -275,7 +277,7 @@ export class RateLimitGate {
     for (;;) {
       const w = this.#next();
       if (!w) {
-        this.#schedule(undefined);
+        this.#timer.set(undefined);
         return;
       }
       const now = this.#clock.now();
@@ -286,29 +288,12 @@ export class RateLimitGate {
             if (x.reason === undefined || WEIGHT[block.reason] > WEIGHT[x.reason]) x.reason = block.reason;
           }
         }
-        this.#schedule(block.until);
+        this.#timer.set(block.until);
         return;
       }
       this.#queues[w.priority].shift();
       this.#grant(w, now);
     }
-  }
-
-  #schedule(until: number | undefined): void {
-    if (this.#timer && this.#timer.until === until) return;
-    this.#timer?.ac.abort();
-    this.#timer = undefined;
-    if (until === undefined) return;
-    const ac = new AbortController();
-    this.#timer = { until, ac };
-    this.#clock.sleep(Math.max(1, until - this.#clock.now()), ac.signal).then(
-      () => {
-        if (this.#timer?.ac !== ac) return;
-        this.#timer = undefined;
-        this.#pump();
-      },
-      () => {},
-    );
   }
 
   #grant(w: Waiter, now: number): void {

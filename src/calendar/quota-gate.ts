@@ -11,6 +11,7 @@ import { Counter, type Registry } from "prom-client";
 import { collectedGauge } from "../booking/metrics.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
+import { WakeTimer } from "../wake-timer.ts";
 
 /** Google's documented per-minute quotas of the Calendar API. */
 export const GOOGLE_DEFAULT_QUOTA = { projectPerMinute: 10_000, userPerMinute: 600 } as const;
@@ -127,7 +128,7 @@ export class GoogleQuotaGate {
   readonly #project = new Window();
   readonly #users = new Map<string, Window>();
   #waiters: Waiter[] = [];
-  #timer: { until: number; ac: AbortController } | undefined;
+  readonly #timer: WakeTimer;
   #latencyMs: number | undefined;
   readonly #waits: Counter<"scope">;
   readonly #limited: Counter<"scope">;
@@ -142,6 +143,7 @@ export class GoogleQuotaGate {
     this.#backoffBaseMs = options.backoffBaseMs ?? 1_000;
     this.#backoffMaxMs = options.backoffMaxMs ?? 32_000;
     this.#clock = options.clock ?? systemClock;
+    this.#timer = new WakeTimer(this.#clock, () => this.#pump());
     this.#log = options.logger ?? silentLogger;
     this.#random = options.random ?? Math.random;
     const registers = options.registry ? [options.registry] : [];
@@ -294,7 +296,7 @@ export class GoogleQuotaGate {
       this.#grant(w, user, now);
     }
     this.#waiters = still;
-    this.#schedule(still.length > 0 ? wake : undefined);
+    this.#timer.set(still.length > 0 ? wake : undefined);
     if (this.#users.size > 1024) this.#forgetIdleUsers();
   }
 
@@ -323,23 +325,6 @@ export class GoogleQuotaGate {
         this.#pump();
       },
     });
-  }
-
-  #schedule(until: number | undefined): void {
-    if (this.#timer && this.#timer.until === until) return;
-    this.#timer?.ac.abort();
-    this.#timer = undefined;
-    if (until === undefined) return;
-    const ac = new AbortController();
-    this.#timer = { until, ac };
-    this.#clock.sleep(Math.max(1, until - this.#clock.now()), ac.signal).then(
-      () => {
-        if (this.#timer?.ac !== ac) return;
-        this.#timer = undefined;
-        this.#pump();
-      },
-      () => {},
-    );
   }
 
   /** Users with nothing in their window and no pause are forgotten (a window per therapist, not per request). */

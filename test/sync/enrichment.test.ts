@@ -7,8 +7,7 @@ import { eventIdFor } from "../../src/calendar/ids.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import { createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
-import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
-import { DAY, type Harness, harness, iso } from "./support.ts";
+import { DAY, daemonHarness, type Harness, harness, iso } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -21,14 +20,7 @@ const HOUR = 3_600_000;
 
 /** A started daemon (leader: it processes webhooks and enriches) that receives the simulator's webhooks. */
 async function daemon(configure?: (raw: ConfigInput) => void) {
-  const x = await harness({ therapists: 2, ...(configure ? { configure } : {}) });
-  await x.app.start();
-  x.world.booking.addWebhookEndpoint({
-    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
-    secret: WORLD_WEBHOOK_SECRET,
-    events: ["*"],
-  });
-  return x;
+  return daemonHarness({ therapists: 2, ...(configure ? { configure } : {}) });
 }
 
 /** Until webhooks are delivered and processed and the engine (enrichments included) has nothing left. */

@@ -9,7 +9,7 @@ import type { ConfigInput } from "../../src/config/schema.ts";
 import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
 import type { HistoryEntry } from "../../src/sync/history-entry.ts";
 import { runCli, writeConfig } from "../cli/support.ts";
-import { DAY, type Harness, harness, iso } from "./support.ts";
+import { DAY, daemonHarness, type Harness, harness, iso } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -22,7 +22,7 @@ const PATIENT = { name: "Zoe Secretpatient", email: "zoe.secret@example.org", ph
 const NOTES = "knee pain, private note XYZZY";
 
 async function daemon(clock: ManualClock, configure?: (c: ConfigInput) => void): Promise<Harness> {
-  const x = await harness({
+  return daemonHarness({
     therapists: 2,
     clock,
     configure: (c) => {
@@ -30,13 +30,6 @@ async function daemon(clock: ManualClock, configure?: (c: ConfigInput) => void):
       configure?.(c);
     },
   });
-  await x.app.start();
-  x.world.booking.addWebhookEndpoint({
-    url: `${x.app.http!.url}${x.world.config.webhooks.path}`,
-    secret: WORLD_WEBHOOK_SECRET,
-    events: ["*"],
-  });
-  return x;
 }
 
 /** Lets webhooks, calendar changes and syncs finish, moving the manual clock on by `ms` in steps. */
