@@ -1,8 +1,9 @@
 // Owns carrying out one planned action: the calendar write or deletion, the write-back, and the link that records it.
 import { canonicalJson } from "../calendar/fingerprint.ts";
 import { eventIdFor } from "../calendar/ids.ts";
+import type { RenderedEvent } from "../calendar/render.ts";
 import type { Logger } from "../log.ts";
-import type { Effects, EventAt } from "./effects.ts";
+import type { Effects, EventAt, Written } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import { coreOf } from "./snapshot.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
@@ -107,19 +108,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         action.ifMatch,
       );
       c.tell?.({ eventId: w.eventId });
-      await fx.record({
-        appointmentId: id,
-        therapistId: action.therapistId,
-        eventId: w.eventId,
-        generation: w.generation,
-        booking: snapshot,
-        sourceAt,
-        event: w.event,
-        body: action.body,
-        present: true,
-        notice: undone ?? notice,
-        ...(action.rendered ? { rendered: action.rendered } : {}),
-      });
+      await recordWritten(fx, action, action.therapistId, w, { booking: snapshot, sourceAt, notice: undone ?? notice });
       log.info(
         { action: action.kind, therapist_id: action.therapistId, reason: action.reason },
         `event ${VERB[action.kind]}`,
@@ -152,18 +141,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "move": {
       const w = await fx.write(action.to.therapistId, "create", action.body, eventAt(id, link, action.to.eventId));
       c.tell?.({ eventId: w.eventId });
-      await fx.record({
-        appointmentId: id,
-        therapistId: action.to.therapistId,
-        eventId: w.eventId,
-        generation: w.generation,
-        booking: snapshot,
-        sourceAt,
-        event: w.event,
-        body: action.body,
-        present: true,
-        ...(action.rendered ? { rendered: action.rendered } : {}),
-      });
+      await recordWritten(fx, action, action.to.therapistId, w, { booking: snapshot, sourceAt });
       try {
         await fx.remove(action.from.therapistId, action.from.eventId);
       } catch (err) {
@@ -199,4 +177,27 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       return;
     }
   }
+}
+
+/** The link of an event just written (created, updated, restored, or moved to another calendar). */
+function recordWritten(
+  fx: Effects,
+  action: Extract<Action, { body: RenderedEvent }>,
+  therapistId: string,
+  w: Written,
+  o: { booking: Snapshot; sourceAt: number; notice?: Link["notice"] },
+): Promise<void> {
+  return fx.record({
+    appointmentId: action.appointmentId,
+    therapistId,
+    eventId: w.eventId,
+    generation: w.generation,
+    booking: o.booking,
+    sourceAt: o.sourceAt,
+    event: w.event,
+    body: action.body,
+    present: true,
+    ...(o.notice ? { notice: o.notice } : {}),
+    ...(action.rendered ? { rendered: action.rendered } : {}),
+  });
 }

@@ -238,18 +238,13 @@ export class CalendarStore {
     ifMatch: string | undefined,
     support: WriteSupport,
   ): EventRecord {
-    const rec = this.get(cal, eventId);
-    this.#guardDeleted(rec);
-    this.#checkEtag(rec, ifMatch);
+    const rec = this.#toWrite(cal, eventId, ifMatch);
     const full = dropUnsupported(body, support);
     if (!support.attachments && rec.fields.attachments !== undefined) full.attachments = rec.fields.attachments;
     if (!support.conferenceData && rec.fields.conferenceData !== undefined) {
       full.conferenceData = rec.fields.conferenceData;
     }
-    const v = validateEvent(full, cal.timeZone);
-    const wasCancelled = rec.status === "cancelled";
-    this.apply(this.writable(cal, rec), v, rec.status);
-    if (wasCancelled && rec.status !== "cancelled") this.counters.restores += 1;
+    this.#rewrite(cal, rec, validateEvent(full, cal.timeZone));
     this.counters.updates += 1;
     return rec;
   }
@@ -266,16 +261,26 @@ export class CalendarStore {
     ifMatch: string | undefined,
     support: WriteSupport,
   ): EventRecord {
+    const rec = this.#toWrite(cal, eventId, ifMatch);
+    const merged = mergePatch(writableBody(rec, cal.timeZone), dropUnsupported(body, support));
+    this.#rewrite(cal, rec, validateEvent(merged, cal.timeZone));
+    this.counters.patches += 1;
+    return rec;
+  }
+
+  /** The event an update or patch may write: a person's deletion and a stale etag refuse it. */
+  #toWrite(cal: CalendarRecord, eventId: string, ifMatch: string | undefined): EventRecord {
     const rec = this.get(cal, eventId);
     this.#guardDeleted(rec);
     this.#checkEtag(rec, ifMatch);
-    const merged = mergePatch(writableBody(rec, cal.timeZone), dropUnsupported(body, support));
-    const v = validateEvent(merged, cal.timeZone);
+    return rec;
+  }
+
+  /** Writes a validated body over the event (a cancelled one brought back counts as a restore). */
+  #rewrite(cal: CalendarRecord, rec: EventRecord, v: ReturnType<typeof validateEvent>): void {
     const wasCancelled = rec.status === "cancelled";
     this.apply(this.writable(cal, rec), v, rec.status);
     if (wasCancelled && rec.status !== "cancelled") this.counters.restores += 1;
-    this.counters.patches += 1;
-    return rec;
   }
 
   /** Marks the event cancelled (it stays stored); a second delete answers 410 deleted. */
