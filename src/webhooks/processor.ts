@@ -7,6 +7,7 @@ import { type Logger, silentLogger } from "../log.ts";
 import { APPOINTMENT_TYPES, appointmentIdOf, type BookingWebhookEvent, kindOf } from "./event.ts";
 import type { InboxEntry, WebhookInbox } from "./inbox.ts";
 import { type WebhookMetrics, webhookMetrics } from "./metrics.ts";
+import { RecentIds } from "./recent-ids.ts";
 
 /**
  * Where processed events go (the sync engine). Both calls must be idempotent: an event may come twice. Each must
@@ -57,7 +58,7 @@ export class InboxProcessor {
   /** Ids handed to the sink and not finished, with the promise of their finish (done mark included). */
   readonly #inFlight = new Map<string, Promise<void>>();
   /** Ids finished here lately, so a late notice does not run them twice. */
-  readonly #recent = new Set<string>();
+  readonly #recent = new RecentIds(RECENT_LIMIT);
   readonly #warnedTypes = new Set<string>();
   /** Hand-overs waiting for the next turn, in order. */
   #turn: (() => void)[] = [];
@@ -217,7 +218,6 @@ export class InboxProcessor {
       .finally(() => {
         this.#inFlight.delete(entry.id);
         this.#recent.add(entry.id);
-        if (this.#recent.size > RECENT_LIMIT) this.#recent.delete(this.#recent.values().next().value!);
       });
     this.#inFlight.set(entry.id, done);
   }
