@@ -6,6 +6,7 @@ import Keyv, { type KeyvStoreAdapter } from "keyv";
 import type { createClient } from "redis";
 import { type Logger, silentLogger } from "../log.ts";
 import { prepareSqliteFile } from "./file-modes.ts";
+import { serializeForKeyv } from "./serialize.ts";
 
 /** One keyed collection of JSON values. */
 export interface Table<T> {
@@ -217,7 +218,7 @@ class KeyvTable<T> implements Table<T> {
 }
 
 function keyvFor<T>(adapter: KeyvStoreAdapter | Map<unknown, unknown>, namespace: string): Keyv<T> {
-  return new Keyv<T>({ store: adapter, namespace, throwOnErrors: true });
+  return new Keyv<T>({ store: adapter, namespace, throwOnErrors: true, serialize: serializeForKeyv });
 }
 
 export interface OpenStoreOptions {
