@@ -135,6 +135,9 @@ function reconcileRows(f: Figures): Row[] {
   return rows;
 }
 
+/** Webhook ingestion against the bare node:http + HMAC ceiling: issue #16 asks for at least 70%. */
+const INGESTION_TARGET = 0.7;
+
 function webhookRows(f: Figures): Row[] {
   const b = "webhooks";
   const ratio = num(f.ratio_real_to_ceiling);
@@ -143,7 +146,7 @@ function webhookRows(f: Figures): Row[] {
       b,
       `accepted/s: real route vs bare node:http + HMAC (${fmt(num(f.count))} each, ${f.concurrency} at once); median of the rounds' ratios (${f.round_ratios})`,
       `${fmt(num(f.real_accepted_per_s))}/s vs ${fmt(num(f.ceiling_accepted_per_s))}/s; ${pct(ratio)}`,
-      { target: ">= 50%", met: ratio >= 0.5 },
+      { target: `>= ${pct(INGESTION_TARGET)}`, met: ratio >= INGESTION_TARGET },
     ),
     row(
       b,
@@ -388,8 +391,8 @@ function totals(results: Map<BenchName, Result>, wallMs: number): Row[] {
     const r = num(webhooks?.ratio_real_to_ceiling);
     rows.push(
       row(b, "webhook ingestion, real vs ceiling", Number.isFinite(r) ? pct(r) : "n/a", {
-        target: ">= 50%",
-        met: r >= 0.5,
+        target: `>= ${pct(INGESTION_TARGET)}`,
+        met: r >= INGESTION_TARGET,
       }),
     );
   }
