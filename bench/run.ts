@@ -17,7 +17,9 @@ type BenchName = (typeof BENCHES)[number];
 /** The whole run's time budget on the 2-core reference machine: 5 minutes, and 3 more for the scale benchmarks. */
 const RUN_BUDGET_MS = 5 * 60_000;
 const SCALE_BUDGET_MS = 3 * 60_000;
+/** Peak RSS of any daemon child; a cold reconciliation of 10,000 appointments is held to 150 MB (issue #16). */
 const RSS_TARGET_MB = 200;
+const RECONCILE_RSS_TARGET_MB = { cold: 150, warm: RSS_TARGET_MB } as const;
 
 const args = process.argv.slice(2);
 const json = args.includes("--json");
@@ -124,7 +126,7 @@ function reconcileRows(f: Figures): Row[] {
         b,
         `${run}: daemon peak RSS (peak JS heap used; CPU)`,
         `${k("peak_rss_mb")} MB (${k("peak_heap_used_mb")} MB; ${fmt(num(k("cpu_ms")))} ms)`,
-        { target: `< ${RSS_TARGET_MB} MB`, met: num(k("peak_rss_mb")) < RSS_TARGET_MB },
+        { target: `<= ${RECONCILE_RSS_TARGET_MB[run]} MB`, met: num(k("peak_rss_mb")) <= RECONCILE_RSS_TARGET_MB[run] },
       ),
     );
     if (k("stderr")) rows.push(row(b, `${run}: stderr`, String(k("stderr"))));
