@@ -7,6 +7,7 @@ import type { createClient } from "redis";
 import { type Logger, silentLogger } from "../log.ts";
 import { prepareSqliteFile } from "./file-modes.ts";
 import { serializeForKeyv } from "./serialize.ts";
+import { SqliteConnection } from "./sqlite-connection.ts";
 
 /** One keyed collection of JSON values. */
 export interface Table<T> {
@@ -262,6 +263,9 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
 
 // The drivers load with the store that needs them: the Redis client and its modules (~1,100 files) would otherwise
 // add ~10 MB to every SQLite daemon, and the sqlite3 native addon would load in every Redis replica.
+/** How long a connection waits for another one's write lock before failing with SQLITE_BUSY. */
+const SQLITE_BUSY_TIMEOUT_MS = 10_000;
+
 async function openSqlite(path: string, cwd: string | undefined, logger: Logger): Promise<Store> {
   const { default: KeyvSqlite } = await import("@keyv/sqlite");
   const file = path === ":memory:" ? path : resolve(cwd ?? process.cwd(), path);
@@ -275,7 +279,13 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
   // overwrite frees (without it, purged rows, customer details included, stay readable in free pages of the file),
   // and journal_size_limit=0 truncates the write-ahead log when it is reset, so old page images do not linger there.
   for (const name of TABLES) {
-    const adapter = new KeyvSqlite({ uri: `sqlite://${file}`, table: name, busyTimeout: 10_000, iterationLimit: 1000 });
+    const adapter = new KeyvSqlite({
+      uri: `sqlite://${file}`,
+      table: name,
+      busyTimeout: SQLITE_BUSY_TIMEOUT_MS,
+      iterationLimit: 1000,
+    });
+    await useOwnConnection(adapter, file, name);
     addSqliteSetMany(adapter, name);
     if (adapters.size === 0) await adapter.query("PRAGMA journal_mode=WAL");
     await adapter.query("PRAGMA synchronous=NORMAL");
@@ -310,6 +320,20 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
 }
 
 /**
+ * Moves the adapter onto a connection of ours that keeps its statements prepared (`SqliteConnection`): @keyv/sqlite
+ * sends every query through its instance's `query` and closes through `close`, both replaced here once its own
+ * connection has created the table and is closed. The table is created again on ours, for `:memory:` (where each
+ * connection is a database of its own) and in case the file changed hands in between.
+ */
+async function useOwnConnection(adapter: KeyvSqlite, file: string, table: TableName): Promise<void> {
+  await adapter.query("SELECT 1");
+  await adapter.disconnect();
+  const connection = await SqliteConnection.open(file, SQLITE_BUSY_TIMEOUT_MS);
+  await connection.query(`CREATE TABLE IF NOT EXISTS ${table}(key VARCHAR(255) PRIMARY KEY, value TEXT )`);
+  Object.assign(adapter, { query: connection.query, close: connection.close });
+}
+
+/**
  * Earlier builds kept processed webhook ids in a table of their own, "seen" ({doneAt} for 7 days); they are
  * the inbox's done marks now, the same value under the inbox's key. Moving them keeps duplicate detection across an
  * upgrade (a mark wins over a pending entry of the same id, as the old replay decided) and drops a table nothing reads
@@ -338,19 +362,46 @@ async function adoptSeenTable(inbox: KeyvSqlite): Promise<void> {
  * getMany's rows to keys with a linear search per key (10,000 links took seconds of CPU), and reads every row before a
  * delete: all replaced here.
  */
-/** Rows per multi-row statement (two bound parameters each, well under SQLite's limit of 32,766). */
+/** Rows per multi-row statement (as bound parameters: two each, well under SQLite's limit of 32,766). */
 const SQLITE_CHUNK = 400;
+
+/** What JSON carries into SQLite unchanged: well-formed text (no lone surrogate) without NUL (json_extract ends there). */
+const crossesJson = (text: unknown) => typeof text === "string" && text.isWellFormed() && !text.includes("\0");
+
+/**
+ * The rows of a multi-row write as the source of an INSERT: one JSON array bound as one parameter, so the statement's
+ * text is the same for any number of rows and its prepared form is kept (SqliteConnection), in array order (a key
+ * written twice keeps the later value, as with VALUES). Rows JSON would change (a lone surrogate, a NUL) are bound one
+ * parameter each instead, which stores them as before.
+ */
+/** Keys for `key IN ...`, as one JSON array when JSON carries them unchanged, else one parameter each. */
+function keysSource(keys: string[]): { sql: string; params: unknown[] } {
+  if (keys.every(crossesJson)) return { sql: "(SELECT value FROM json_each(?))", params: [JSON.stringify(keys)] };
+  return { sql: `(${keys.map(() => "?").join(", ")})`, params: keys };
+}
+
+function rowsSource(rows: { key: string; value: unknown }[]): { sql: string; params: unknown[] } {
+  if (rows.every((r) => crossesJson(r.key) && crossesJson(r.value))) {
+    return {
+      sql: "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(?) AS j WHERE true ORDER BY j.key",
+      params: [JSON.stringify(rows.map((r) => [r.key, r.value]))],
+    };
+  }
+  return { sql: `VALUES ${rows.map(() => "(?, ?)").join(", ")}`, params: rows.flatMap((r) => [r.key, r.value]) };
+}
 
 function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
   const chunk = SQLITE_CHUNK;
   Object.assign(adapter, {
     async getMany(keys: string[]): Promise<(string | undefined)[]> {
+      const among = keysSource(keys);
       const rows = (await adapter.query(
-        `SELECT key, value FROM ${table} WHERE key IN (SELECT value FROM json_each(?))`,
-        JSON.stringify(keys),
+        `SELECT key, value FROM ${table} WHERE key IN ${among.sql}`,
+        ...among.params,
       )) as { key: string; value: string }[];
       const byKey = new Map(rows.map((r) => [r.key, r.value]));
-      return keys.map((k) => byKey.get(k));
+      // A lone surrogate is stored (and compared) as U+FFFD: the row of such a key comes back under that form.
+      return keys.map((k) => byKey.get(k.isWellFormed() ? k : k.toWellFormed()));
     },
     // One statement each (the adapter's own read every row before deleting it).
     async delete(key: string): Promise<boolean> {
@@ -358,18 +409,19 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
       return rows.length > 0;
     },
     async deleteMany(keys: string[]): Promise<boolean> {
+      const among = keysSource(keys);
       const rows = (await adapter.query(
-        `DELETE FROM ${table} WHERE key IN (SELECT value FROM json_each(?)) RETURNING key`,
-        JSON.stringify(keys),
+        `DELETE FROM ${table} WHERE key IN ${among.sql} RETURNING key`,
+        ...among.params,
       )) as unknown[];
       return rows.length > 0;
     },
     async setMany(entries: { key: string; value: unknown }[]): Promise<boolean[]> {
       for (let i = 0; i < entries.length; i += chunk) {
-        const part = entries.slice(i, i + chunk);
+        const rows = rowsSource(entries.slice(i, i + chunk));
         await adapter.query(
-          `INSERT INTO ${table} (key, value) VALUES ${part.map(() => "(?, ?)").join(", ")} ON CONFLICT(key) DO UPDATE SET value=excluded.value`,
-          ...part.flatMap((e) => [e.key, e.value]),
+          `INSERT INTO ${table} (key, value) ${rows.sql} ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+          ...rows.params,
         );
       }
       return entries.map(() => true);
@@ -394,18 +446,18 @@ async function sqliteAdd(
 ): Promise<boolean[]> {
   const written = new Set<string>();
   for (let i = 0; i < rows.length; i += SQLITE_CHUNK) {
-    const part = rows.slice(i, i + SQLITE_CHUNK);
+    const source = rowsSource(rows.slice(i, i + SQLITE_CHUNK));
     const returned = (await adapter.query(
-      `INSERT INTO ${table} (key, value) VALUES ${part.map(() => "(?, ?)").join(", ")}
+      `INSERT INTO ${table} (key, value) ${source.sql}
        ON CONFLICT(key) DO UPDATE SET value = excluded.value
        WHERE ${expiresOf(`${table}.value`)} <= ?
        RETURNING key`,
-      ...part.flatMap((r) => [r.key, r.value]),
+      ...source.params,
       Date.now(),
     )) as { key: string }[];
     for (const r of returned) written.add(r.key);
   }
-  return rows.map((r) => written.has(r.key));
+  return rows.map((r) => written.has(r.key.isWellFormed() ? r.key : r.key.toWellFormed()));
 }
 
 async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs: number): Promise<Store> {
