@@ -7,7 +7,7 @@ import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
 import { formatChecks, runDoctor } from "./cli/doctor.ts";
 import { historyCommand } from "./cli/history.ts";
-import { formatPlan } from "./cli/plan-output.ts";
+import { formatPlan, writeJsonInPieces } from "./cli/plan-output.ts";
 import { PurgeUsageError, runPurge } from "./cli/purge.ts";
 import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
@@ -118,7 +118,8 @@ export function program(): Command {
           ...(o.therapist ? { therapistId: o.therapist } : {}),
         }),
       );
-      process.stdout.write(`${o.json ? JSON.stringify(report, null, 2) : formatPlan(report)}\n`);
+      if (o.json) await writeJsonInPieces(process.stdout, report);
+      else process.stdout.write(`${formatPlan(report)}\n`);
       if (!report.ok && !(o.dryRun && report.failed === 0)) throw new ExitCode(1);
     });
 

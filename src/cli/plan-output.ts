@@ -55,3 +55,53 @@ export function formatPlan(report: ReconcileReport): string {
   if (report.failed > 0) lines.push(`  ${report.failed} appointment(s) failed; see the log and the dead letters`);
   return lines.join("\n");
 }
+
+/** Text written to the output at once: large enough that a report takes few writes, small beside the report itself. */
+const PIECE_CHARS = 64 * 1024;
+
+/**
+ * Writes `JSON.stringify(value, null, 2)` followed by a newline, byte for byte, without building it as one string:
+ * the members of a top-level object that are arrays are written one element at a time, in pieces of about 64 KB,
+ * waiting for the output to drain. A cold reconciliation's report (a plan entry per appointment) made a ~10 MB
+ * string and its intermediate copies, which were the largest thing the `reconcile --json` process held.
+ */
+export async function writeJsonInPieces(out: NodeJS.WritableStream, value: unknown): Promise<void> {
+  let piece = "";
+  const push = async (text: string) => {
+    piece += text;
+    if (piece.length < PIECE_CHARS) return;
+    const full = piece;
+    piece = "";
+    if (!out.write(full)) await new Promise<void>((resolve) => out.once("drain", () => resolve()));
+  };
+  const plain = value !== null && typeof value === "object" && !Array.isArray(value) && !("toJSON" in value);
+  if (!plain) {
+    await push(`${JSON.stringify(value, null, 2)}\n`);
+  } else {
+    let first = true;
+    const open = async (key: string) => {
+      await push(`${first ? "{" : ","}\n  ${JSON.stringify(key)}: `);
+      first = false;
+    };
+    for (const [key, member] of Object.entries(value as Record<string, unknown>)) {
+      if (Array.isArray(member) && member.length > 0) {
+        await open(key);
+        for (const [j, element] of member.entries()) {
+          // As in an array: what JSON cannot show (undefined, a function) is written as null.
+          const text = JSON.stringify(element, null, 2) ?? "null";
+          await push(`${j === 0 ? "[" : ","}\n    ${text.replaceAll("\n", "\n    ")}`);
+        }
+        await push("\n  ]");
+        continue;
+      }
+      // Undefined, a function or a symbol: left out, as JSON.stringify leaves them out of an object.
+      const text = JSON.stringify(member, null, 2) as string | undefined;
+      if (text === undefined) continue;
+      await open(key);
+      await push(text.replaceAll("\n", "\n  "));
+    }
+    await push(first ? "{}" : "\n}");
+    await push("\n");
+  }
+  if (piece.length > 0 && !out.write(piece)) await new Promise<void>((resolve) => out.once("drain", () => resolve()));
+}
