@@ -28,3 +28,35 @@ export function interleaved(plan: readonly PlanEntry[]): PlanEntry[] {
   for (let i = 0; out.length < plan.length; i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
   return out;
 }
+
+/**
+ * Hands out each appointment's sync source for the writes and lets it go after its last plan entry, so what the
+ * sources hold (the listed appointment, its event) is freed during the write burst rather than after it. An
+ * appointment with events strayed into two calendars has two entries, and both get the source.
+ */
+export class SourcesInUse<S> {
+  readonly #sources: Map<string, S>;
+  readonly #uses = new Map<string, number>();
+
+  constructor(sources: Map<string, S>, plan: readonly PlanEntry[]) {
+    this.#sources = sources;
+    for (const entry of plan) this.#uses.set(entry.appointmentId, (this.#uses.get(entry.appointmentId) ?? 0) + 1);
+  }
+
+  take(appointmentId: string): S | undefined {
+    const source = this.#sources.get(appointmentId);
+    const left = (this.#uses.get(appointmentId) ?? 1) - 1;
+    if (left > 0) this.#uses.set(appointmentId, left);
+    else {
+      this.#uses.delete(appointmentId);
+      this.#sources.delete(appointmentId);
+    }
+    return source;
+  }
+}
+
+/** Empties what a run no longer needs, so nothing it holds outlives its use while the run goes on. */
+export function forget(collections: { clear(): void }[], lists: unknown[][]): void {
+  for (const c of collections) c.clear();
+  for (const l of lists) l.length = 0;
+}

@@ -5,7 +5,7 @@ import { eventIdFor } from "../calendar/ids.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
-import { APPLY_IN_FLIGHT, inPool, interleaved } from "./apply-order.ts";
+import { APPLY_IN_FLIGHT, forget, inPool, interleaved, SourcesInUse } from "./apply-order.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
 import type { FullListings } from "./full-listings.ts";
@@ -233,8 +233,11 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     );
   }
 
-  // 5. Apply.
+  // 5. Apply. Planning's inputs go first (the write burst is a cold run's peak), each source after its last use.
+  const counted = { appointments: appointments.size, calendars: events.size };
+  forget([appointments, events, linkOf, planned, claimed], [links, strays]);
   if (!dryRun) {
+    const inUse = new SourcesInUse(sources, plan);
     // At most a few hundred handed over at a time, so a cold run over thousands of appointments does not hold
     // thousands of calls in flight; therapists in turn, so each one's work starts at once (the engine runs them
     // side by side, each within its own Google quota) rather than after everything listed before it.
@@ -252,7 +255,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
           ctx.history?.applied(action.appointmentId, STRAY, action, { deleted }, { link: undefined, appt: null });
         return;
       }
-      const source = sources.get(action.appointmentId);
+      const source = inUse.take(action.appointmentId);
       if (!source) return;
       const outcome = await ctx.sync.syncAppointment(action.appointmentId, source);
       if (!outcome.ok) failed++;
@@ -270,13 +273,13 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       startedAt: new Date(started).toISOString(),
       durationMs,
       window: { from, to },
-      appointments: appointments.size,
+      appointments: counted.appointments,
       skippedUnmapped,
       waitingForCalendar: waiting,
       heldWritebacks: held,
       enrichment,
       managedEvents: managed,
-      calendarsListed: events.size,
+      calendarsListed: counted.calendars,
       calendarsIncremental: side.incremental.size,
       plan,
       guard,
