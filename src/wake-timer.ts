@@ -2,6 +2,9 @@
 // may go; a different moment replaces it, the same one keeps it.
 import type { Clock } from "./clock.ts";
 
+/** Why a pending wake-up was cancelled: it was set to another moment, or unset. */
+const RESCHEDULED = Symbol("rescheduled");
+
 export class WakeTimer {
   readonly #clock: Clock;
   readonly #wake: () => void;
@@ -15,7 +18,9 @@ export class WakeTimer {
   /** Calls the wake-up at `until` (epoch ms) instead of any earlier setting; undefined cancels it. */
   set(until: number | undefined): void {
     if (this.#timer && this.#timer.until === until) return;
-    this.#timer?.ac.abort();
+    // With a reason of our own: abort() without one builds a DOMException (a stack trace) at every reschedule, and a
+    // busy gate reschedules thousands of times in a cold reconciliation. The sleep's rejection is ignored anyway.
+    this.#timer?.ac.abort(RESCHEDULED);
     this.#timer = undefined;
     if (until === undefined) return;
     const ac = new AbortController();
