@@ -5,7 +5,6 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
-import { formatChecks, runDoctor } from "./cli/doctor.ts";
 import { historyCommand } from "./cli/history.ts";
 import { formatPlan, writeJsonInPieces } from "./cli/plan-output.ts";
 import { PurgeUsageError, runPurge } from "./cli/purge.ts";
@@ -181,6 +180,8 @@ export function program(): Command {
     .option("--json", "print the checks as JSON")
     .option("--notify-test", "also send a test message to every notification target")
     .action(async (o: { json?: boolean; notifyTest?: boolean }) => {
+      // The doctor and its checks load when it runs, not with every command (the daemon never needs them).
+      const { formatChecks, runDoctor } = await import("./cli/doctor.ts");
       const config = load(cmd.opts());
       // An unreachable store is one failed check, not the end: the other checks run on a stand-in store.
       let storeError: unknown;

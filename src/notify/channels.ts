@@ -1,7 +1,7 @@
 // Owns the recipients of notifications and how a message reaches each: a chat's incoming webhook (one JSON POST with
 // undici) or e-mail over SMTP (nodemailer). One channel per target, plus one per therapist an e-mail target writes to
 // about their own credentials. A failed delivery throws a DeliveryError that names the target, never its address.
-import nodemailer from "nodemailer";
+import type { Transporter } from "nodemailer";
 import { request } from "undici";
 import { type Config, type NotifyTargetConfig, targetNameOf } from "../config/schema.ts";
 import { secrets } from "../log.ts";
@@ -78,18 +78,23 @@ function emailChannels(
   config: Config,
   timeoutMs: number,
 ): Channel[] {
-  const transport = nodemailer.createTransport({
-    host: target.smtp.host,
-    port: target.smtp.port,
-    secure: target.smtp.secure,
-    ...(target.smtp.auth ? { auth: { user: target.smtp.auth.user, pass: target.smtp.auth.pass } } : {}),
-    connectionTimeout: timeoutMs,
-    greetingTimeout: timeoutMs,
-    socketTimeout: timeoutMs,
-  });
+  // nodemailer (and what it loads) comes with the first message: most daemons never send one.
+  let transport: Promise<Transporter> | undefined;
+  const transportOnce = () =>
+    (transport ??= import("nodemailer").then(({ default: nodemailer }) =>
+      nodemailer.createTransport({
+        host: target.smtp.host,
+        port: target.smtp.port,
+        secure: target.smtp.secure,
+        ...(target.smtp.auth ? { auth: { user: target.smtp.auth.user, pass: target.smtp.auth.pass } } : {}),
+        connectionTimeout: timeoutMs,
+        greetingTimeout: timeoutMs,
+        socketTimeout: timeoutMs,
+      }),
+    ));
   const mailer = (to: string[]) => async (message: Message, signal?: AbortSignal) => {
     try {
-      await transport.sendMail({
+      await (await transportOnce()).sendMail({
         from: target.from,
         to,
         subject: message.subject,
@@ -101,7 +106,13 @@ function emailChannels(
     }
   };
   const channels: Channel[] = [
-    { id: name, target: name, audience: "admins", send: mailer(target.to), close: () => transport.close() },
+    {
+      id: name,
+      target: name,
+      audience: "admins",
+      send: mailer(target.to),
+      close: () => void transport?.then((t) => t.close()),
+    },
   ];
   if (!target.therapists) return channels;
   for (const t of config.therapists) {
