@@ -2,6 +2,8 @@
 // Owns the command line: run, reconcile, writeback held, purge, doctor, history, demo, authorize, invite,
 // config-schema. Exit 0 ok, 1 failure, 2 usage or configuration error (printed one problem per line, never as a
 // stack trace).
+// First: how the heap grows is set before the rest loads.
+import "./heap.ts";
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
