@@ -261,11 +261,11 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
   throw new Error(`store: unknown scheme in "${url}" (expected sqlite://, redis:// or rediss://)`);
 }
 
-// The drivers load with the store that needs them: the Redis client and its modules (~1,100 files) would otherwise
-// add ~10 MB to every SQLite daemon, and the sqlite3 native addon would load in every Redis replica.
 /** How long a connection waits for another one's write lock before failing with SQLITE_BUSY. */
 const SQLITE_BUSY_TIMEOUT_MS = 10_000;
 
+// The drivers load with the store that needs them: the Redis client and its modules (~1,100 files) would otherwise
+// add ~10 MB to every SQLite daemon, and the sqlite3 native addon would load in every Redis replica.
 async function openSqlite(path: string, cwd: string | undefined, logger: Logger): Promise<Store> {
   const { default: KeyvSqlite } = await import("@keyv/sqlite");
   const file = path === ":memory:" ? path : resolve(cwd ?? process.cwd(), path);
@@ -369,17 +369,26 @@ const SQLITE_CHUNK = 400;
 const crossesJson = (text: unknown) => typeof text === "string" && text.isWellFormed() && !text.includes("\0");
 
 /**
+ * `key IN ...` for `keys`: one JSON array as one parameter (fixed statement text, any number of keys), and the keys
+ * JSON would change (a lone surrogate, a NUL: rare) one parameter each beside it.
+ */
+function keysIn(keys: string[]): { sql: string; params: unknown[] } {
+  const awkward = keys.filter((k) => !crossesJson(k));
+  const inJson = awkward.length === 0 ? keys : keys.filter(crossesJson);
+  const sql = "key IN (SELECT value FROM json_each(?))";
+  if (awkward.length === 0) return { sql, params: [JSON.stringify(inJson)] };
+  return {
+    sql: `(${sql} OR key IN (${awkward.map(() => "?").join(", ")}))`,
+    params: [JSON.stringify(inJson), ...awkward],
+  };
+}
+
+/**
  * The rows of a multi-row write as the source of an INSERT: one JSON array bound as one parameter, so the statement's
  * text is the same for any number of rows and its prepared form is kept (SqliteConnection), in array order (a key
  * written twice keeps the later value, as with VALUES). Rows JSON would change (a lone surrogate, a NUL) are bound one
  * parameter each instead, which stores them as before.
  */
-/** Keys for `key IN ...`, as one JSON array when JSON carries them unchanged, else one parameter each. */
-function keysSource(keys: string[]): { sql: string; params: unknown[] } {
-  if (keys.every(crossesJson)) return { sql: "(SELECT value FROM json_each(?))", params: [JSON.stringify(keys)] };
-  return { sql: `(${keys.map(() => "?").join(", ")})`, params: keys };
-}
-
 function rowsSource(rows: { key: string; value: unknown }[]): { sql: string; params: unknown[] } {
   if (rows.every((r) => crossesJson(r.key) && crossesJson(r.value))) {
     return {
@@ -394,11 +403,11 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
   const chunk = SQLITE_CHUNK;
   Object.assign(adapter, {
     async getMany(keys: string[]): Promise<(string | undefined)[]> {
-      const among = keysSource(keys);
-      const rows = (await adapter.query(
-        `SELECT key, value FROM ${table} WHERE key IN ${among.sql}`,
-        ...among.params,
-      )) as { key: string; value: string }[];
+      const among = keysIn(keys);
+      const rows = (await adapter.query(`SELECT key, value FROM ${table} WHERE ${among.sql}`, ...among.params)) as {
+        key: string;
+        value: string;
+      }[];
       const byKey = new Map(rows.map((r) => [r.key, r.value]));
       // A lone surrogate is stored (and compared) as U+FFFD: the row of such a key comes back under that form.
       return keys.map((k) => byKey.get(k.isWellFormed() ? k : k.toWellFormed()));
@@ -409,9 +418,9 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
       return rows.length > 0;
     },
     async deleteMany(keys: string[]): Promise<boolean> {
-      const among = keysSource(keys);
+      const among = keysIn(keys);
       const rows = (await adapter.query(
-        `DELETE FROM ${table} WHERE key IN ${among.sql} RETURNING key`,
+        `DELETE FROM ${table} WHERE ${among.sql} RETURNING key`,
         ...among.params,
       )) as unknown[];
       return rows.length > 0;

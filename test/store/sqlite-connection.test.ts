@@ -74,6 +74,19 @@ describe("multi-row writes through the store", () => {
     });
   }
 
+  it("reads and deletes 40,000 keys at once, one of them awkward, past SQLite's limit of bound parameters", async () => {
+    const store = await openStore(`sqlite://${tempFile()}`);
+    stores.push(store);
+    const links = store.table<number>("links");
+    const keys = Array.from({ length: 40_000 }, (_, i) => (i === 7 ? "odd\ud800key" : `k${i}`));
+    await links.setMany(keys.map((key, i) => ({ key, value: i })));
+    const read = await links.getMany(keys);
+    expect(read[7]).toBe(7);
+    expect(read.every((v, i) => v === i)).toBe(true);
+    await links.deleteMany(keys);
+    expect(await links.getMany(["k0", keys[7]!, "k39999"])).toEqual([undefined, undefined, undefined]);
+  });
+
   it("keeps the later value of a key written twice in one batch", async () => {
     const store = await openStore(`sqlite://${tempFile()}`);
     stores.push(store);
