@@ -1,9 +1,11 @@
 // Owns group commit for the inbox: writes requested while the previous batch is being stored, or in the same turn of
 // the event loop, go to the store together (one statement, one transaction on SQLite). Each caller resolves only
 // once its own write is durable. At most one batch per writer is in flight, so under load batches grow instead of
-// queueing many small transactions that SQLite would run one at a time anyway. An entry that can never be stored (the
-// store names it: a value its serializer refuses) fails alone, and the rest of its batch is stored; a failure of the
-// store itself fails the batch, as every entry in it would meet it.
+// queueing many small transactions that SQLite would run one at a time anyway. A writer whose callers are not waiting
+// to answer anyone (done marks) may also linger: its batch is stored a few milliseconds after its first write, or at
+// once when full, so a burst's writes share one statement. An entry that can never be stored (the store names it: a
+// value its serializer refuses) fails alone, and the rest of its batch is stored; a failure of the store itself fails
+// the batch, as every entry in it would meet it.
 import { type Table, UnstorableValueError } from "../store/store.ts";
 
 interface Waiter<R> {
@@ -17,12 +19,18 @@ type Outcome<R> = { ok: true; value: R } | { ok: false; error: unknown };
 /** Requests by key, stored a batch at a time by `store`, which answers one outcome per key of the batch. */
 class GroupCommit<V, R> {
   readonly #store: (batch: [string, V][]) => Promise<Outcome<R>[]>;
+  readonly #lingerMs: number;
+  readonly #fullAt: number;
+  #hurried = false;
+  #idleWaiters: (() => void)[] = [];
   #pending = new Map<string, { value: V; waiters: Waiter<R>[] }>();
-  #scheduled = false;
+  #scheduled: { timer: NodeJS.Timeout } | { immediate: NodeJS.Immediate } | undefined;
   #inFlight = false;
 
-  constructor(store: (batch: [string, V][]) => Promise<Outcome<R>[]>) {
+  constructor(store: (batch: [string, V][]) => Promise<Outcome<R>[]>, lingerMs = 0, fullAt = Number.POSITIVE_INFINITY) {
     this.#store = store;
+    this.#lingerMs = lingerMs;
+    this.#fullAt = fullAt;
   }
 
   /** Queues `value` for `key`; a request for a key already waiting replaces its value and shares its result. */
@@ -42,13 +50,54 @@ class GroupCommit<V, R> {
     return new Promise((resolve, reject) => pending.waiters.push({ resolve, reject }));
   }
 
+  /** Stores without lingering until `relax()`, beginning with the batch waiting now. */
+  hurry(): void {
+    if (this.#hurried) return;
+    this.#hurried = true;
+    if (this.#scheduled && "timer" in this.#scheduled) {
+      this.#cancelScheduled();
+      this.#schedule();
+    }
+  }
+
+  relax(): void {
+    this.#hurried = false;
+  }
+
+  /** Resolves once nothing waits and no batch is in flight (whatever their outcome). */
+  async idle(): Promise<void> {
+    while (this.#inFlight || this.#pending.size > 0) await new Promise<void>((r) => this.#idleWaiters.push(r));
+  }
+
+  /**
+   * Stores the waiting batch on the next turn of the event loop, or `lingerMs` after it started waiting, or at once
+   * when it is full; never while the previous batch is in flight (its end schedules the next).
+   */
   #schedule(): void {
-    if (this.#scheduled || this.#inFlight || this.#pending.size === 0) return;
-    this.#scheduled = true;
-    setImmediate(() => {
-      this.#scheduled = false;
+    if (this.#inFlight || this.#pending.size === 0) return;
+    if (this.#pending.size >= this.#fullAt) {
+      this.#cancelScheduled();
       void this.#flush();
-    });
+      return;
+    }
+    if (this.#scheduled) return;
+    this.#scheduled =
+      this.#lingerMs > 0 && !this.#hurried
+        ? { timer: setTimeout(() => this.#flushScheduled(), this.#lingerMs) }
+        : { immediate: setImmediate(() => this.#flushScheduled()) };
+  }
+
+  #flushScheduled(): void {
+    this.#scheduled = undefined;
+    void this.#flush();
+  }
+
+  #cancelScheduled(): void {
+    const scheduled = this.#scheduled;
+    if (scheduled === undefined) return;
+    if ("timer" in scheduled) clearTimeout(scheduled.timer);
+    else clearImmediate(scheduled.immediate);
+    this.#scheduled = undefined;
   }
 
   async #flush(): Promise<void> {
@@ -69,6 +118,7 @@ class GroupCommit<V, R> {
     } finally {
       this.#inFlight = false;
       this.#schedule();
+      for (const wake of this.#idleWaiters.splice(0)) wake();
     }
   }
 }
@@ -106,22 +156,51 @@ async function inChunks<V, R>(
   return out;
 }
 
+export interface BatchedWriterOptions {
+  /** Entries per statement (default 400). */
+  maxBatch?: number;
+  /**
+   * How long a batch waits for more writes after its first one (default 0: the next turn of the event loop). Only for
+   * writes nobody answers on: each caller waits this much longer.
+   */
+  lingerMs?: number;
+}
+
 export class BatchedWriter<T> {
   readonly #commit: GroupCommit<Entry<T>, undefined>;
 
-  constructor(table: Table<T>, maxBatch = 400) {
-    this.#commit = new GroupCommit((batch) =>
-      inChunks(batch, maxBatch, async (chunk) => {
-        if (chunk.length === 1) await table.set(chunk[0]![0], chunk[0]![1].value, chunk[0]![1].ttlMs);
-        else await table.setMany(entriesOf(chunk));
-        return chunk.map(() => undefined);
-      }),
+  constructor(table: Table<T>, options: BatchedWriterOptions = {}) {
+    const maxBatch = options.maxBatch ?? 400;
+    this.#commit = new GroupCommit(
+      (batch) =>
+        inChunks(batch, maxBatch, async (chunk) => {
+          if (chunk.length === 1) await table.set(chunk[0]![0], chunk[0]![1].value, chunk[0]![1].ttlMs);
+          else await table.setMany(entriesOf(chunk));
+          return chunk.map(() => undefined);
+        }),
+      options.lingerMs ?? 0,
+      maxBatch,
     );
   }
 
   /** Resolves when the value is stored; a later write of the same key in the same batch wins. */
   async set(key: string, value: T, ttlMs?: number): Promise<void> {
     await this.#commit.submit(key, { value, ttlMs });
+  }
+
+  /** Stops lingering until `relax()` (a stop): what waits is stored now, and later writes on the next turn. */
+  hurry(): void {
+    this.#commit.hurry();
+  }
+
+  /** Lingers again (after `hurry()`). */
+  relax(): void {
+    this.#commit.relax();
+  }
+
+  /** Resolves once every write made so far has been stored or has failed. */
+  idle(): Promise<void> {
+    return this.#commit.idle();
   }
 }
 

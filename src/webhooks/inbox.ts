@@ -20,6 +20,13 @@ const MAX_ERROR_LENGTH = 500;
 /** Arrivals one process can number before its order keys would run into the next process's. */
 const EPOCH_SPAN = 2 ** 32;
 const EPOCH_KEY = "webhooks.inbox_epoch";
+/**
+ * How long a done mark waits for others before they are stored together. Nobody is answered on a done mark, and until
+ * it is stored the event is pending (a duplicate delivery is still recognised; a crash replays it, which the sink
+ * absorbs), so lingering costs nothing but this much more time in flight; under load it turns a statement per few
+ * events into one per burst (measured: ~10 µs less main-thread CPU per webhook, `npm run bench -- --only webhooks`).
+ */
+const DONE_MARK_LINGER_MS = 20;
 
 export interface InboxEntry {
   id: string;
@@ -102,7 +109,7 @@ export class WebhookInbox {
     this.#dead = options.store.table<DeadLetter>("dead");
     this.#meta = options.store.table<number>("meta");
     this.#adds = new BatchedAdder(this.#inbox);
-    this.#writes = new BatchedWriter(this.#inbox);
+    this.#writes = new BatchedWriter(this.#inbox, { lingerMs: DONE_MARK_LINGER_MS });
     this.#clock = options.clock ?? systemClock;
     this.#seenTtlMs = options.seenTtlMs ?? DEFAULT_SEEN_TTL_MS;
     this.#deadLetterTtlMs = options.deadLetterTtlMs ?? DEFAULT_DEAD_LETTER_TTL_MS;
@@ -201,6 +208,24 @@ export class WebhookInbox {
   async markDone(id: string): Promise<void> {
     await this.#writes.set(id, { doneAt: new Date(this.#clock.now()).toISOString() }, this.#seenTtlMs);
     this.#pendingIds.delete(id);
+  }
+
+  /** For a stop: done marks (and replay counts) are stored without lingering until `settleWrites()` resolves. */
+  hurryWrites(): void {
+    this.#writes.hurry();
+  }
+
+  /**
+   * For a stop: resolves once every done mark (and replay count) requested so far is stored or has failed, so the
+   * next start does not replay an event that was done; later marks linger again.
+   */
+  async settleWrites(): Promise<void> {
+    this.#writes.hurry();
+    try {
+      await this.#writes.idle();
+    } finally {
+      this.#writes.relax();
+    }
   }
 
   /** Keeps what is known of an event that cannot be processed, for `deadLetterTtlMs`; never its body. */

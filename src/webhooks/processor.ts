@@ -143,7 +143,10 @@ export class InboxProcessor {
     this.#state = "stopped";
     this.#unsubscribe?.();
     this.#abort.abort(new Error("processor stopped"));
-    if (this.#inFlight.size === 0) return;
+    // Done marks of events finishing from now on are not held back to share a batch, and those already requested
+    // are awaited below even when the wait for the events in flight gives up: a done event must not replay.
+    this.#inbox.hurryWrites();
+    if (this.#inFlight.size === 0) return this.#inbox.settleWrites();
     const timer = new AbortController();
     const timedOut = this.#clock.sleep(timeoutMs, timer.signal).then(
       () => true,
@@ -151,6 +154,7 @@ export class InboxProcessor {
     );
     const gaveUp = await Promise.race([this.idle().then(() => false), timedOut]);
     timer.abort();
+    await this.#inbox.settleWrites();
     if (gaveUp) {
       this.#logger.warn(
         { in_flight: this.#inFlight.size, timeout_ms: timeoutMs },

@@ -104,6 +104,60 @@ describe("BatchedWriter", () => {
   });
 });
 
+describe("BatchedWriter with a linger", () => {
+  it("waits the linger after a batch's first write, so writes of several turns share one batch", async () => {
+    const t = await gatedTable();
+    const writer = new BatchedWriter(t.table, { lingerMs: 40 });
+    const first = settled(writer.set("a", "1"));
+    await turn();
+    await new Promise((r) => setTimeout(r, 5));
+    const second = settled(writer.set("b", "2"));
+    await turn();
+    // Without the linger, "a" would have gone alone on the first turn.
+    expect(t.batches).toEqual([]);
+    expect(first.done || second.done).toBe(false);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(t.batches).toEqual([["a", "b"]]);
+    expect(first.done && second.done && first.error === undefined && second.error === undefined).toBe(true);
+    expect(await t.inner.getMany(["a", "b"])).toEqual(["1", "2"]);
+  });
+
+  it("stores a full batch at once instead of lingering", async () => {
+    const t = await gatedTable();
+    const writer = new BatchedWriter(t.table, { lingerMs: 60_000, maxBatch: 3 });
+    const started = performance.now();
+    await Promise.all([writer.set("a", "1"), writer.set("b", "2"), writer.set("c", "3")]);
+    expect(performance.now() - started).toBeLessThan(30_000);
+    expect(t.batches).toEqual([["a", "b", "c"]]);
+    // A batch that is not full lingers: the next write is not stored on the next turns.
+    const late = settled(writer.set("d", "4"));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(late.done).toBe(false);
+    expect(t.batches).toEqual([["a", "b", "c"]]);
+    writer.hurry();
+    await writer.idle();
+  });
+
+  it("stores a lingering batch at once when hurried, resolves idle once it is stored, and lingers again after relax", async () => {
+    const t = await gatedTable();
+    const writer = new BatchedWriter(t.table, { lingerMs: 60_000 });
+    const first = settled(writer.set("a", "1"));
+    await turn();
+    expect(t.batches).toEqual([]);
+    writer.hurry();
+    await writer.idle();
+    expect(first.done).toBe(true);
+    expect(t.batches).toEqual([["a"]]);
+    writer.relax();
+    const later = settled(writer.set("b", "2"));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(later.done).toBe(false);
+    writer.hurry();
+    await writer.idle();
+    expect(t.batches).toEqual([["a"], ["b"]]);
+  });
+});
+
 describe("BatchedAdder", () => {
   it("answers true for the key it stored and false for one already there, in one batch", async () => {
     const t = await gatedTable();

@@ -308,6 +308,20 @@ describe("inbox processor", () => {
     expect((await collect(again.pending())).map((e) => e.id)).toEqual(["evt_a"]);
   });
 
+  it("stores the done marks of finished events before a stop resolves, even when it gives up on others", async () => {
+    const path = tmpStorePath();
+    const h = await harness({ storePath: path });
+    h.sink.behaviour = (e) => (e.id === "evt_stuck" ? new Promise(() => {}) : undefined);
+    expect((await h.post(apt("evt_stuck", "appointment.updated", "apt_1"))).status).toBe(200);
+    expect((await h.post(apt("evt_done", "appointment.updated", "apt_2"))).status).toBe(200);
+    await until(() => h.sink.calls.length === 2, "both hand-overs");
+    // evt_done's mark is requested (it lingers to share a batch); the stop gives up on evt_stuck at once.
+    await new Promise((r) => setImmediate(r));
+    await h.processor!.stop(0);
+    const again = new WebhookInbox({ store: h.store });
+    expect((await collect(again.pending())).map((e) => e.id)).toEqual(["evt_stuck"]);
+  });
+
   it("a done event survives a restart as a done mark: not replayed, and its redelivery is a duplicate", async () => {
     const path = tmpStorePath();
     const store = await openTestStore(path);
