@@ -95,10 +95,11 @@ export class WebhookInbox {
   readonly #adds: BatchedAdder<InboxRecord>;
   readonly #writes: BatchedWriter<InboxRecord>;
   #epochOnce: Promise<number> | undefined;
+  /** The epoch once taken (saves each accept an await). */
+  #epochValue: number | undefined;
   readonly #clock: Clock;
   readonly #seenTtlMs: number;
   readonly #deadLetterTtlMs: number;
-  readonly #locks = new Map<string, Promise<unknown>>();
   // Accepted entries reach listeners in order of arrival, even when their writes finish out of order.
   readonly #handoff = new OrderedHandoff<InboxEntry>();
   /** Ids accepted or replayed and not yet done, as far as this process knows. */
@@ -143,21 +144,21 @@ export class WebhookInbox {
     const local = this.#handoff.ticket();
     let entry: InboxEntry | null = null;
     try {
-      const epoch = await this.#epoch();
-      return await this.#withLock(event.id, async () => {
-        const fresh: InboxEntry = {
-          id: event.id,
-          type: event.type,
-          receivedAt: new Date(this.#clock.now()).toISOString(),
-          seq: epoch * EPOCH_SPAN + local,
-          attempts: 0,
-          event,
-        };
-        if (!(await this.#adds.add(event.id, fresh))) return "duplicate";
-        entry = fresh;
-        this.#pendingIds.add(event.id);
-        return "accepted";
-      });
+      const epoch = this.#epochValue ?? (await this.#epoch());
+      // Two deliveries of one event race to one "accepted" without a lock of their own: the adder answers a second add
+      // of a key waiting for the same batch false once the first is stored, and a later batch meets the stored key.
+      const fresh: InboxEntry = {
+        id: event.id,
+        type: event.type,
+        receivedAt: new Date(this.#clock.now()).toISOString(),
+        seq: epoch * EPOCH_SPAN + local,
+        attempts: 0,
+        event,
+      };
+      if (!(await this.#adds.add(event.id, fresh))) return "duplicate";
+      entry = fresh;
+      this.#pendingIds.add(event.id);
+      return "accepted";
     } finally {
       this.#handoff.settle(local, entry);
     }
@@ -276,6 +277,7 @@ export class WebhookInbox {
       const once = (async () => {
         const epoch = ((await this.#meta.get(EPOCH_KEY)) ?? 0) + 1;
         await this.#meta.set(EPOCH_KEY, epoch);
+        this.#epochValue = epoch;
         return epoch;
       })();
       // A store failure is retried by the next accept.
@@ -285,19 +287,6 @@ export class WebhookInbox {
       this.#epochOnce = once;
     }
     return this.#epochOnce;
-  }
-
-  /** Runs `fn` after every earlier call for the same id: two deliveries of one event race to one "accepted". */
-  async #withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(id) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
-    const tail = run.catch(() => undefined);
-    this.#locks.set(id, tail);
-    try {
-      return await run;
-    } finally {
-      if (this.#locks.get(id) === tail) this.#locks.delete(id);
-    }
   }
 }
 
