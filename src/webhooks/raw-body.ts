@@ -49,10 +49,11 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
     const chunks: Buffer[] = [];
     let size = 0;
     let timer: NodeJS.Timeout | undefined;
+    // One timer per body, pushed back by each chunk (refresh() reuses it instead of a new one per chunk).
     const armTimer = () => {
       if (limits.idleTimeoutMs === undefined) return;
-      clearTimeout(timer);
-      timer = setTimeout(() => fail("timeout"), limits.idleTimeoutMs);
+      if (timer) timer.refresh();
+      else timer = setTimeout(() => fail("timeout"), limits.idleTimeoutMs);
     };
     const done = () => {
       clearTimeout(timer);
