@@ -184,8 +184,8 @@ export class BatchedWriter<T> {
   }
 
   /** Resolves when the value is stored; a later write of the same key in the same batch wins. */
-  async set(key: string, value: T, ttlMs?: number): Promise<void> {
-    await this.#commit.submit(key, { value, ttlMs });
+  set(key: string, value: T, ttlMs?: number): Promise<undefined> {
+    return this.#commit.submit(key, { value, ttlMs });
   }
 
   /** Stops lingering until `relax()` (a stop): what waits is stored now, and later writes on the next turn. */

@@ -60,8 +60,9 @@ export class InboxProcessor {
   /** Ids finished here lately, so a late notice does not run them twice. */
   readonly #recent = new RecentIds(RECENT_LIMIT);
   readonly #warnedTypes = new Set<string>();
-  /** Hand-overs waiting for the next turn, in order. */
-  #turn: (() => void)[] = [];
+  /** Entries waiting for the next turn, in order, and the promise that turn settles. */
+  #due: InboxEntry[] = [];
+  #dueTurn: Promise<void> = Promise.resolve();
   #unsubscribe: (() => void) | undefined;
   #state: "new" | "running" | "stopped" = "new";
 
@@ -202,27 +203,29 @@ export class InboxProcessor {
 
   /**
    * Queues an entry for hand-over on the next turn, in order: the accept that announced it (an HTTP answer) finishes
-   * first, and a burst is handed over in one go.
+   * first, and a burst is handed over in one go (one immediate and one promise for the whole burst).
    */
   #take(entry: InboxEntry): void {
     if (this.#inFlight.has(entry.id) || this.#recent.has(entry.id)) return;
-    let handOver!: () => void;
-    const turn = new Promise<void>((resolve) => {
-      handOver = resolve;
-    });
-    this.#turn.push(handOver);
-    if (this.#turn.length === 1) {
+    if (this.#due.length === 0) {
+      let turnTaken!: () => void;
+      this.#dueTurn = new Promise<void>((resolve) => {
+        turnTaken = resolve;
+      });
       setImmediate(() => {
-        const all = this.#turn.splice(0);
-        for (const go of all) go();
+        for (const due of this.#due.splice(0)) this.#handOver(due);
+        turnTaken();
       });
     }
-    const done = turn
-      .then(() => this.#process(entry))
-      .finally(() => {
-        this.#inFlight.delete(entry.id);
-        this.#recent.add(entry.id);
-      });
+    this.#due.push(entry);
+    this.#inFlight.set(entry.id, this.#dueTurn);
+  }
+
+  #handOver(entry: InboxEntry): void {
+    const done = this.#process(entry).finally(() => {
+      this.#inFlight.delete(entry.id);
+      this.#recent.add(entry.id);
+    });
     this.#inFlight.set(entry.id, done);
   }
 
