@@ -178,6 +178,9 @@ export class WebhookInbox {
     live.sort((a, b) => a.seq - b.seq);
     this.#pendingIds.clear();
     for (const e of live) this.#pendingIds.add(e.id);
+    // Done marks linger to share a batch: the unreadable entries' marks are awaited together at the end, not one
+    // linger each (a failure is kept and thrown then; a caller that stops early leaves them to be stored anyway).
+    const marks: Promise<{ error: unknown } | undefined>[] = [];
     for (const entry of live) {
       let revived: InboxEntry;
       try {
@@ -189,11 +192,18 @@ export class WebhookInbox {
           ...(typeof entry.type === "string" ? { type: entry.type } : {}),
           error: String(error),
         });
-        await this.markDone(entry.id);
+        marks.push(
+          this.markDone(entry.id).then(
+            () => undefined,
+            (error: unknown) => ({ error }),
+          ),
+        );
         continue;
       }
       yield revived;
     }
+    const failed = (await Promise.all(marks)).find((m) => m !== undefined);
+    if (failed) throw failed.error;
   }
 
   /**
