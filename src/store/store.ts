@@ -104,7 +104,20 @@ export type RedisClient = ReturnType<typeof createClient>;
  * The backend's insert-if-absent, which keyv does not offer. It gets the rows as keyv would hand them to the adapter's
  * set (key with keyv's namespace prefix, value serialized with its expiry) and answers, per row, whether it wrote.
  */
-type AddRows = (rows: { key: string; value: string; ttlMs?: number }[]) => Promise<boolean[]>;
+type AddRows = (rows: AdapterRow[]) => Promise<boolean[]>;
+
+/** A row as keyv hands it to its adapter: the key with keyv's namespace prefix, the value serialized with its expiry. */
+interface AdapterRow {
+  key: string;
+  value: string;
+  ttlMs?: number;
+}
+
+/**
+ * The backend's multi-row overwrite of rows serialized here, where keyv's setMany would add an async step per entry
+ * (SQLite; Redis and memory keep keyv's, which sets their expiry).
+ */
+type PutRows = (rows: AdapterRow[]) => Promise<unknown>;
 
 /** A backend's own listing: each row's key as the table's callers wrote it, and its serialized value. */
 type ListRows = () => AsyncIterable<[string, string]>;
@@ -118,11 +131,13 @@ class KeyvTable<T> implements Table<T> {
   readonly #add: AddRows;
   readonly #list: ListRows | undefined;
   readonly #guard: Guard;
-  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows, guard: Guard = unguarded) {
+  readonly #put: PutRows | undefined;
+  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows, guard: Guard = unguarded, put?: PutRows) {
     this.#keyv = keyv;
     this.#add = add;
     this.#list = list;
     this.#guard = guard;
+    this.#put = put;
   }
   get(key: string): Promise<T | undefined> {
     return this.#guard(() => this.#keyv.get(key));
@@ -145,6 +160,11 @@ class KeyvTable<T> implements Table<T> {
   }
   async setMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<void> {
     if (entries.length === 0) return;
+    if (this.#put) {
+      const rows = await this.#rows(entries);
+      await this.#guard(() => this.#put!(rows));
+      return;
+    }
     let results: boolean[] | undefined;
     try {
       results = await this.#guard(() =>
@@ -166,17 +186,31 @@ class KeyvTable<T> implements Table<T> {
   }
   async addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]> {
     if (entries.length === 0) return [];
+    const rows = await this.#rows(entries);
+    return this.#guard(() => this.#add(rows));
+  }
+
+  /**
+   * The rows keyv would hand its adapter (key with the namespace, as keyv prefixes it; value serialized with its
+   * expiry); throws UnstorableValueError naming every entry the serializer refuses.
+   */
+  async #rows(entries: { key: string; value: T; ttlMs?: number }[]): Promise<AdapterRow[]> {
     const serialize = this.#keyv.serialize ?? JSON.stringify;
-    const rows: { key: string; value: string; ttlMs?: number }[] = [];
+    const namespace = this.#keyv.namespace;
+    const rows: AdapterRow[] = [];
     const unstorable: string[] = [];
     let cause: unknown;
     for (const e of entries) {
       try {
-        const expires = e.ttlMs === undefined ? undefined : Date.now() + e.ttlMs;
+        // As keyv's own set: a ttl of 0 means no expiry.
+        const ttlMs = e.ttlMs === 0 ? undefined : e.ttlMs;
+        const expires = ttlMs === undefined ? undefined : Date.now() + ttlMs;
+        const text = serialize({ value: e.value, expires });
         rows.push({
-          key: `${this.#keyv.namespace}:${e.key}`,
-          value: await serialize({ value: e.value, expires }),
-          ...(e.ttlMs !== undefined ? { ttlMs: e.ttlMs } : {}),
+          key: namespace && !e.key.startsWith(`${namespace}:`) ? `${namespace}:${e.key}` : e.key,
+          // Our serializer answers at once: no await (a turn of the microtask queue per entry) unless it is async.
+          value: typeof text === "string" ? text : await text,
+          ...(ttlMs !== undefined ? { ttlMs } : {}),
         });
       } catch (err) {
         unstorable.push(e.key);
@@ -184,7 +218,7 @@ class KeyvTable<T> implements Table<T> {
       }
     }
     if (unstorable.length > 0) throw new UnstorableValueError(unstorable, cause);
-    return this.#guard(() => this.#add(rows));
+    return rows;
   }
 
   /** The entries whose values the serializer refuses, as an error naming them; undefined when all serialize. */
@@ -292,7 +326,16 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
     await adapter.query("PRAGMA secure_delete=ON");
     await adapter.query("PRAGMA journal_size_limit=0");
     adapters.set(name, adapter);
-    tables.set(name, new KeyvTable(keyvFor(adapter, name), (rows) => sqliteAdd(adapter, name, rows)));
+    tables.set(
+      name,
+      new KeyvTable(
+        keyvFor(adapter, name),
+        (rows) => sqliteAdd(adapter, name, rows),
+        undefined,
+        unguarded,
+        (rows) => sqlitePut(adapter, name, rows),
+      ),
+    );
   }
   await adoptSeenTable(adapters.get("inbox")!);
   const first = adapters.get("links")!;
@@ -400,7 +443,6 @@ function rowsSource(rows: { key: string; value: unknown }[]): { sql: string; par
 }
 
 function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
-  const chunk = SQLITE_CHUNK;
   Object.assign(adapter, {
     async getMany(keys: string[]): Promise<(string | undefined)[]> {
       const among = keysIn(keys);
@@ -425,17 +467,24 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
       )) as unknown[];
       return rows.length > 0;
     },
-    async setMany(entries: { key: string; value: unknown }[]): Promise<boolean[]> {
-      for (let i = 0; i < entries.length; i += chunk) {
-        const rows = rowsSource(entries.slice(i, i + chunk));
-        await adapter.query(
-          `INSERT INTO ${table} (key, value) ${rows.sql} ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
-          ...rows.params,
-        );
-      }
-      return entries.map(() => true);
-    },
+    setMany: (entries: { key: string; value: unknown }[]) => sqlitePut(adapter, table, entries),
   });
+}
+
+/** Overwrites rows (keys prefixed, values serialized), a statement per SQLITE_CHUNK rows. */
+async function sqlitePut(
+  adapter: KeyvSqlite,
+  table: string,
+  entries: { key: string; value: unknown }[],
+): Promise<boolean[]> {
+  for (let i = 0; i < entries.length; i += SQLITE_CHUNK) {
+    const rows = rowsSource(entries.slice(i, i + SQLITE_CHUNK));
+    await adapter.query(
+      `INSERT INTO ${table} (key, value) ${rows.sql} ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+      ...rows.params,
+    );
+  }
+  return entries.map(() => true);
 }
 
 /**
