@@ -24,7 +24,8 @@ const EPOCH_KEY = "webhooks.inbox_epoch";
  * How long a done mark waits for others before they are stored together. Nobody is answered on a done mark, and until
  * it is stored the event is pending (a duplicate delivery is still recognised; a crash replays it, which the sink
  * absorbs), so lingering costs nothing but this much more time in flight; under load it turns a statement per few
- * events into one per burst (measured: ~10 µs less main-thread CPU per webhook, `npm run bench -- --only webhooks`).
+ * events into one per burst (measured: ~10 µs less main-thread CPU per webhook, the server's thread alone under the
+ * ingestion benchmark's load).
  */
 const DONE_MARK_LINGER_MS = 20;
 
