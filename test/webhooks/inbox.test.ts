@@ -1,5 +1,6 @@
-// Tests the inbox's replay of entries it cannot read back (written by another version, or damaged): each is set aside
-// in the dead letters and marked done (their marks stored together), and the readable ones are replayed in order.
+// Tests the inbox on its own: deliveries of one event racing over several batches get one acceptance; entries it cannot
+// read back (written by another version, or damaged) are set aside in the dead letters and marked done (their marks
+// stored together), and the readable ones are replayed in order.
 import { describe, expect, it } from "vitest";
 import { WebhookInbox } from "../../src/webhooks/inbox.ts";
 import { collect, openTestStore, tmpStorePath } from "./support.ts";
@@ -31,6 +32,32 @@ describe("inbox replay of unreadable entries", () => {
       expect(await inbox.accept({ id: "evt_bad_7", type: "appointment.created", data: { object: { id: "a" } } })).toBe(
         "duplicate",
       );
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("inbox acceptance", () => {
+  it("answers one acceptance for deliveries of one event spread over batches in flight, on a real SQLite file", async () => {
+    const store = await openTestStore(tmpStorePath());
+    try {
+      const inbox = new WebhookInbox({ store });
+      const e = {
+        id: "evt_spread",
+        type: "appointment.created",
+        data: { object: { id: "apt_1", status: "confirmed" } },
+      };
+      const answers: Promise<string>[] = [];
+      // Some wait for the same batch, some for the next while the first is being stored, some come after.
+      for (let wave = 0; wave < 4; wave++) {
+        for (let i = 0; i < 3; i++) answers.push(inbox.accept(e as never));
+        await new Promise((r) => setImmediate(r));
+      }
+      const results = await Promise.all(answers);
+      expect(results.filter((r) => r === "accepted")).toHaveLength(1);
+      expect(results.filter((r) => r === "duplicate")).toHaveLength(11);
+      expect((await collect(inbox.pending())).map((p) => p.id)).toEqual(["evt_spread"]);
     } finally {
       await store.close();
     }

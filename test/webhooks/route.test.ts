@@ -3,19 +3,8 @@
 import { Readable } from "node:stream";
 import { request } from "undici";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { WebhookInbox } from "../../src/webhooks/inbox.ts";
 import { sign } from "../../src/webhooks/signature.ts";
-import {
-  collect,
-  event,
-  type Harness,
-  OLD_SECRET,
-  openTestStore,
-  PATH,
-  SECRET,
-  startHarness,
-  tmpStorePath,
-} from "./support.ts";
+import { collect, event, type Harness, OLD_SECRET, PATH, SECRET, startHarness } from "./support.ts";
 
 const harnesses: Harness[] = [];
 const allLogLines: string[] = [];
@@ -121,26 +110,6 @@ describe("webhook route", () => {
     expect(results.filter((r) => r.json["duplicate"] !== true)).toHaveLength(1);
     await h.processor!.idle();
     expect(h.sink.calls).toHaveLength(1);
-  });
-
-  it("answers one acceptance for deliveries of one event spread over batches in flight, on a real SQLite file", async () => {
-    const store = await openTestStore(tmpStorePath());
-    try {
-      const inbox = new WebhookInbox({ store });
-      const e = created("evt_spread");
-      const answers: Promise<string>[] = [];
-      // Some wait for the same batch, some for the next while the first is being stored, some come after.
-      for (let wave = 0; wave < 4; wave++) {
-        for (let i = 0; i < 3; i++) answers.push(inbox.accept(e as never));
-        await new Promise((r) => setImmediate(r));
-      }
-      const results = await Promise.all(answers);
-      expect(results.filter((r) => r === "accepted")).toHaveLength(1);
-      expect(results.filter((r) => r === "duplicate")).toHaveLength(11);
-      expect((await collect(inbox.pending())).map((p) => p.id)).toEqual(["evt_spread"]);
-    } finally {
-      await store.close();
-    }
   });
 
   it("refuses a body over the limit with 413, by Content-Length or while streaming", async () => {
