@@ -199,7 +199,6 @@ async function realTarget() {
     path: PATH,
     secrets: [SECRET],
     inbox,
-    processor,
     logger: silentLogger,
     registry,
   });

@@ -13,10 +13,15 @@ import { ByteBudget } from "./byte-budget.ts";
 import { appointmentIdOf, parseEventBody, peekEventId } from "./event.ts";
 import type { WebhookInbox } from "./inbox.ts";
 import { webhookMetrics } from "./metrics.ts";
-import type { InboxProcessor } from "./processor.ts";
 import { declaredLength, readRawBody } from "./raw-body.ts";
 import { RejectionLog } from "./rejection-log.ts";
-import { checkSignatureHeader, SIGNATURE_HEADER, secretHints, verifySignature } from "./signature.ts";
+import {
+  checkSignatureHeader,
+  SIGNATURE_HEADER,
+  type SignatureHeader,
+  secretHints,
+  verifySignature,
+} from "./signature.ts";
 
 export interface WebhookHandlerOptions {
   /** The URL path served, e.g. /webhooks/booking; other paths are left to the caller. */
@@ -31,9 +36,8 @@ export interface WebhookHandlerOptions {
   maxBufferedBytes?: number;
   /** A body that sends nothing for this long is answered 408 and its connection closed. Default 10 s. */
   bodyIdleTimeoutMs?: number;
+  /** Where deliveries are stored; its subscribers (the processor) take each accepted event from it. */
   inbox: WebhookInbox;
-  /** Nudged with each accepted id (a no-op when it already took the entry from the inbox). */
-  processor?: InboxProcessor;
   clock?: Clock;
   logger?: Logger;
   registry?: Registry;
@@ -56,7 +60,7 @@ const SHORT_REASON = {
 const BUSY_RETRY_AFTER = "10";
 
 export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHandler {
-  const { path, inbox, processor } = options;
+  const { path, inbox } = options;
   const secrets = [...options.secrets];
   const toleranceSec = options.toleranceSec ?? 300;
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024;
@@ -132,7 +136,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       );
     }
     try {
-      await verified(req, res, read.body, ok);
+      await verified(req, res, read.body, pre, ok);
     } finally {
       read.release();
     }
@@ -142,12 +146,12 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     req: IncomingMessage,
     res: ServerResponse,
     raw: Buffer,
+    header: SignatureHeader,
     ok: (body: object) => void,
   ): Promise<void> {
-    const header = req.headers[SIGNATURE_HEADER];
     const verdict = verifySignature({
       rawBody: raw,
-      header: Array.isArray(header) ? header.join(",") : header,
+      header,
       secrets,
       toleranceSec,
       nowMs: clock.now(),
@@ -215,7 +219,6 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     }
     log.info(ids, "webhook accepted");
     ok({ received: true });
-    processor?.notify(event.id).catch((error: unknown) => log.warn({ ...ids, err: error }, "processor not nudged"));
   }
 
   return async (req, res) => {

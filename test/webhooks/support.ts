@@ -188,7 +188,6 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     toleranceSec: 300,
     maxBodyBytes: 64 * 1024,
     inbox,
-    processor,
     clock,
     logger: log.logger,
     registry,
@@ -279,7 +278,13 @@ export interface RawUpload {
  * A POST opened on a raw socket: the request line and headers are sent at once, the body only when written, so a test
  * can see what the server answers before (or without) reading a body.
  */
-export function rawUpload(url: string, path: string, headers: Record<string, string | number>): RawUpload {
+export function rawUpload(
+  url: string,
+  path: string,
+  headers: Record<string, string | number>,
+  /** The start of the body, sent in the same write as the headers (one segment on loopback). */
+  first = "",
+): RawUpload {
   const { hostname, port } = new URL(url);
   const socket = connect(Number(port), hostname);
   socket.on("error", () => {});
@@ -299,7 +304,8 @@ export function rawUpload(url: string, path: string, headers: Record<string, str
     }
   });
   const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`);
-  socket.write(`POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\n${lines.join("")}\r\n`);
+  socket.write(`POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\n${lines.join("")}\r\n${first}`);
+  sent += Buffer.byteLength(first);
   return {
     write(data) {
       if (socket.destroyed) return;
