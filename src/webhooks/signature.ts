@@ -9,10 +9,17 @@ export type SignatureFailure = "missing" | "malformed" | "stale" | "future" | "m
 
 export type VerifyResult = { ok: true; timestamp: number } | { ok: false; reason: SignatureFailure; message: string };
 
+/** A readable signature header: its timestamp (not yet authenticated) and every v1 signature in it. */
+export interface SignatureHeader {
+  timestamp: number;
+  signatures: string[];
+}
+
 export interface VerifyInput {
   /** The request body exactly as received, before any parsing. */
   rawBody: Buffer;
-  header: string | undefined;
+  /** The header's text, or what `checkSignatureHeader` read of it (so a request's header is parsed once). */
+  header: string | undefined | SignatureHeader;
   /** Every secret currently valid for the endpoint (more than one while rotating). */
   secrets: string[];
   toleranceSec: number;
@@ -30,7 +37,7 @@ export function sign(payload: string | Buffer, secret: string, timestampSec: num
 }
 
 /** Splits `t=...,v1=...,v1=...`; unknown schemes (v0=...) are ignored. Undefined when it cannot be read. */
-export function parseSignatureHeader(header: string): { timestamp: number; signatures: string[] } | undefined {
+export function parseSignatureHeader(header: string): SignatureHeader | undefined {
   let timestamp: number | undefined;
   const signatures: string[] = [];
   for (const part of header.split(",")) {
@@ -50,10 +57,9 @@ export function parseSignatureHeader(header: string): { timestamp: number; signa
 }
 
 function readHeader(
-  header: string | undefined,
-):
-  | { ok: true; timestamp: number; signatures: string[] }
-  | { ok: false; reason: "missing" | "malformed"; message: string } {
+  header: string | undefined | SignatureHeader,
+): ({ ok: true } & SignatureHeader) | { ok: false; reason: "missing" | "malformed"; message: string } {
+  if (typeof header === "object") return { ok: true, timestamp: header.timestamp, signatures: header.signatures };
   if (header === undefined || header.trim() === "") {
     return {
       ok: false,
@@ -75,14 +81,14 @@ function readHeader(
 }
 
 export type HeaderCheck =
-  | { ok: true; timestamp: number }
+  | ({ ok: true } & SignatureHeader)
   | { ok: false; reason: Exclude<SignatureFailure, "mismatch">; message: string };
 
 /**
  * What can be judged of a delivery before its body is read: the header is present, readable, and its timestamp
  * within the tolerance. A request that fails here is refused without reading (or buffering) a byte of its body; one
- * that passes still needs verifySignature over the raw body. The timestamp is not yet authenticated, so the messages
- * say so.
+ * that passes still needs verifySignature over the raw body, which takes what was read here as its header. The
+ * timestamp is not yet authenticated, so the messages say so.
  */
 export function checkSignatureHeader(header: string | undefined, toleranceSec: number, nowMs: number): HeaderCheck {
   const parsed = readHeader(header);
@@ -103,7 +109,7 @@ export function checkSignatureHeader(header: string | undefined, toleranceSec: n
       message: `Signature timestamp ${-ageSec}s in the future, tolerance ${toleranceSec}s: refused before reading the body (is this host's clock behind?).`,
     };
   }
-  return { ok: true, timestamp: parsed.timestamp };
+  return parsed;
 }
 
 function matches(candidate: string, expected: Buffer): boolean {

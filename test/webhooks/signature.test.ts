@@ -1,7 +1,14 @@
 // Unit tests of the pure signature scheme: every verdict, rotation, several v1 entries, and the fix-it hints.
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { parseSignatureHeader, secretHints, sign, verifySignature } from "../../src/webhooks/signature.ts";
+import {
+  checkSignatureHeader,
+  parseSignatureHeader,
+  secretHints,
+  sign,
+  type VerifyInput,
+  verifySignature,
+} from "../../src/webhooks/signature.ts";
 
 const SECRET = "whsec_test_0123456789abcdef";
 const OTHER = "whsec_other_aaaaaaaaaaaaaaaa";
@@ -11,7 +18,7 @@ const body = Buffer.from(
   JSON.stringify({ id: "evt_1", type: "appointment.created", data: { object: { id: "apt_1" } } }),
 );
 
-function verify(header: string | undefined, overrides: Partial<Parameters<typeof verifySignature>[0]> = {}) {
+function verify(header: VerifyInput["header"], overrides: Partial<Parameters<typeof verifySignature>[0]> = {}) {
   return verifySignature({ rawBody: body, header, secrets: [SECRET], toleranceSec: 300, nowMs: NOW_MS, ...overrides });
 }
 
@@ -106,6 +113,28 @@ describe("verifySignature", () => {
   it("never verifies with an empty secret, nor without secrets", () => {
     expect(verify(sign(body, "", NOW_SEC), { secrets: [""] })).toMatchObject({ reason: "mismatch" });
     expect(verify(sign(body, SECRET, NOW_SEC), { secrets: [] })).toMatchObject({ reason: "mismatch" });
+  });
+});
+
+describe("checkSignatureHeader", () => {
+  it("reads the header once, and verifySignature judges the body against what it read", () => {
+    const header = `t=${NOW_SEC},v1=${"0".repeat(64)},v0=x,v1=${sign(body, SECRET, NOW_SEC).split("v1=")[1]}`;
+    const pre = checkSignatureHeader(header, 300, NOW_MS);
+    expect(pre).toEqual({ ok: true, timestamp: NOW_SEC, signatures: ["0".repeat(64), expect.any(String)] });
+    if (!pre.ok) return;
+    expect(verify(pre)).toEqual({ ok: true, timestamp: NOW_SEC });
+    expect(verify(pre, { rawBody: Buffer.from(`${body} `) })).toMatchObject({ ok: false, reason: "mismatch" });
+    // The tolerance is judged again once the timestamp is authenticated (the body may have taken its time).
+    expect(verify(pre, { nowMs: NOW_MS + 301_000 })).toMatchObject({ ok: false, reason: "stale" });
+  });
+
+  it("refuses before the body a header that is missing, unreadable, stale or from the future", () => {
+    expect(checkSignatureHeader(undefined, 300, NOW_MS)).toMatchObject({ ok: false, reason: "missing" });
+    expect(checkSignatureHeader("v1=abc", 300, NOW_MS)).toMatchObject({ ok: false, reason: "malformed" });
+    const at = (sec: number) => checkSignatureHeader(`t=${sec},v1=abc`, 300, NOW_MS);
+    expect(at(NOW_SEC - 301)).toMatchObject({ ok: false, reason: "stale" });
+    expect(at(NOW_SEC + 301)).toMatchObject({ ok: false, reason: "future" });
+    expect(at(NOW_SEC - 300)).toEqual({ ok: true, timestamp: NOW_SEC - 300, signatures: ["abc"] });
   });
 });
 
