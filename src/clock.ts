@@ -28,6 +28,23 @@ export const systemClock: Clock = {
 };
 
 /**
+ * `new Date(ms).toISOString()` that remembers the last millisecond it formatted: the stamps of a burst (a webhook's
+ * receivedAt, its done mark's doneAt, several a millisecond under load) are formatted once per millisecond, not once
+ * each. Each caller keeps its own.
+ */
+export function isoFormatter(): (ms: number) => string {
+  let lastMs = Number.NaN;
+  let lastText = "";
+  return (ms) => {
+    if (ms !== lastMs) {
+      lastText = new Date(ms).toISOString();
+      lastMs = ms;
+    }
+    return lastText;
+  };
+}
+
+/**
  * A clock that only moves when told to. `sleep` resolves once `advance` has moved time past its deadline.
  * Used by tests of anything that waits (rate-limit gate, retries, webhook timestamps).
  */

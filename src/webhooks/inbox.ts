@@ -3,7 +3,7 @@
 // processed, a done mark kept for the duplicate window. Accepting is one insert-if-absent (a delivery whose id is
 // pending or done is a duplicate) and completing is one overwrite, so each is a single write, batched with others
 // by group commit, and there is no moment where an id is neither pending nor done.
-import { type Clock, systemClock } from "../clock.ts";
+import { type Clock, isoFormatter, systemClock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import { BatchedAdder, BatchedWriter } from "./batched-writer.ts";
 import { type BookingWebhookEvent, BookingWebhookEventSchema } from "./event.ts";
@@ -99,6 +99,7 @@ export class WebhookInbox {
   /** The epoch once taken (saves each accept an await). */
   #epochValue: number | undefined;
   readonly #clock: Clock;
+  readonly #iso = isoFormatter();
   readonly #seenTtlMs: number;
   readonly #deadLetterTtlMs: number;
   // Accepted entries reach listeners in order of arrival, even when their writes finish out of order.
@@ -151,7 +152,7 @@ export class WebhookInbox {
       const fresh: InboxEntry = {
         id: event.id,
         type: event.type,
-        receivedAt: new Date(this.#clock.now()).toISOString(),
+        receivedAt: this.#iso(this.#clock.now()),
         seq: epoch * EPOCH_SPAN + local,
         attempts: 0,
         event,
@@ -218,7 +219,7 @@ export class WebhookInbox {
 
   /** Replaces the entry with its done mark: no longer pending, and later deliveries of the id are duplicates. */
   async markDone(id: string): Promise<void> {
-    await this.#writes.set(id, { doneAt: new Date(this.#clock.now()).toISOString() }, this.#seenTtlMs);
+    await this.#writes.set(id, { doneAt: this.#iso(this.#clock.now()) }, this.#seenTtlMs);
     this.#pendingIds.delete(id);
   }
 
