@@ -49,13 +49,16 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
     const chunks: Buffer[] = [];
     let size = 0;
     let timer: NodeJS.Timeout | undefined;
-    // One timer per body, pushed back by each chunk (refresh() reuses it instead of a new one per chunk).
+    let finished = false;
+    // One timer per body, pushed back by each chunk (refresh() reuses it instead of a new one per chunk), and none once
+    // the parser has seen the whole message (`req.complete`): what is left are local events, nothing can stall.
     const armTimer = () => {
-      if (limits.idleTimeoutMs === undefined) return;
+      if (limits.idleTimeoutMs === undefined || finished || req.complete) return;
       if (timer) timer.refresh();
       else timer = setTimeout(() => fail("timeout"), limits.idleTimeoutMs);
     };
     const done = () => {
+      finished = true;
       clearTimeout(timer);
       req.off("data", onData);
       req.off("end", onEnd);
@@ -91,6 +94,9 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
     req.on("error", onAborted);
     // "close" before "end": the client went away mid-body.
     req.on("close", onAborted);
-    armTimer();
+    // The request arrives while node parses the bytes that carried its headers, which often carry the whole body too:
+    // the timer is armed once that parse is over, only when the body is still incomplete (a small delivery then costs
+    // no timer at all).
+    queueMicrotask(armTimer);
   });
 }

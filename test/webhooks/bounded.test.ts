@@ -3,6 +3,7 @@
 // held across requests in flight have a budget (503 with Retry-After beyond it), a stalled body times out, and a
 // flood of refused requests is logged in a few lines while the metrics count every one.
 import { afterEach, describe, expect, it } from "vitest";
+import { sign } from "../../src/webhooks/signature.ts";
 import { event, type Harness, PATH, rawUpload, SECRET, startHarness } from "./support.ts";
 
 const harnesses: Harness[] = [];
@@ -98,6 +99,30 @@ describe("the budget of bytes in flight", () => {
     await stalled.closed;
     expect((await h.post(padded("evt_next", 60_000), { raw: true })).status).toBe(200);
     expect(await h.registry.metrics()).toContain('calbridge_webhooks_total{result="timeout"} 1');
+  });
+
+  it("times out a body of which no byte comes, and one that stops within the segment that carried the headers", async () => {
+    const h = await harness({ handler: { bodyIdleTimeoutMs: 150 } });
+    const headers = { "content-length": 60_000, "x-service-signature": forged(h) };
+    const silent = rawUpload(h.url, PATH, headers);
+    // The parser ends the segment with the body's start but not its end: the timer must be armed all the same.
+    const cut = rawUpload(h.url, PATH, headers, `{"id":"evt_cut",`);
+    for (const stalled of [silent, cut]) {
+      expect((await stalled.answer).status).toBe(408);
+      await stalled.closed;
+    }
+    expect(await h.registry.metrics()).toContain('calbridge_webhooks_total{result="timeout"} 2');
+    // A whole delivery in the segment of its headers needs no timer, and is taken.
+    const body = JSON.stringify(event("evt_whole", "appointment.created", { id: "apt_1", status: "confirmed" }));
+    const signature = sign(body, SECRET, Math.floor(h.clock.now() / 1000));
+    const whole = rawUpload(
+      h.url,
+      PATH,
+      { "content-length": Buffer.byteLength(body), "x-service-signature": signature, connection: "close" },
+      body,
+    );
+    expect((await whole.answer).status).toBe(200);
+    expect(await h.registry.metrics()).toContain('calbridge_webhooks_total{result="accepted"} 1');
   });
 });
 
