@@ -434,6 +434,15 @@ function keysIn(keys: string[]): { sql: string; params: unknown[] } {
  */
 function rowsSource(rows: { key: string; value: unknown }[]): { sql: string; params: unknown[] } {
   if (rows.every((r) => crossesJson(r.key) && crossesJson(r.value))) {
+    // A value as keyv serializes it is a JSON object's text: it goes into the array as that object, not as a string
+    // (no escaping of each of its quotes here, nor unescaping there, a microsecond a webhook), and `->` answers it as
+    // the text it was (SQLite keeps the literals' text as written; the serializer writes no whitespace).
+    if (rows.every((r) => (r.value as string).startsWith("{"))) {
+      return {
+        sql: "SELECT j.value ->> '$[0]', j.value -> '$[1]' FROM json_each(?) AS j WHERE true ORDER BY j.key",
+        params: [`[${rows.map((r) => `[${JSON.stringify(r.key)},${r.value as string}]`).join(",")}]`],
+      };
+    }
     return {
       sql: "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(?) AS j WHERE true ORDER BY j.key",
       params: [JSON.stringify(rows.map((r) => [r.key, r.value]))],

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { serializeForKeyv } from "../../src/store/serialize.ts";
 import { SqliteConnection } from "../../src/store/sqlite-connection.ts";
 import { openStore, type Store } from "../../src/store/store.ts";
 
@@ -85,6 +86,48 @@ describe("multi-row writes through the store", () => {
     expect(read.every((v, i) => v === i)).toBe(true);
     await links.deleteMany(keys);
     expect(await links.getMany(["k0", keys[7]!, "k39999"])).toEqual([undefined, undefined, undefined]);
+  });
+
+  it("stores each value's text exactly as the serializer wrote it, through setMany and addMany", async () => {
+    const file = tempFile();
+    const store = await openStore(`sqlite://${file}`);
+    stores.push(store);
+    const tricky = [
+      {
+        s: 'quote " backslash \\ newline \n tab \t ctl \u0001 sep \u2028 é 😀 ∑',
+        n: [1, 1.5, 0, 1e21, 1e-7, 0.1 + 0.2],
+      },
+      { deep: { a: [{ b: null }, true, false, ""], "": "empty key", ":colon": "::double" }, big: 2 ** 53 + 2 },
+      { id: "evt_1", at: "2026-11-23T09:00:00.000Z", lone: "\ud800", nul: "a\u0000b" },
+    ].map((value) => JSON.parse(JSON.stringify(value)) as Record<string, unknown>);
+    const links = store.table<Record<string, unknown>>("links");
+    const inbox = store.table<Record<string, unknown>>("inbox");
+    await links.setMany(tricky.map((value, i) => ({ key: `k${i}`, value })));
+    expect(await inbox.addMany(tricky.map((value, i) => ({ key: `k${i}`, value, ttlMs: 60_000 })))).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    for (const [i, value] of tricky.entries()) {
+      expect(await links.get(`k${i}`)).toEqual(value);
+      expect(await inbox.get(`k${i}`)).toEqual(value);
+    }
+    const raw = await SqliteConnection.open(file, 1000);
+    try {
+      const rows = (await raw.query("SELECT key, value FROM links WHERE key LIKE ? ORDER BY key", "links:k%")) as {
+        value: string;
+      }[];
+      expect(rows.map((r) => r.value)).toEqual(tricky.map((value) => serializeForKeyv({ value })));
+      const added = (await raw.query("SELECT value FROM inbox WHERE key LIKE ? ORDER BY key", "inbox:k%")) as {
+        value: string;
+      }[];
+      for (const [i, row] of added.entries()) {
+        expect(row.value).toMatch(/^\{"value":.*,"expires":\d+\}$/s);
+        expect(row.value.replace(/,"expires":\d+\}$/, "}")).toBe(serializeForKeyv({ value: tricky[i] }));
+      }
+    } finally {
+      await raw.close();
+    }
   });
 
   it("keeps the later value of a key written twice in one batch", async () => {
