@@ -86,7 +86,7 @@ export class InboxProcessor {
     let replaying = true;
     this.#unsubscribe = this.#inbox.subscribe((entry) => {
       if (replaying) arrivals.push(entry);
-      else this.#take(entry);
+      else this.#take(entry, true);
     });
     const replayed = new Set<string>();
     try {
@@ -116,7 +116,7 @@ export class InboxProcessor {
       }
     } finally {
       replaying = false;
-      if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#take(e);
+      if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#take(e, true);
     }
     if (replayed.size > 0) this.#logger.info({ count: replayed.size }, "replaying webhook events left in the inbox");
   }
@@ -203,10 +203,12 @@ export class InboxProcessor {
 
   /**
    * Queues an entry for hand-over on the next turn, in order: the accept that announced it (an HTTP answer) finishes
-   * first, and a burst is handed over in one go (one immediate and one promise for the whole burst).
+   * first, and a burst is handed over in one go (one immediate and one promise for the whole burst). A `fresh` entry
+   * was just accepted into the inbox, so whatever ran under its id before is over (its done mark had expired): it is
+   * taken even when the id was finished here lately.
    */
-  #take(entry: InboxEntry): void {
-    if (this.#inFlight.has(entry.id) || this.#recent.has(entry.id)) return;
+  #take(entry: InboxEntry, fresh = false): void {
+    if (this.#inFlight.has(entry.id) || (!fresh && this.#recent.has(entry.id))) return;
     if (this.#due.length === 0) {
       let turnTaken!: () => void;
       this.#dueTurn = new Promise<void>((resolve) => {

@@ -215,6 +215,18 @@ describe("inbox processor", () => {
     expect(await h.inbox.get("evt_other")).toBeUndefined();
   });
 
+  it("processes an id delivered again once its done mark expired, though it was finished here lately", async () => {
+    const h = await harness();
+    await h.post(apt("evt_again", "appointment.updated", "apt_1"));
+    await h.processor!.idle();
+    // The duplicate window is over: the done mark is gone (keyv drops an expired row as it reads it).
+    expect(await h.store.table("inbox").delete("evt_again")).toBe(true);
+    expect((await h.post(apt("evt_again", "appointment.updated", "apt_1"))).json).toEqual({ received: true });
+    await h.processor!.idle();
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_again", "evt_again"]);
+    expect(await h.inbox.get("evt_again")).toBeUndefined();
+  });
+
   it("stops with a bounded wait and leaves unfinished events for the next start", async () => {
     const h = await harness();
     h.sink.behaviour = () => new Promise(() => {});
