@@ -57,15 +57,14 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
       if (timer) timer.refresh();
       else timer = setTimeout(() => fail("timeout"), limits.idleTimeoutMs);
     };
+    // The listeners stay on the request once it is settled (taking four off again cost more than the rest of this
+    // function) and do nothing then: "close" comes after every request, and a late "error" is swallowed.
     const done = () => {
       finished = true;
       clearTimeout(timer);
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("error", onAborted);
-      req.off("close", onAborted);
     };
     const fail = (reason: RawBodyFailure) => {
+      if (finished) return;
       done();
       // Stop reading; the caller answers and closes the connection.
       req.pause();
@@ -74,6 +73,7 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
       resolve({ ok: false, reason });
     };
     const onData = (chunk: Buffer) => {
+      if (finished) return;
       size += chunk.length;
       if (size > maxBytes) return fail("too_large");
       if (budget && size > reserved) {
@@ -85,8 +85,10 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
       armTimer();
     };
     const onEnd = () => {
+      if (finished) return;
       done();
       resolve({ ok: true, body: Buffer.concat(chunks, size), release });
+      chunks.length = 0;
     };
     const onAborted = () => fail("aborted");
     req.on("data", onData);
