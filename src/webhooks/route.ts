@@ -56,6 +56,10 @@ const SHORT_REASON = {
   mismatch: "signature mismatch",
 } as const;
 
+/** The answers to a stored (or already stored) delivery, written once. */
+const RECEIVED = JSON.stringify({ received: true });
+const RECEIVED_DUPLICATE = JSON.stringify({ received: true, duplicate: true });
+
 /** Seconds a sender is asked to wait after a 503 for a spent memory budget. */
 const BUSY_RETRY_AFTER = "10";
 
@@ -83,8 +87,8 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
   const count = (result: string) => metrics.deliveries.inc({ result });
 
   async function handle(req: IncomingMessage, res: ServerResponse, startedAt: number): Promise<void> {
-    const ok = (body: object) => {
-      reply(res, 200, body);
+    const ok = (text: string) => {
+      replyText(res, 200, text);
       metrics.responseSeconds.observe((performance.now() - startedAt) / 1000);
     };
     const remote = req.socket.remoteAddress;
@@ -147,7 +151,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     res: ServerResponse,
     raw: Buffer,
     header: SignatureHeader,
-    ok: (body: object) => void,
+    ok: (text: string) => void,
   ): Promise<void> {
     const verdict = verifySignature({
       rawBody: raw,
@@ -191,7 +195,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
         { reason, dead_letter: key, event_id: eventId, bytes: raw.length },
         "correctly signed webhook that cannot be processed: kept in the dead letters and acknowledged, so the sender stops retrying. The signature verified, so it is authentic: the sender's payload is broken, or its signing secret is known to someone else",
       );
-      return ok({ received: true });
+      return ok(RECEIVED);
     };
     const parsed = parseEventBody(raw);
     if (!parsed.ok)
@@ -215,10 +219,10 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     count(outcome);
     if (outcome === "duplicate") {
       log.info(ids, "duplicate webhook acknowledged");
-      return ok({ received: true, duplicate: true });
+      return ok(RECEIVED_DUPLICATE);
     }
     log.info(ids, "webhook accepted");
-    ok({ received: true });
+    ok(RECEIVED);
   }
 
   return async (req, res) => {
@@ -251,7 +255,14 @@ function refuse(res: ServerResponse, status: number, body: object, headers: Outg
 }
 
 function reply(res: ServerResponse, status: number, body: object, headers: OutgoingHttpHeaders = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  replyText(res, status, JSON.stringify(body), headers);
+}
+
+function replyText(res: ServerResponse, status: number, text: string, headers?: OutgoingHttpHeaders): void {
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    ...(headers ?? {}),
+  });
   res.end(text);
 }
