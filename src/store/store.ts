@@ -429,20 +429,21 @@ function keysIn(keys: string[]): { sql: string; params: unknown[] } {
 /**
  * The rows of a multi-row write as the source of an INSERT: one JSON array bound as one parameter, so the statement's
  * text is the same for any number of rows and its prepared form is kept (SqliteConnection), in array order (a key
- * written twice keeps the later value, as with VALUES). Rows JSON would change (a lone surrogate, a NUL) are bound one
- * parameter each instead, which stores them as before.
+ * written twice keeps the later value, as with VALUES). When JSON would change a row (a key with a lone surrogate or a
+ * NUL; such a value that is not a serialized object), the rows are bound one parameter each instead, as before.
  */
 function rowsSource(rows: { key: string; value: unknown }[]): { sql: string; params: unknown[] } {
+  // A value as keyv serializes it is a JSON object's text: it goes into the array as that object, not as a string (no
+  // escaping of each of its quotes here, nor unescaping there, a microsecond a webhook), and `->` answers it as the text
+  // it was (SQLite keeps the literals' text as written; the serializer writes no whitespace). Being JSON.stringify's
+  // output, it holds neither a lone surrogate nor a NUL (both escaped): only the keys are looked at for those.
+  if (rows.every((r) => crossesJson(r.key) && typeof r.value === "string" && r.value.startsWith("{"))) {
+    return {
+      sql: "SELECT j.value ->> '$[0]', j.value -> '$[1]' FROM json_each(?) AS j WHERE true ORDER BY j.key",
+      params: [`[${rows.map((r) => `[${JSON.stringify(r.key)},${r.value as string}]`).join(",")}]`],
+    };
+  }
   if (rows.every((r) => crossesJson(r.key) && crossesJson(r.value))) {
-    // A value as keyv serializes it is a JSON object's text: it goes into the array as that object, not as a string
-    // (no escaping of each of its quotes here, nor unescaping there, a microsecond a webhook), and `->` answers it as
-    // the text it was (SQLite keeps the literals' text as written; the serializer writes no whitespace).
-    if (rows.every((r) => (r.value as string).startsWith("{"))) {
-      return {
-        sql: "SELECT j.value ->> '$[0]', j.value -> '$[1]' FROM json_each(?) AS j WHERE true ORDER BY j.key",
-        params: [`[${rows.map((r) => `[${JSON.stringify(r.key)},${r.value as string}]`).join(",")}]`],
-      };
-    }
     return {
       sql: "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(?) AS j WHERE true ORDER BY j.key",
       params: [JSON.stringify(rows.map((r) => [r.key, r.value]))],
