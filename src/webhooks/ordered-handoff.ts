@@ -20,24 +20,32 @@ export class OrderedHandoff<T> {
   }
 
   settle(ticket: number, value: T | null): void {
-    this.#settled.set(ticket, value);
-    while (this.#settled.has(this.#nextOut)) {
+    if (ticket === this.#nextOut) {
+      // The usual case, work finishing in the order it started: handed over without waiting in the map.
+      this.#nextOut++;
+      this.#handOver(value);
+    } else this.#settled.set(ticket, value);
+    while (this.#settled.size > 0 && this.#settled.has(this.#nextOut)) {
       const next = this.#settled.get(this.#nextOut);
       this.#settled.delete(this.#nextOut);
       this.#nextOut++;
-      if (next === null || next === undefined) continue;
-      for (const listener of this.#listeners) {
-        try {
-          listener(next);
-        } catch {
-          // A listener's failure must not fail the work that produced the value.
-        }
-      }
+      this.#handOver(next);
     }
     if (this.#waiters.length === 0) return;
     const due = this.#waiters.filter((w) => w.ticket <= this.#nextOut);
     this.#waiters = this.#waiters.filter((w) => w.ticket > this.#nextOut);
     for (const waiter of due) waiter.resolve();
+  }
+
+  #handOver(value: T | null | undefined): void {
+    if (value === null || value === undefined) return;
+    for (const listener of this.#listeners) {
+      try {
+        listener(value);
+      } catch {
+        // A listener's failure must not fail the work that produced the value.
+      }
+    }
   }
 
   /** Resolves once every ticket taken before this call has been settled and handed over. */
