@@ -197,6 +197,7 @@ class KeyvTable<T> implements Table<T> {
   async #rows(entries: { key: string; value: T; ttlMs?: number }[]): Promise<AdapterRow[]> {
     const serialize = this.#keyv.serialize ?? JSON.stringify;
     const namespace = this.#keyv.namespace;
+    const prefix = namespace ? `${namespace}:` : undefined;
     const rows: AdapterRow[] = [];
     const unstorable: string[] = [];
     let cause: unknown;
@@ -206,12 +207,10 @@ class KeyvTable<T> implements Table<T> {
         const ttlMs = e.ttlMs === 0 ? undefined : e.ttlMs;
         const expires = ttlMs === undefined ? undefined : Date.now() + ttlMs;
         const text = serialize({ value: e.value, expires });
-        rows.push({
-          key: namespace && !e.key.startsWith(`${namespace}:`) ? `${namespace}:${e.key}` : e.key,
-          // Our serializer answers at once: no await (a turn of the microtask queue per entry) unless it is async.
-          value: typeof text === "string" ? text : await text,
-          ...(ttlMs !== undefined ? { ttlMs } : {}),
-        });
+        const key = prefix !== undefined && !e.key.startsWith(prefix) ? prefix + e.key : e.key;
+        // Our serializer answers at once: no await (a turn of the microtask queue per entry) unless it is async.
+        const value = typeof text === "string" ? text : await text;
+        rows.push(ttlMs === undefined ? { key, value } : { key, value, ttlMs });
       } catch (err) {
         unstorable.push(e.key);
         cause ??= err;

@@ -126,7 +126,7 @@ class GroupCommit<V, R> {
 type Entry<T> = { value: T; ttlMs: number | undefined };
 
 function entriesOf<T>(chunk: [string, Entry<T>][]): { key: string; value: T; ttlMs?: number }[] {
-  return chunk.map(([key, { value, ttlMs }]) => ({ key, value, ...(ttlMs !== undefined ? { ttlMs } : {}) }));
+  return chunk.map(([key, { value, ttlMs }]) => (ttlMs === undefined ? { key, value } : { key, value, ttlMs }));
 }
 
 /**
