@@ -7,7 +7,6 @@ import { type Logger, silentLogger } from "../log.ts";
 import { APPOINTMENT_TYPES, appointmentIdOf, type BookingWebhookEvent, kindOf } from "./event.ts";
 import type { InboxEntry, WebhookInbox } from "./inbox.ts";
 import { type WebhookMetrics, webhookMetrics } from "./metrics.ts";
-import { RecentIds } from "./recent-ids.ts";
 
 /**
  * Where processed events go (the sync engine). Both calls must be idempotent: an event may come twice. Each must
@@ -43,7 +42,6 @@ export function defaultRetryDelayMs(attempt: number): number {
 }
 
 const KNOWN_TYPES = new Set<string>([...APPOINTMENT_TYPES, "customer.updated"]);
-const RECENT_LIMIT = 10_000;
 
 export class InboxProcessor {
   readonly #inbox: WebhookInbox;
@@ -57,8 +55,12 @@ export class InboxProcessor {
   readonly #abort = new AbortController();
   /** Ids handed to the sink and not finished, with the promise of their finish (done mark included). */
   readonly #inFlight = new Map<string, Promise<void>>();
-  /** Ids finished here lately, so a late notice does not run them twice. */
-  readonly #recent = new RecentIds(RECENT_LIMIT);
+  /**
+   * Ids finished while a notice's store read was in flight, kept only while one is: such a read may have seen the entry
+   * still pending (its done mark not yet stored), and must not run it again. Nothing is kept when no notice reads.
+   */
+  readonly #finishedDuringReads = new Set<string>();
+  #readsInFlight = 0;
   readonly #warnedTypes = new Set<string>();
   /** Entries waiting for the next turn, in order, and the promise that turn settles. */
   #due: InboxEntry[] = [];
@@ -86,7 +88,7 @@ export class InboxProcessor {
     let replaying = true;
     this.#unsubscribe = this.#inbox.subscribe((entry) => {
       if (replaying) arrivals.push(entry);
-      else this.#take(entry, true);
+      else this.#take(entry);
     });
     const replayed = new Set<string>();
     try {
@@ -116,7 +118,7 @@ export class InboxProcessor {
       }
     } finally {
       replaying = false;
-      if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#take(e, true);
+      if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#take(e);
     }
     if (replayed.size > 0) this.#logger.info({ count: replayed.size }, "replaying webhook events left in the inbox");
   }
@@ -126,11 +128,20 @@ export class InboxProcessor {
    * subscription (then this is a no-op); an id written by another process is read from the store.
    */
   async notify(id: string): Promise<void> {
-    if (this.#state !== "running" || this.#inFlight.has(id) || this.#recent.has(id)) return;
+    if (this.#state !== "running" || this.#inFlight.has(id)) return;
     await this.#inbox.handedOff();
-    if (this.#inFlight.has(id) || this.#recent.has(id)) return;
-    const entry = await this.#inbox.get(id);
-    if (entry && this.#state === "running") this.#take(entry);
+    if (this.#inFlight.has(id)) return;
+    let entry: InboxEntry | undefined;
+    this.#readsInFlight++;
+    try {
+      entry = await this.#inbox.get(id);
+    } finally {
+      this.#readsInFlight--;
+    }
+    // Finished after the read began: the read may predate its done mark.
+    const finishedMeanwhile = this.#finishedDuringReads.has(id);
+    if (this.#readsInFlight === 0) this.#finishedDuringReads.clear();
+    if (entry && !finishedMeanwhile && this.#state === "running") this.#take(entry);
   }
 
   /** Resolves when every event handed over has been finished (or left pending) and its done mark stored. */
@@ -203,12 +214,10 @@ export class InboxProcessor {
 
   /**
    * Queues an entry for hand-over on the next turn, in order: the accept that announced it (an HTTP answer) finishes
-   * first, and a burst is handed over in one go (one immediate and one promise for the whole burst). A `fresh` entry
-   * was just accepted into the inbox, so whatever ran under its id before is over (its done mark had expired): it is
-   * taken even when the id was finished here lately.
+   * first, and a burst is handed over in one go (one immediate and one promise for the whole burst).
    */
-  #take(entry: InboxEntry, fresh = false): void {
-    if (this.#inFlight.has(entry.id) || (!fresh && this.#recent.has(entry.id))) return;
+  #take(entry: InboxEntry): void {
+    if (this.#inFlight.has(entry.id)) return;
     if (this.#due.length === 0) {
       let turnTaken!: () => void;
       this.#dueTurn = new Promise<void>((resolve) => {
@@ -226,7 +235,7 @@ export class InboxProcessor {
   #handOver(entry: InboxEntry): void {
     const done = this.#process(entry).finally(() => {
       this.#inFlight.delete(entry.id);
-      this.#recent.add(entry.id);
+      if (this.#readsInFlight > 0) this.#finishedDuringReads.add(entry.id);
     });
     this.#inFlight.set(entry.id, done);
   }

@@ -2,6 +2,7 @@
 // dispatch by type, per-event child loggers, and replay after a process killed right after its 2xx answers.
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/clock.ts";
+import type { Table, TableName } from "../../src/store/store.ts";
 import { WebhookInbox } from "../../src/webhooks/inbox.ts";
 import { InboxProcessor } from "../../src/webhooks/processor.ts";
 import { captureLog } from "../support/log-capture.ts";
@@ -225,6 +226,58 @@ describe("inbox processor", () => {
     await h.processor!.idle();
     expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_again", "evt_again"]);
     expect(await h.inbox.get("evt_again")).toBeUndefined();
+  });
+
+  it("does not run again an event that finished while a notice's read of it was in flight", async () => {
+    const h = await harness();
+    // Reads of the inbox table see the store when they are made and answer when released, as a slow read would.
+    const held: (() => void)[] = [];
+    const inboxTable = h.store.table<unknown>("inbox");
+    const slowStore = Object.create(h.store) as typeof h.store;
+    slowStore.table = <T>(name: TableName): Table<T> => {
+      const table = h.store.table<T>(name);
+      if (name !== "inbox") return table;
+      return {
+        get: (key) => {
+          const read = table.get(key);
+          return new Promise<T | undefined>((resolve) => held.push(() => resolve(read)));
+        },
+        getMany: (keys) => table.getMany(keys),
+        set: (key, value, ttlMs) => table.set(key, value, ttlMs),
+        delete: (key) => table.delete(key),
+        setMany: (entries) => table.setMany(entries),
+        deleteMany: (keys) => table.deleteMany(keys),
+        addMany: (entries) => table.addMany(entries),
+        entries: () => table.entries(),
+      };
+    };
+    const reader = new WebhookInbox({ store: slowStore, clock: h.clock });
+    const processor = new InboxProcessor({ inbox: reader, sink: h.sink, clock: h.clock });
+    await processor.start();
+    const other = new WebhookInbox({ store: h.store, clock: h.clock });
+    expect(await other.accept({ id: "evt_race", type: "appointment.updated", data: { object: { id: "apt_1" } } })).toBe(
+      "accepted",
+    );
+    // Two notices of one id, both reading before either takes it: the second read sees the entry still pending.
+    const first = processor.notify("evt_race");
+    const second = processor.notify("evt_race");
+    await until(() => held.length === 2, "both reads");
+    held[0]!();
+    await first;
+    await processor.idle();
+    expect(await inboxTable.get("evt_race")).toMatchObject({ doneAt: expect.any(String) });
+    held[1]!();
+    await second;
+    await processor.idle();
+    expect(h.sink.calls.map((c) => c.eventId)).toEqual(["evt_race"]);
+    // Later notices read the done mark.
+    const late = processor.notify("evt_race");
+    await until(() => held.length === 3, "the late read");
+    held[2]!();
+    await late;
+    await processor.idle();
+    expect(h.sink.calls).toHaveLength(1);
+    await processor.stop();
   });
 
   it("stops with a bounded wait and leaves unfinished events for the next start", async () => {
