@@ -433,23 +433,26 @@ function keysIn(keys: string[]): { sql: string; params: unknown[] } {
  */
 function rowsSource(rows: { key: string; value: unknown }[]): { sql: string; params: unknown[] } {
   // A value as keyv serializes it is a JSON object's text: it goes into the array as that object, not as a string (no
-  // escaping of each of its quotes here, nor unescaping there, a microsecond a webhook), and `->` answers it as the text
-  // it was (SQLite keeps the literals' text as written; the serializer writes no whitespace). Being JSON.stringify's
-  // output, it holds neither a lone surrogate nor a NUL (both escaped): only the keys are looked at for those.
+  // escaping of each of its quotes here, nor unescaping there, a microsecond a webhook). json_extract answers an
+  // element that is an object as the text it was written in (SQLite keeps the literals' text; the serializer writes
+  // no whitespace), and one that is a string as that string, so one statement takes both forms. Being
+  // JSON.stringify's output, such a value holds neither a lone surrogate nor a NUL (both escaped): only its key is
+  // looked at for those.
   if (rows.every((r) => crossesJson(r.key) && typeof r.value === "string" && r.value.startsWith("{"))) {
     return {
-      sql: "SELECT j.value ->> '$[0]', j.value -> '$[1]' FROM json_each(?) AS j WHERE true ORDER BY j.key",
+      sql: JSON_ROWS,
       params: [`[${rows.map((r) => `[${JSON.stringify(r.key)},${r.value as string}]`).join(",")}]`],
     };
   }
   if (rows.every((r) => crossesJson(r.key) && crossesJson(r.value))) {
-    return {
-      sql: "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(?) AS j WHERE true ORDER BY j.key",
-      params: [JSON.stringify(rows.map((r) => [r.key, r.value]))],
-    };
+    return { sql: JSON_ROWS, params: [JSON.stringify(rows.map((r) => [r.key, r.value]))] };
   }
   return { sql: `VALUES ${rows.map(() => "(?, ?)").join(", ")}`, params: rows.flatMap((r) => [r.key, r.value]) };
 }
+
+/** The rows of a JSON array of [key, value] pairs, in array order. */
+const JSON_ROWS =
+  "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]') FROM json_each(?) AS j WHERE true ORDER BY j.key";
 
 function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
   Object.assign(adapter, {
