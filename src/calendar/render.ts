@@ -182,34 +182,72 @@ function localParts(ms: number, timeZone: string): { date: string; time: string 
   return { date: `${get("year")}-${get("month")}-${get("day")}`, time: `${get("hour")}:${get("minute")}` };
 }
 
+/** Placeholders that come from the start and end in the therapist's time zone (computed, not read). */
+const LOCAL_START = ["start_local", "date", "time"];
+
+/**
+ * The placeholder names a configuration's templates place, and the contact fields its description appends: the only
+ * values a rendering computes. A reconciliation renders every appointment; computing all ~25 values (and formatting
+ * both times in the therapist's time zone) for each, most of them never shown, was most of its garbage. Kept per
+ * EventConfig object: the sync side keeps one per therapist and configuration, and none is changed after use.
+ */
+interface TemplateNames {
+  /** Placed in the title or the description, and the contact fields when they are appended. */
+  computed: ReadonlySet<string>;
+  /** Placed in the description. */
+  description: ReadonlySet<string>;
+}
+
+const namesCache = new WeakMap<EventConfig, TemplateNames>();
+
+function namesOf(options: EventConfig): TemplateNames {
+  let names = namesCache.get(options);
+  if (!names) {
+    const description = new Set(placeholdersOf(options.description));
+    const computed = new Set([
+      ...placeholdersOf(options.title),
+      ...description,
+      ...(options.include_customer_contact ? ["customer_email", "customer_phone"] : []),
+    ]);
+    names = { computed, description };
+    namesCache.set(options, names);
+  }
+  return names;
+}
+
 function templateValues(
   appt: RenderableAppointment,
   times: { start: number; end: number },
   mapping: CalendarMapping,
   withContact: boolean,
+  names: TemplateNames,
 ): Record<string, string | null | undefined> {
-  const start = localParts(times.start, mapping.timezone);
-  const end = localParts(times.end, mapping.timezone);
   const values: Record<string, string | null | undefined> = {
     id: appt.id,
     therapist_id: appt.therapist_id,
     start_time: appt.start_time,
     end_time: appt.end_time,
-    start_local: `${start.date} ${start.time}`,
-    end_local: `${end.date} ${end.time}`,
-    date: start.date,
-    time: start.time,
     status: appt.status,
   };
+  const { computed } = names;
+  if (LOCAL_START.some((n) => computed.has(n))) {
+    const start = localParts(times.start, mapping.timezone);
+    values.start_local = `${start.date} ${start.time}`;
+    values.date = start.date;
+    values.time = start.time;
+  }
+  if (computed.has("end_local")) {
+    const end = localParts(times.end, mapping.timezone);
+    values.end_local = `${end.date} ${end.time}`;
+  }
   for (const p of PLACEHOLDERS) {
-    if (p.read && (withContact || !p.contact)) values[p.name] = p.read(appt);
+    if (p.read && computed.has(p.name) && (withContact || !p.contact)) values[p.name] = p.read(appt);
   }
   return values;
 }
 
 /** Contact lines appended to the description when enabled, for contact fields the template does not place itself. */
-function contactLines(values: Record<string, string | null | undefined>, template: string): string[] {
-  const used = new Set(placeholdersOf(template));
+function contactLines(values: Record<string, string | null | undefined>, used: ReadonlySet<string>): string[] {
   const lines: string[] = [];
   if (values.customer_email && !used.has("customer_email")) lines.push(`Email: ${inert(values.customer_email)}`);
   if (values.customer_phone && !used.has("customer_phone")) lines.push(`Phone: ${inert(values.customer_phone)}`);
@@ -226,11 +264,12 @@ const inert = (value: string) => escapeHtml(dropControls(value));
  */
 function renderDescription(
   template: string,
+  placed: ReadonlySet<string>,
   values: Record<string, string | null | undefined>,
   notice: string | undefined,
 ): string {
   const main = cleanText(
-    dropControls([fillTemplate(template, values, inert), ...contactLines(values, template)].join("\n")),
+    dropControls([fillTemplate(template, values, inert), ...contactLines(values, placed)].join("\n")),
   );
   const tail = notice ? cutToBytes(inert(notice).trim(), DESCRIPTION_MAX_BYTES / 2) : "";
   if (!tail) return cutToBytes(main, DESCRIPTION_MAX_BYTES);
@@ -259,9 +298,10 @@ export function renderEvent(
   const times = { start: parseInstant(appt, "start_time"), end: parseInstant(appt, "end_time") };
   if (times.end <= times.start) throw new RenderError(appt.id, "end_time is not after start_time");
 
-  const values = templateValues(appt, times, mapping, options.include_customer_contact);
+  const names = namesOf(options);
+  const values = templateValues(appt, times, mapping, options.include_customer_contact, names);
   const title = cleanTitle(dropControls(fillTemplate(options.title, values))) || FALLBACK_TITLE;
-  const description = renderDescription(options.description, values, notice);
+  const description = renderDescription(options.description, names.description, values, notice);
 
   let colorId: string | undefined;
   if (cancelled) colorId = options.colors.cancelled ?? DEFAULT_CANCELLED_COLOR;

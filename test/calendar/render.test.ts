@@ -10,6 +10,7 @@ import {
   renderEvent,
   SUMMARY_MAX_BYTES,
   sameTime,
+  TEMPLATE_FIELDS,
 } from "../../src/calendar/render.ts";
 import { cutToBytes, dropControls, escapeHtml } from "../../src/calendar/template.ts";
 
@@ -107,6 +108,41 @@ describe("renderEvent", () => {
     });
     expect(e?.summary).toBe("10:00 Massage");
     expect(e?.description).toBe("2026-11-23 10:00–2026-11-23 11:00");
+  });
+
+  it("renders each placeholder the same whether a template places it alone or next to every other one", () => {
+    // Only the placeholders a configuration's templates place are computed: none may depend on another being placed.
+    const full: RenderableAppointment = {
+      ...appt,
+      addons: ["Hot stones", { name: "Oil" }],
+      price: 6000,
+      currency: "eur",
+    };
+    const separator = "¦";
+    for (const withContact of [false, true]) {
+      const all = TEMPLATE_FIELDS.map((n) => `{${n}}`).join(separator);
+      const together = renderEvent(full, mapping, {
+        ...config,
+        title: "x",
+        description: all,
+        include_customer_contact: withContact,
+      });
+      const values = together!.description.split("\n")[0]!.split(separator);
+      expect(values).toHaveLength(TEMPLATE_FIELDS.length);
+      TEMPLATE_FIELDS.forEach((name, i) => {
+        const alone = renderEvent(full, mapping, {
+          ...config,
+          title: `{${name}}`,
+          description: `[{${name}}]`,
+          include_customer_contact: withContact,
+        });
+        expect(alone!.description.split("\n")[0], `${name}, contact ${withContact}`).toBe(`[${values[i]}]`);
+        expect(alone!.summary.startsWith(values[i]!.trim() || "Appointment"), name).toBe(true);
+      });
+    }
+    expect(renderEvent(full, mapping, { ...config, description: "{date} {end_local}" })?.description).toBe(
+      "2026-11-23 2026-11-23 11:00",
+    );
   });
 
   it("leaves customer e-mail and phone out unless include_customer_contact", () => {
