@@ -1,5 +1,5 @@
 // Owns comparison of calendar events: the fingerprint of the fields calbridge writes, and time equality by instant.
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { normalReminders } from "./reminders.ts";
 
 /** The part of an event time this module reads (matches calendar_v3.Schema$EventDateTime). */
@@ -90,5 +90,5 @@ export function fingerprint(body: EventLike, ownership: Ownership = { reminders:
     recurrence: body.recurrence?.length ? body.recurrence : undefined,
     reminders: ownership.reminders ? normalReminders(body.reminders) : undefined,
   };
-  return createHash("sha256").update(canonicalJson(owned)).digest("base64url").slice(0, 32);
+  return hash("sha256", canonicalJson(owned), "base64url").slice(0, 32);
 }

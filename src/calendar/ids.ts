@@ -1,5 +1,5 @@
 // Owns calendar event identity: deterministic event ids derived from appointment ids, and the extended-property names.
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /** Private extended property holding the appointment id on every managed event. */
 export const APPOINTMENT_ID_PROPERTY = "calbridge_appointment_id";
@@ -23,8 +23,8 @@ export function base32hex(bytes: Uint8Array, prefix = ""): string {
   let n = out.write(prefix, "latin1");
   let buffer = 0;
   let bits = 0;
-  for (const byte of bytes) {
-    buffer = (buffer << 8) | byte;
+  for (let i = 0; i < bytes.length; i++) {
+    buffer = (buffer << 8) | bytes[i]!;
     bits += 8;
     while (bits >= 5) {
       out[n++] = BASE32HEX.charCodeAt((buffer >>> (bits - 5)) & 31);
@@ -43,7 +43,7 @@ export function base32hex(bytes: Uint8Array, prefix = ""): string {
  */
 export function eventIdFor(appointmentId: string, generation = 0): string {
   const input = generation > 0 ? `${appointmentId}#${generation}` : appointmentId;
-  return base32hex(createHash("sha256").update(input, "utf8").digest(), PREFIX);
+  return base32hex(hash("sha256", input, "buffer"), PREFIX);
 }
 
 /** Whether Google accepts `id` as a client-supplied event id (base32hex characters, 5 to 1024 long). */

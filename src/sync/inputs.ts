@@ -2,7 +2,7 @@
 // settings use, which of them a booking state carries (payloads and list items lack the full form's fields), keyed
 // digests of the values an event shows (never the values), and the verdict whether a state renders the event without
 // showing less than it does.
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { canonicalJson } from "../calendar/fingerprint.ts";
 import { PLACEHOLDERS, type Placeholder } from "../calendar/placeholders.ts";
 import type { EventConfig } from "../calendar/render.ts";
@@ -35,7 +35,8 @@ export function renderSettings(event: EventConfig, timezone: string): RenderSett
   return { event, needed, digest: short(canonicalJson({ event, timezone })) };
 }
 
-const short = (text: string) => createHash("sha256").update(text).digest("base64url").slice(0, 16);
+// crypto.hash: one call, no Hash object per digest (planning takes several digests per appointment).
+const short = (text: string) => hash("sha256", text, "base64url").slice(0, 16);
 
 /**
  * A digest of one input's value, keyed by the appointment and the input's name: it shows whether a value changed, and
@@ -46,14 +47,10 @@ export function inputDigest(appointmentId: string, name: string, value: string):
   return short(`${appointmentId}\u0000${name}\u0000${value}`);
 }
 
-/** The values of the needed inputs; undefined where the state's form lacks the input (the full form lacks nothing). */
-function values(settings: RenderSettings, appt: Snapshot, full: boolean): Map<string, string | undefined> {
-  const out = new Map<string, string | undefined>();
-  for (const p of settings.needed) {
-    const v = p.read!(appt);
-    out.set(p.name, v === undefined ? (full ? "" : undefined) : (v ?? ""));
-  }
-  return out;
+/** The value of a needed input; undefined where the state's form lacks it (the full form lacks nothing). */
+function valueOf(p: Placeholder, appt: Snapshot, full: boolean): string | undefined {
+  const v = p.read!(appt);
+  return v === undefined ? (full ? "" : undefined) : (v ?? "");
 }
 
 /**
@@ -80,9 +77,10 @@ export function judge(
 ): Verdict {
   const inputs: Record<string, string> = {};
   const missing: string[] = [];
-  for (const [name, value] of values(settings, appt, full)) {
-    if (value === undefined) missing.push(name);
-    else inputs[name] = inputDigest(appt.id, name, value);
+  for (const p of settings.needed) {
+    const value = valueOf(p, appt, full);
+    if (value === undefined) missing.push(p.name);
+    else inputs[p.name] = inputDigest(appt.id, p.name, value);
   }
   if (missing.length === 0) return { kind: "complete", rendered: { config: settings.digest, inputs } };
   const partial: Verdict = { kind: "partial", rendered: { config: settings.digest, inputs, pending: missing } };

@@ -7,7 +7,13 @@ import type { BookingCore, BookingHint, Link, Snapshot } from "./types.ts";
 /** The newer fields over the older state: a payload without times takes them from what the link keeps. */
 export function merge(prev: Snapshot | BookingCore | undefined, next: Appointment): Snapshot {
   const out: Record<string, unknown> = { ...(prev ?? {}) };
-  for (const [k, v] of Object.entries(next)) if (v !== undefined) out[k] = v;
+  // Keys, not entries: a reconciliation merges every listed appointment, and a [key, value] pair per field was most
+  // of what merging allocated.
+  const fields = next as Record<string, unknown>;
+  for (const k of Object.keys(fields)) {
+    const v = fields[k];
+    if (v !== undefined) out[k] = v;
+  }
   return out as Snapshot;
 }
 
