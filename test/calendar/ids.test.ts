@@ -10,6 +10,12 @@ describe("eventIdFor", () => {
     expect(isValidEventId(id)).toBe(true);
   });
 
+  it("is the id earlier versions wrote (events already in calendars are found by it)", () => {
+    // Values of the first implementation (createHash per id); any change to how ids are computed must keep them.
+    expect(eventIdFor("apt_1")).toBe("cboj1p7sos8ujaimcpe23b2gg10b0betp8u2tib44ekvgemk9gbuig");
+    expect(eventIdFor("apt_1", 2)).toBe("cb0lf7n1jnp8erf0u2oktjqm4i4vde2tj739hgetbgjc4c18fv6q3g");
+  });
+
   it("differs per appointment and per generation", () => {
     const ids = new Set(["apt_1", "apt_2", "APT_1", "apt_1 "].map((a) => eventIdFor(a)));
     ids.add(eventIdFor("apt_1", 1));
