@@ -48,7 +48,7 @@ export function inputDigest(appointmentId: string, name: string, value: string):
 }
 
 /** The value of a needed input; undefined where the state's form lacks it (the full form lacks nothing). */
-function valueOf(p: Placeholder, appt: Snapshot, full: boolean): string | undefined {
+function inputValue(p: Placeholder, appt: Snapshot, full: boolean): string | undefined {
   const v = p.read!(appt);
   return v === undefined ? (full ? "" : undefined) : (v ?? "");
 }
@@ -78,7 +78,7 @@ export function judge(
   const inputs: Record<string, string> = {};
   const missing: string[] = [];
   for (const p of settings.needed) {
-    const value = valueOf(p, appt, full);
+    const value = inputValue(p, appt, full);
     if (value === undefined) missing.push(p.name);
     else inputs[p.name] = inputDigest(appt.id, p.name, value);
   }
