@@ -196,6 +196,9 @@ interface TemplateNames {
   computed: ReadonlySet<string>;
   /** Placed in the description. */
   description: ReadonlySet<string>;
+  /** Whether a placeholder of the start (or of the end) in the therapist's time zone is placed. */
+  startLocal: boolean;
+  endLocal: boolean;
 }
 
 const namesCache = new WeakMap<EventConfig, TemplateNames>();
@@ -209,7 +212,12 @@ function namesOf(options: EventConfig): TemplateNames {
       ...description,
       ...(options.include_customer_contact ? ["customer_email", "customer_phone"] : []),
     ]);
-    names = { computed, description };
+    names = {
+      computed,
+      description,
+      startLocal: LOCAL_START.some((n) => computed.has(n)),
+      endLocal: computed.has("end_local"),
+    };
     namesCache.set(options, names);
   }
   return names;
@@ -229,19 +237,18 @@ function templateValues(
     end_time: appt.end_time,
     status: appt.status,
   };
-  const { computed } = names;
-  if (LOCAL_START.some((n) => computed.has(n))) {
+  if (names.startLocal) {
     const start = localParts(times.start, mapping.timezone);
     values.start_local = `${start.date} ${start.time}`;
     values.date = start.date;
     values.time = start.time;
   }
-  if (computed.has("end_local")) {
+  if (names.endLocal) {
     const end = localParts(times.end, mapping.timezone);
     values.end_local = `${end.date} ${end.time}`;
   }
   for (const p of PLACEHOLDERS) {
-    if (p.read && computed.has(p.name) && (withContact || !p.contact)) values[p.name] = p.read(appt);
+    if (p.read && names.computed.has(p.name) && (withContact || !p.contact)) values[p.name] = p.read(appt);
   }
   return values;
 }
