@@ -7,7 +7,7 @@ import { benchLatency } from "./latency.ts";
 import { benchReconcile } from "./reconcile.ts";
 import { benchScale, type ScaleFigures } from "./scale.ts";
 import { pct, type Row, round, row } from "./support.ts";
-import { benchWebhooks } from "./webhooks.ts";
+import { benchWebhooksInChild } from "./webhooks.ts";
 
 type Figures = Record<string, number | string>;
 
@@ -329,7 +329,7 @@ async function runOne(name: BenchName): Promise<Result> {
     // The listing stays at full size with --quick: it takes about a second, and fewer pages fit in one window.
     if (name === "listing") figures = await benchBookingList();
     else if (name === "reconcile") figures = await benchReconcile(quick ? { n: 1_000, therapists: 10 } : {});
-    else if (name === "webhooks") figures = await benchWebhooks(quick ? { count: 4_000 } : {});
+    else if (name === "webhooks") figures = await benchWebhooksInChild(quick ? { count: 4_000 } : {});
     else if (name === "latency") figures = await benchLatency(quick ? { seconds: 5 } : {});
     else {
       scaleDoc = await benchScale({ quick });
