@@ -51,6 +51,9 @@ export function verifyInvite(token: string, secret: string, now = Date.now()): I
     return { ok: false, problem: "malformed" };
   }
   const given = Buffer.from(signature, "base64url");
+  // Only the canonical spelling: the last character of 32 bytes in base64url carries 2 unused bits, which decoding
+  // ignores, so four spellings would otherwise pass for one signature (a link altered by hand, or on its way, must not).
+  if (given.toString("base64url") !== signature) return { ok: false, problem: "signature" };
   const expected = mac(payload, secret);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, problem: "signature" };
   let fields: { v?: unknown; t?: unknown; e?: unknown; n?: unknown };
