@@ -56,6 +56,23 @@ export interface Channel {
   expiration: number;
   /** Google's first message (or a notification) arrived on it: the address reaches this daemon. */
   confirmed?: boolean;
+  /**
+   * Stored (by id, with replicas) before Google answered the watch call that opens it, so that any replica recognises
+   * Google's first message, which may come first; replaced by the channel once Google answered. Its `resourceId` is
+   * not known yet.
+   */
+  opening?: true;
+}
+
+/**
+ * A channel whose watch call has not been answered yet, or whose answer is not stored yet: what its notifications
+ * brought in the meantime, acted on once it is stored.
+ */
+interface Opening {
+  therapistId: string;
+  tokenHash: string;
+  synced: boolean;
+  changed: boolean;
 }
 
 /** Whether a notification's token is the channel's. */
@@ -80,6 +97,12 @@ export class PushChannels {
    * channel's token never changes, so an entry stays right; stopped channels get no notifications.
    */
   readonly #known = new Map<string, Channel>();
+  /**
+   * channelId → a channel this replica is opening. Google may send the channel's first message before it answers the
+   * watch call (its guide promises no order), and a notification that found no channel would be answered 404 and
+   * never repeated: the channel would stay unconfirmed, its calendar polled at the short interval.
+   */
+  readonly #opening = new Map<string, Opening>();
   #renewals: AbortController | undefined;
   readonly #rejections: RejectionLog;
   readonly #notifications: Counter<"result">;
@@ -136,6 +159,7 @@ export class PushChannels {
         // An earlier build kept channel tokens in clear, and the generated one in meta: only the digest stays.
         if (channel !== ch)
           await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
+        if (channel.opening) continue; // a replica's watch call in flight, or lost with it: expires by itself
         this.#known.set(channel.channelId, channel);
         if (!key.startsWith(byId(""))) {
           if (this.#calendars.has(channel.therapistId)) this.#health?.opened(channel.therapistId, channel);
@@ -200,14 +224,22 @@ export class PushChannels {
     if (typeof notice.t !== "string") return;
     const channelId = typeof notice.c === "string" ? notice.c : undefined;
     if (notice.s === "sync") {
-      if (this.#isLeader()) this.#health?.confirmed(notice.t, channelId);
+      if (!this.#isLeader()) return;
+      const opening = channelId === undefined ? undefined : this.#opening.get(channelId);
+      const known = channelId === undefined ? undefined : this.#known.get(channelId);
+      // A standby answered the first message of a channel this leader is still opening: confirmed once it is stored.
+      if (opening) opening.synced = true;
+      // The standby could not store the confirmation when it only knew the channel as opening: stored here.
+      else if (known) void this.#confirm(known);
+      else this.#health?.confirmed(notice.t, channelId);
     } else this.changed(notice.t, channelId);
   }
 
   /** Google's first message arrived on `channel`: it is trusted from now on, here and (through the store) elsewhere. */
   async #confirm(channel: Channel): Promise<void> {
     this.#health?.confirmed(channel.therapistId, channel.channelId);
-    if (channel.confirmed) return;
+    // An opening channel's entry lacks Google's answer (its resourceId): the replica opening it stores the confirmation.
+    if (channel.confirmed || channel.opening) return;
     const confirmed = { ...channel, confirmed: true };
     this.#known.set(channel.channelId, confirmed);
     try {
@@ -230,7 +262,7 @@ export class PushChannels {
     if (known) return known;
     const ch = await this.#channels.get(byId(channelId));
     if (!ch || ch.channelId !== channelId) return undefined;
-    this.#known.set(ch.channelId, ch);
+    if (!ch.opening) this.#known.set(ch.channelId, ch);
     return ch;
   }
 
@@ -261,31 +293,56 @@ export class PushChannels {
       if (!force && current && current.expiration - now > renewBefore && !elsewhere) return;
       const channelId = randomUUID();
       const token = this.#newToken();
-      const { resourceId, expiration } = await gw.watch({
-        channelId,
-        address: push.public_url,
-        token,
-        ttlSeconds: push.ttl_seconds,
-      });
-      const channel: Channel = {
-        therapistId,
-        calendarId: gw.calendarId,
-        channelId,
-        resourceId,
-        tokenHash: tokenDigest(token),
-        expiration,
-      };
-      this.#known.set(channelId, channel);
-      // Before the store write: Google's first message may come back before it is done.
-      this.#health?.opened(therapistId, channel);
-      await this.#channels.setMany([
-        { key: therapistId, value: channel },
-        { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel, now) },
-      ]);
-      this.#logger.info(
-        { therapist_id: therapistId, channel_id: channelId, expiration: new Date(expiration).toISOString() },
-        force ? "push channel replaced: the old one missed a change" : "push channel opened",
-      );
+      const tokenHash = tokenDigest(token);
+      const opening: Opening = { therapistId, tokenHash, synced: false, changed: false };
+      this.#opening.set(channelId, opening);
+      try {
+        // With replicas, Google's first message may reach another one, which knows channels from the store only.
+        if (this.#notices) {
+          const provisional: Channel = {
+            therapistId,
+            calendarId: gw.calendarId,
+            channelId,
+            resourceId: "",
+            tokenHash,
+            expiration: now + push.ttl_seconds * 1000,
+            opening: true,
+          };
+          await this.#channels.set(byId(channelId), provisional, byIdTtl(provisional, now));
+        }
+        let answer: { resourceId: string; expiration: number };
+        try {
+          answer = await gw.watch({ channelId, address: push.public_url, token, ttlSeconds: push.ttl_seconds });
+        } catch (err) {
+          if (this.#notices) await this.#channels.delete(byId(channelId)).catch(() => false); // else it expires
+          throw err;
+        }
+        const channel: Channel = {
+          therapistId,
+          calendarId: gw.calendarId,
+          channelId,
+          resourceId: answer.resourceId,
+          tokenHash,
+          expiration: answer.expiration,
+        };
+        this.#health?.opened(therapistId, channel);
+        await this.#channels.setMany([
+          { key: therapistId, value: channel },
+          { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel, now) },
+        ]);
+        // Known from here on; what its notifications brought while it was opening is acted on now, so a confirmation
+        // is stored after the channel, not overwritten by it.
+        this.#known.set(channelId, channel);
+        this.#opening.delete(channelId);
+        if (opening.synced) void this.#confirm(channel);
+        if (opening.changed) this.changed(therapistId, channelId);
+        this.#logger.info(
+          { therapist_id: therapistId, channel_id: channelId, expiration: new Date(answer.expiration).toISOString() },
+          force ? "push channel replaced: the old one missed a change" : "push channel opened",
+        );
+      } finally {
+        this.#opening.delete(channelId);
+      }
       if (current) {
         await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
         this.#known.delete(current.channelId);
@@ -348,6 +405,19 @@ export class PushChannels {
         { channel_id_length: channelId?.length ?? 0, token_length: token.length },
         "push notification without a channel id, or with a channel id or token longer than Google's",
       );
+    }
+    const opening = this.#opening.get(channelId);
+    if (opening) {
+      if (!matchesDigest(token, opening.tokenHash)) {
+        return refuse(404, "wrong_token", { channel_id: channelId }, "push notification with a wrong token; ignored");
+      }
+      req.resume();
+      res.writeHead(200).end();
+      const sync = header(req, "x-goog-resource-state") === "sync";
+      this.#notifications.inc({ result: sync ? "sync" : "accepted" });
+      if (sync) opening.synced = true;
+      else opening.changed = true;
+      return true;
     }
     let channel: Channel | undefined;
     try {

@@ -348,4 +348,37 @@ describe("push notifications", () => {
       server.close();
     }
   });
+
+  it("answers events.watch only once the channel's sync message was answered (the order Google leaves open)", async () => {
+    const order: string[] = [];
+    let answerSync: (() => void) | undefined;
+    const server = createServer((req, res) => {
+      order.push(`notification ${String(req.headers["x-goog-resource-state"])}`);
+      req.resume();
+      // The receiver holds its answer a while: the watch call must still be waiting when it comes.
+      answerSync = () => res.end();
+      setTimeout(() => answerSync?.(), 100);
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const address = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks/google`;
+    try {
+      const watch = (id: string) =>
+        f.api.events.watch({ calendarId, requestBody: { id, type: "web_hook", address } }).then(() => {
+          order.push(`answer ${id}`);
+        });
+      await watch("chan-first");
+      expect(order).toEqual(["notification sync", "answer chan-first"]);
+      expect(f.emulator.deliveries.at(-1)).toMatchObject({ channelId: "chan-first", state: "sync", status: 200 });
+
+      // Concurrently, when asked: the answer no longer waits for the receiver.
+      f.emulator.syncBeforeWatchAnswer = false;
+      order.length = 0;
+      await watch("chan-concurrent");
+      expect(order[0]).toBe("answer chan-concurrent");
+      await f.emulator.settleNotifications();
+      expect(order).toEqual(["answer chan-concurrent", "notification sync"]);
+    } finally {
+      server.close();
+    }
+  });
 });

@@ -116,6 +116,20 @@ describe.skipIf(!redisTestsEnabled("push-ha"))("push notifications with two repl
   it("a standby that never led acknowledges a notification for the leader's channel, and the leader polls", async () => {
     const { world, cal, a, b, pointAt, moveInCalendar, movedBack } = await setUp();
     const channel = await pointAt(a.app, b.app);
+    // Google's first message reached the standby before the leader heard back from its watch call (the emulator
+    // answers it only then): the standby knew the channel from the entry the leader stored before the call, and the
+    // leader, told by a notice, stored the channel confirmed once it had stored it.
+    expect(world.google.deliveries.filter((d) => d.channelId === channel.id).map((d) => [d.state, d.status])).toEqual([
+      ["sync", 200],
+    ]);
+    const channels = a.app.store.table<{ channelId: string; confirmed?: boolean; resourceId: string }>("channels");
+    await waitFor(
+      "the leader to store the channel confirmed",
+      async () => (await channels.get(`channel-id:${channel.id}`))?.confirmed === true,
+      5000,
+    );
+    expect(await channels.get("th_a")).toMatchObject({ channelId: channel.id, confirmed: true });
+    expect((await channels.get(`channel-id:${channel.id}`))?.resourceId).toBeTruthy();
 
     // Forged notifications keep their answer on the standby too.
     for (const headers of [

@@ -1,8 +1,10 @@
 // Google push channels: opened per calendar when google.push is configured, a notification with the channel's
 // token triggers an immediate incremental sync (and the write-back), a forged one does nothing. Each channel has a
 // random token of its own, and the store keeps only its SHA-256.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { request } from "undici";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import type { Channel } from "../../src/daemon/push.ts";
 import { tokenDigest } from "../../src/store/secrets.ts";
@@ -137,6 +139,63 @@ describe("push channels", () => {
     const ok = await request(url, { method: "POST", headers: { ...headers, "x-goog-resource-state": "sync" } });
     await ok.body.dump();
     expect(ok.statusCode).toBe(200);
+  });
+
+  it("Google's first message, and a change, arriving before the watch call's answer: both acknowledged, the channel confirmed and stored so, and the change polled", async () => {
+    h = await harness({
+      therapists: 1,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
+      },
+    });
+    await h.app.start();
+    h.world.google.requireHttpsChannels = false;
+    // Google's address for the channel: passes each notification on to the daemon, and behind the sync message sends
+    // a change, both before the emulator answers the watch call (it waits for the sync message's answer).
+    const daemon = `${h.app.http!.url}/webhooks/google`;
+    const answered: string[] = [];
+    const relay = createServer((req, res) => {
+      req.resume();
+      const pass = async (state: string) => {
+        const out = await request(daemon, {
+          method: "POST",
+          headers: {
+            "x-goog-channel-id": String(req.headers["x-goog-channel-id"]),
+            "x-goog-channel-token": String(req.headers["x-goog-channel-token"]),
+            "x-goog-resource-state": state,
+          },
+        });
+        await out.body.dump();
+        answered.push(`${state} ${out.statusCode}`);
+        return out.statusCode;
+      };
+      void (async () => {
+        const status = await pass(String(req.headers["x-goog-resource-state"]));
+        if (req.headers["x-goog-resource-state"] === "sync") await pass("exists");
+        res.writeHead(status).end();
+      })();
+    });
+    await new Promise<void>((r) => relay.listen(0, "127.0.0.1", r));
+    try {
+      h.world.config.google.push!.public_url = `http://127.0.0.1:${(relay.address() as AddressInfo).port}/`;
+      expect(h.app.poller.lastPollAt("th_1")).toBeUndefined();
+      await h.app.push.start();
+      h.app.push.stop();
+      expect(answered).toEqual(["sync 200", "exists 200"]);
+      expect(h.world.google.deliveries.map((d) => [d.state, d.status])).toEqual([["sync", 200]]);
+      // The change that came while the channel was opening is polled once the channel is stored.
+      await vi.waitFor(() => expect(h!.app.poller.lastPollAt("th_1")).toBeDefined(), { timeout: 5_000 });
+      // The confirmation is stored after the channel, not overwritten by it: a restart trusts the channel.
+      const channel = [...h.world.google.channels.values()][0]!;
+      const channels = h.app.store.table<Channel>("channels");
+      await vi.waitFor(async () => {
+        expect(await channels.get("th_1")).toMatchObject({ channelId: channel.id, confirmed: true });
+        expect(await channels.get(`channel-id:${channel.id}`)).toMatchObject({ confirmed: true });
+      });
+      expect(h.app.poller.intervalFor("th_1")).toBeGreaterThan(h.world.config.sync.calendar_poll_seconds * 1000);
+    } finally {
+      relay.close();
+    }
   });
 
   it("renews a channel before it expires: the new one opens first, then the old one is stopped", async () => {

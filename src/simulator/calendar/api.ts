@@ -26,6 +26,8 @@ export interface ApiAnswer {
   body?: unknown;
   /** The calendars whose events changed (for automatic notifications). */
   changed?: string[];
+  /** What must have happened before the answer is sent (a new channel's sync message, see PushChannels). */
+  answerAfter?: Promise<unknown>;
 }
 
 export interface ApiContext {
@@ -141,7 +143,8 @@ function calendarRoute(ctx: ApiContext, req: ApiRequest, rest: string[]): ApiAns
     throw new ApiError(405, "badRequest", "Method Not Allowed");
   }
   if (eventId === "watch" && action === undefined && req.method === "POST") {
-    return { status: 200, body: ctx.push.watch(cal, req.body) };
+    const { resource, sync } = ctx.push.watch(cal, req.body);
+    return { status: 200, body: resource, ...(ctx.push.syncBeforeAnswer ? { answerAfter: sync } : {}) };
   }
   if (action === "move" && req.method === "POST") return moveRoute(ctx, req, cal, eventId);
   if (action === "instances" && req.method === "GET") {

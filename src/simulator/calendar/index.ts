@@ -309,6 +309,10 @@ export class CalendarEmulator {
   set requireHttpsChannels(value: boolean) {
     this.#push.requireHttps = value;
   }
+  /** Whether events.watch answers only after its sync message was answered (default true; see PushChannels). */
+  set syncBeforeWatchAnswer(value: boolean) {
+    this.#push.syncBeforeAnswer = value;
+  }
 
   async close(): Promise<void> {
     await this.#push.settle();
@@ -410,6 +414,7 @@ export class CalendarEmulator {
     let status = 200;
     let body: unknown;
     let usageLimit = false;
+    let answerAfter: Promise<unknown> | undefined;
     const headers: Record<string, string> = {};
     try {
       const subject = this.#oauth.authorizeApi(req.headers.authorization, method, url.pathname);
@@ -436,6 +441,7 @@ export class CalendarEmulator {
       );
       status = answer.status;
       body = answer.body;
+      answerAfter = answer.answerAfter;
       for (const id of answer.changed ?? []) this.#changed(id);
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
@@ -452,6 +458,7 @@ export class CalendarEmulator {
       ...(entry.chargedTo !== undefined ? { user: entry.chargedTo } : {}),
       ...(segments[0] === "calendars" && segments[1] ? { calendarId: segments[1] } : {}),
     });
+    await answerAfter;
     if (this.faults.takeDrop()) {
       entry.dropped = true;
       req.socket.destroy();

@@ -29,6 +29,14 @@ export class PushChannels {
   readonly deliveries: Delivery[] = [];
   /** Google demands HTTPS addresses; the emulator allows http unless this is set. */
   requireHttps = false;
+  /**
+   * Whether events.watch answers only once its channel's "sync" message was delivered (and answered). Google's push
+   * guide says the sync message is sent when the channel is created and promises no order between it and the watch
+   * call's answer (developers.google.com/calendar/api/guides/push, "Sync message"), so a receiver can meet the
+   * message for a channel whose creation it has not heard back about yet. The emulator takes that harsher order by
+   * default; false delivers the two concurrently.
+   */
+  syncBeforeAnswer = true;
   readonly #clock: Clock;
   #inflight = new Set<Promise<unknown>>();
 
@@ -36,7 +44,11 @@ export class PushChannels {
     this.#clock = clock;
   }
 
-  watch(cal: CalendarRecord, body: Record<string, unknown>): Record<string, unknown> {
+  /** Opens a channel: its resource, and the delivery of its "sync" message (the answer waits for it, see above). */
+  watch(
+    cal: CalendarRecord,
+    body: Record<string, unknown>,
+  ): { resource: Record<string, unknown>; sync: Promise<Delivery> } {
     const id = typeof body.id === "string" ? body.id : "";
     if (!id || id.length > 64) throw new ApiError(400, "invalid", "Invalid channel id.");
     if (this.channels.has(id)) throw new ApiError(400, "channelIdNotUnique");
@@ -67,8 +79,8 @@ export class PushChannels {
       messageNumber: 0,
     };
     this.channels.set(id, channel);
-    this.#deliver(channel, "sync");
-    return {
+    const sync = this.#deliver(channel, "sync");
+    const resource = {
       kind: "api#channel",
       id,
       resourceId: channel.resourceId,
@@ -76,6 +88,7 @@ export class PushChannels {
       ...(token ? { token } : {}),
       expiration: String(expiration),
     };
+    return { resource, sync };
   }
 
   stop(body: Record<string, unknown>): void {
