@@ -23,12 +23,13 @@ export function imageNodeOptions(): string {
 }
 
 /**
- * The image's environment for the runtime (the Dockerfile's ENV): its NODE_OPTIONS, and MALLOC_ARENA_MAX (how many
- * glibc malloc arenas the process keeps) when it sets one.
+ * The image's environment for the runtime (the Dockerfile's ENV): its NODE_OPTIONS, and the glibc malloc tunables it
+ * sets (MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_, ...: a line of the ENV instruction each, not a comment).
  */
 export function imageRuntimeEnv(): Record<string, string> {
-  const arenas = /\bMALLOC_ARENA_MAX=(\d+)/.exec(readFileSync(join(ROOT, "Dockerfile"), "utf8"))?.[1];
-  return { NODE_OPTIONS: imageNodeOptions(), ...(arenas ? { MALLOC_ARENA_MAX: arenas } : {}) };
+  const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
+  const malloc = [...dockerfile.matchAll(/^[ \t]*(?:ENV[ \t]+)?(MALLOC_[A-Z_]+)=(\d+)/gm)].map((m) => [m[1]!, m[2]!]);
+  return { NODE_OPTIONS: imageNodeOptions(), ...Object.fromEntries(malloc) };
 }
 
 /**

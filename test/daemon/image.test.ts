@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { imageNodeOptions } from "../../bench/support.ts";
+import { imageRuntimeEnv } from "../../bench/support.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
@@ -130,8 +130,9 @@ describe("the container image, reproduced in a clean folder", () => {
           PATH,
           HOME: process.env.HOME ?? tmp,
           NODE_ENV: "production",
-          // The image's own runtime flags: a flag Node refuses in NODE_OPTIONS would stop the container at start.
-          NODE_OPTIONS: imageNodeOptions(),
+          // The image's own runtime flags and malloc tunables: a flag Node refuses in NODE_OPTIONS would stop the
+          // container at start.
+          ...imageRuntimeEnv(),
           BOOKING_API_KEY: world.config.booking.api_key,
           BOOKING_WEBHOOK_SECRET: WORLD_WEBHOOK_SECRET,
         },
