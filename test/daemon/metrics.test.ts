@@ -2,9 +2,25 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { reconcileMaxAgeMs } from "../../src/daemon/health.ts";
-import { createMetrics } from "../../src/daemon/metrics.ts";
+import { createMetrics, EVENT_LOOP_SAMPLE_MS } from "../../src/daemon/metrics.ts";
 
 describe("createMetrics", () => {
+  it("samples the event loop's delay every EVENT_LOOP_SAMPLE_MS, and a stall of a few samples is measured whole", async () => {
+    const registry = new Registry();
+    createMetrics(registry);
+    await new Promise((r) => setTimeout(r, 2 * EVENT_LOOP_SAMPLE_MS));
+    const stallMs = 3 * EVENT_LOOP_SAMPLE_MS;
+    const until = performance.now() + stallMs;
+    while (performance.now() < until) {
+      // the event loop is blocked, as by a long synchronous task
+    }
+    await new Promise((r) => setTimeout(r, 2 * EVENT_LOOP_SAMPLE_MS));
+    const text = await registry.metrics();
+    const max = Number(/^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1]);
+    // The sample due during the stall fires at its end: late by the stall less at most one sampling period.
+    expect(max * 1000).toBeGreaterThanOrEqual(stallMs - EVENT_LOOP_SAMPLE_MS - 5);
+  });
+
   it("registers every daemon metric and the process defaults on the given registry", async () => {
     const registry = new Registry();
     const m = createMetrics(registry);
