@@ -99,7 +99,7 @@ export class PushChannels {
   readonly #known = new Map<string, Channel>();
   /**
    * channelId → a channel this replica is opening. Google may send the channel's first message before it answers the
-   * watch call (its guide promises no order), and a notification that found no channel would be answered 404 and
+   * watch call (its guide says nothing of their order), and a notification that found no channel would be answered 404 and
    * never repeated: the channel would stay unconfirmed, its calendar polled at the short interval.
    */
   readonly #opening = new Map<string, Opening>();
@@ -330,10 +330,10 @@ export class PushChannels {
           { key: therapistId, value: channel },
           { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel, now) },
         ]);
-        // Known from here on; what its notifications brought while it was opening is acted on now, so a confirmation
-        // is stored after the channel, not overwritten by it.
+        // Known from here on (the `finally` below forgets it as opening, with no await in between); what its
+        // notifications brought while it was opening is acted on now, so a confirmation is stored after the channel,
+        // not overwritten by it.
         this.#known.set(channelId, channel);
-        this.#opening.delete(channelId);
         if (opening.synced) void this.#confirm(channel);
         if (opening.changed) this.changed(therapistId, channelId);
         this.#logger.info(

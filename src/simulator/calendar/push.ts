@@ -31,8 +31,8 @@ export class PushChannels {
   requireHttps = false;
   /**
    * Whether events.watch answers only once its channel's "sync" message was delivered (and answered). Google's push
-   * guide says the sync message is sent when the channel is created and promises no order between it and the watch
-   * call's answer (developers.google.com/calendar/api/guides/push, "Sync message"), so a receiver can meet the
+   * guide says the sync message is sent when the channel is created and says nothing of its order against the
+   * watch call's answer (developers.google.com/calendar/api/guides/push, "Sync message"), so a receiver can meet the
    * message for a channel whose creation it has not heard back about yet. The emulator takes that harsher order by
    * default; false delivers the two concurrently.
    */
