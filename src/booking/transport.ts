@@ -2,6 +2,7 @@
 // into parsed data or a BookingApiError. No retries and no rate limiting here.
 import { type Dispatcher, request } from "undici";
 import type { z } from "zod";
+import { deadline } from "../deadline.ts";
 import { secrets } from "../log.ts";
 import { BookingApiError, synthesizeCode } from "./errors.ts";
 import { ErrorEnvelope } from "./schemas.ts";
@@ -62,8 +63,8 @@ export class Transport {
    * "timeout" or "network_error" when none came, or with the caller's abort reason.
    */
   async send(input: ExchangeInput): Promise<RawResponse> {
-    const timeout = AbortSignal.timeout(this.#opts.timeoutMs);
-    const signal = input.signal ? AbortSignal.any([timeout, input.signal]) : timeout;
+    // Ended below once the answer is read (AbortSignal.timeout's timer would fire long after it: see deadline.ts).
+    const limit = deadline(this.#opts.timeoutMs, input.signal);
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.#apiKey}`,
       accept: "application/json",
@@ -79,7 +80,7 @@ export class Transport {
         method: input.method,
         headers,
         body,
-        signal,
+        signal: limit.signal,
         ...(this.#opts.dispatcher ? { dispatcher: this.#opts.dispatcher } : {}),
       });
       const text = await res.body.text();
@@ -100,7 +101,7 @@ export class Transport {
       };
     } catch (cause) {
       if (input.signal?.aborted) throw input.signal.reason;
-      const timedOut = timeout.aborted;
+      const timedOut = limit.expired;
       throw new BookingApiError({
         code: timedOut ? "timeout" : "network_error",
         message: timedOut
@@ -110,6 +111,8 @@ export class Transport {
         path: input.path,
         details: timedOut ? { timeoutMs: this.#opts.timeoutMs } : errorDetails(cause),
       });
+    } finally {
+      limit.end();
     }
   }
 

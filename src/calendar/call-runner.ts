@@ -1,6 +1,7 @@
 // Owns one logical Google call: fail-fast gate, error classification, retries with backoff, metrics and health updates.
 import type { OAuth2Client } from "google-auth-library";
 import type { Clock } from "../clock.ts";
+import { deadline } from "../deadline.ts";
 import type { Logger } from "../log.ts";
 import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, backoffDelay } from "./backoff.ts";
@@ -37,6 +38,12 @@ function maybeApplied(err: CalendarError): boolean {
   return err.ambiguous || (err.status !== undefined && err.status >= 500);
 }
 
+/** What each attempt's request must carry: googleapis takes it as a method's second argument (MethodOptions). */
+export interface AttemptOptions {
+  /** Aborts the attempt when its time limit passes (the runner ends the limit as soon as the attempt is over). */
+  signal: AbortSignal;
+}
+
 export interface CallOptions {
   state?: CallState;
   /** Let the call through even while credentials are broken (doctor's access check). */
@@ -56,6 +63,8 @@ export interface CallRunnerOptions {
   quota?: GoogleQuotaGate;
   /** Whom the per-user quota is charged to (the quotaUser every request carries). */
   quotaUser: string;
+  /** Time limit of one attempt, answer body included (default 30 s). */
+  timeoutMs?: number;
 }
 
 export class CallRunner {
@@ -73,7 +82,7 @@ export class CallRunner {
   async run<T>(
     operation: string,
     scope: ErrorScope,
-    send: () => Promise<{ data: T; status: number }>,
+    send: (attempt: AttemptOptions) => Promise<{ data: T; status: number }>,
     options: CallOptions = {},
   ): Promise<T> {
     const { auth, health, metrics } = this.#o;
@@ -84,8 +93,12 @@ export class CallRunner {
       if (admission.probe) dropAccessToken(auth);
       const permit = await this.#o.quota?.acquire(this.#o.quotaUser, unitsOf(operation));
       const sentAt = performance.now();
+      const limit = deadline(this.#o.timeoutMs ?? 30_000);
       try {
-        const res = await send().finally(() => permit?.done({ latencyMs: performance.now() - sentAt }));
+        const res = await send({ signal: limit.signal }).finally(() => {
+          limit.end();
+          permit?.done({ latencyMs: performance.now() - sentAt });
+        });
         if (res.status !== 204 && (res.data === null || typeof res.data !== "object" || Array.isArray(res.data))) {
           // A 2xx whose body is no JSON object (a proxy's HTML page, a cut-off answer) is not an answer to act on: an
           // empty listing read from it would look like a calendar without events. A write may have happened.
@@ -97,7 +110,10 @@ export class CallRunner {
         metrics.requests.inc({ method: operation, status: String(res.status) });
         health.succeeded(admission);
         return res.data;
-      } catch (raw) {
+      } catch (thrown) {
+        // gaxios words an abort its own way: a limit that passed before any answer is named as such, with its length.
+        const answered = (thrown as { response?: unknown } | null)?.response !== undefined;
+        const raw = limit.expired && !answered ? limit.signal.reason : thrown;
         const err = classifyError(raw, scope, `${operation} ${this.#o.calendarId}`);
         const status = err.tokenEndpoint ? "token_error" : err.status ? String(err.status) : "network";
         metrics.requests.inc({ method: operation, status });

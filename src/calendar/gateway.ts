@@ -3,11 +3,12 @@ import type { Credentials, OAuth2Client } from "google-auth-library";
 import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
 import { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
+import { deadline } from "../deadline.ts";
 import { type Logger, secrets, silentLogger } from "../log.ts";
 import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
-import { CallRunner, type CallState } from "./call-runner.ts";
+import { type AttemptOptions, CallRunner, type CallState } from "./call-runner.ts";
 import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
@@ -130,6 +131,7 @@ export class CalendarGateway {
   readonly therapistId: string;
   readonly calendarId: string;
   readonly #api: calendar_v3.Calendar;
+  readonly #timeoutMs: number;
   readonly #auth: OAuth2Client;
   readonly #quotaUser: string;
   readonly #logger: Logger;
@@ -179,6 +181,7 @@ export class CalendarGateway {
       authKind: this.#oauth ? "oauth" : "service_account",
       ...(options.account ? { account: options.account } : {}),
     });
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
     this.#runner = new CallRunner({
       calendarId: this.calendarId,
       auth: options.auth,
@@ -190,13 +193,15 @@ export class CalendarGateway {
       maxAttempts: Math.max(1, options.maxAttempts ?? 6),
       quotaUser: this.#quotaUser,
       ...(options.quota ? { quota: options.quota } : {}),
+      timeoutMs: this.#timeoutMs,
     });
-    // gaxios must not retry on its own: CallRunner owns retries (POST/PATCH and 403 rate limits included).
+    // gaxios must not retry on its own: CallRunner owns retries (POST/PATCH and 403 rate limits included). Nor time
+    // requests out: its limit is an AbortSignal.timeout() per request that fires long after the answer (see deadline.ts);
+    // CallRunner hands each attempt a signal whose limit ends with it.
     this.#api = new calendar_v3.Calendar({
       auth: options.auth,
       rootUrl: options.apiRoot,
       retry: false,
-      timeout: options.timeoutMs ?? 30_000,
     });
     this.#auth.on("tokens", this.#onTokens);
   }
@@ -246,13 +251,16 @@ export class CalendarGateway {
       const event = await this.#runner.run(
         "events.insert",
         "calendar",
-        () =>
-          this.#api.events.insert({
-            calendarId: this.calendarId,
-            quotaUser: this.#quotaUser,
-            sendUpdates: "none",
-            requestBody: { ...body, id: eventId },
-          }),
+        (attempt) =>
+          this.#api.events.insert(
+            {
+              calendarId: this.calendarId,
+              quotaUser: this.#quotaUser,
+              sendUpdates: "none",
+              requestBody: { ...body, id: eventId },
+            },
+            attempt,
+          ),
         { state },
       );
       return { event, action: "inserted" };
@@ -312,7 +320,7 @@ export class CalendarGateway {
       "events.update",
       eventId,
       opts,
-      () =>
+      (attempt) =>
         this.#api.events.update(
           {
             calendarId: this.calendarId,
@@ -321,7 +329,7 @@ export class CalendarGateway {
             sendUpdates: "none",
             requestBody: body,
           },
-          this.#ifMatch(opts),
+          this.#options(opts, attempt),
         ),
       (stored) => carriesUpdate(stored, body),
     );
@@ -333,7 +341,7 @@ export class CalendarGateway {
       "events.patch",
       eventId,
       opts,
-      () =>
+      (attempt) =>
         this.#api.events.patch(
           {
             calendarId: this.calendarId,
@@ -342,7 +350,7 @@ export class CalendarGateway {
             sendUpdates: "none",
             requestBody: partial,
           },
-          this.#ifMatch(opts),
+          this.#options(opts, attempt),
         ),
       (stored) => carriesPatch(stored, partial),
     );
@@ -358,7 +366,7 @@ export class CalendarGateway {
     operation: string,
     eventId: string,
     opts: WriteOptions,
-    send: () => Promise<{ data: CalendarEvent; status: number }>,
+    send: (attempt: AttemptOptions) => Promise<{ data: CalendarEvent; status: number }>,
     carries: (stored: CalendarEvent) => boolean,
   ): Promise<CalendarEvent> {
     const state: CallState = { ambiguous: false };
@@ -385,10 +393,10 @@ export class CalendarGateway {
       await this.#runner.run(
         "events.delete",
         "event",
-        () =>
+        (attempt) =>
           this.#api.events.delete(
             { calendarId: this.calendarId, eventId, quotaUser: this.#quotaUser, sendUpdates: "none" },
-            this.#ifMatch(opts),
+            this.#options(opts, attempt),
           ),
         { state },
       );
@@ -408,22 +416,19 @@ export class CalendarGateway {
    * the destination already has the id.
    */
   move(eventId: string, destination: string): Promise<CalendarEvent> {
-    return this.#runner.run("events.move", "event", () =>
-      this.#api.events.move({
-        calendarId: this.calendarId,
-        eventId,
-        destination,
-        quotaUser: this.#quotaUser,
-        sendUpdates: "none",
-      }),
+    return this.#runner.run("events.move", "event", (attempt) =>
+      this.#api.events.move(
+        { calendarId: this.calendarId, eventId, destination, quotaUser: this.#quotaUser, sendUpdates: "none" },
+        attempt,
+      ),
     );
   }
 
   /** The event, or null when the id is unknown. A deleted event is returned with status "cancelled". */
   async get(eventId: string): Promise<CalendarEvent | null> {
     try {
-      return await this.#runner.run("events.get", "event", () =>
-        this.#api.events.get({ calendarId: this.calendarId, eventId, quotaUser: this.#quotaUser }),
+      return await this.#runner.run("events.get", "event", (attempt) =>
+        this.#api.events.get({ calendarId: this.calendarId, eventId, quotaUser: this.#quotaUser }, attempt),
       );
     } catch (err) {
       if (err instanceof CalendarError && err.kind === "not_found") return null;
@@ -436,18 +441,21 @@ export class CalendarGateway {
     const iso = (t: string | Date) => (typeof t === "string" ? t : t.toISOString());
     let pageToken: string | undefined;
     do {
-      const page = await this.#runner.run("events.list", "calendar", () =>
-        this.#api.events.list({
-          calendarId: this.calendarId,
-          quotaUser: this.#quotaUser,
-          privateExtendedProperty: [MANAGED_FILTER],
-          singleEvents: true,
-          showDeleted: false,
-          maxResults: this.#pageSize,
-          timeMin: iso(range.timeMin),
-          timeMax: iso(range.timeMax),
-          pageToken,
-        }),
+      const page = await this.#runner.run("events.list", "calendar", (attempt) =>
+        this.#api.events.list(
+          {
+            calendarId: this.calendarId,
+            quotaUser: this.#quotaUser,
+            privateExtendedProperty: [MANAGED_FILTER],
+            singleEvents: true,
+            showDeleted: false,
+            maxResults: this.#pageSize,
+            timeMin: iso(range.timeMin),
+            timeMax: iso(range.timeMax),
+            pageToken,
+          },
+          attempt,
+        ),
       );
       yield* itemsOf(page, `events.list ${this.calendarId}`);
       pageToken = page.nextPageToken ?? undefined;
@@ -474,14 +482,11 @@ export class CalendarGateway {
     const events: CalendarEvent[] = [];
     let pageToken: string | undefined;
     for (;;) {
-      const page = await this.#runner.run("events.list", "calendar", () =>
-        this.#api.events.list({
-          calendarId: this.calendarId,
-          quotaUser: this.#quotaUser,
-          maxResults: this.#pageSize,
-          ...params,
-          pageToken,
-        }),
+      const page = await this.#runner.run("events.list", "calendar", (attempt) =>
+        this.#api.events.list(
+          { calendarId: this.calendarId, quotaUser: this.#quotaUser, maxResults: this.#pageSize, ...params, pageToken },
+          attempt,
+        ),
       );
       events.push(...itemsOf(page, `events.list ${this.calendarId}`));
       if (page.nextPageToken) {
@@ -504,18 +509,21 @@ export class CalendarGateway {
     token?: string;
     ttlSeconds?: number;
   }): Promise<{ resourceId: string; expiration: number }> {
-    const res = await this.#runner.run("events.watch", "calendar", () =>
-      this.#api.events.watch({
-        calendarId: this.calendarId,
-        quotaUser: this.#quotaUser,
-        requestBody: {
-          id: channel.channelId,
-          type: "web_hook",
-          address: channel.address,
-          ...(channel.token ? { token: channel.token } : {}),
-          ...(channel.ttlSeconds ? { params: { ttl: String(channel.ttlSeconds) } } : {}),
+    const res = await this.#runner.run("events.watch", "calendar", (attempt) =>
+      this.#api.events.watch(
+        {
+          calendarId: this.calendarId,
+          quotaUser: this.#quotaUser,
+          requestBody: {
+            id: channel.channelId,
+            type: "web_hook",
+            address: channel.address,
+            ...(channel.token ? { token: channel.token } : {}),
+            ...(channel.ttlSeconds ? { params: { ttl: String(channel.ttlSeconds) } } : {}),
+          },
         },
-      }),
+        attempt,
+      ),
     );
     if (!res.resourceId) throw new CalendarError("events.watch: answer without resourceId", { kind: "unknown" });
     return { resourceId: res.resourceId, expiration: Number(res.expiration ?? 0) };
@@ -524,8 +532,8 @@ export class CalendarGateway {
   /** Stops a push channel; an unknown (expired, already stopped) channel counts as stopped. */
   async stopChannel(channelId: string, resourceId: string): Promise<void> {
     try {
-      await this.#runner.run("channels.stop", "event", () =>
-        this.#api.channels.stop({ quotaUser: this.#quotaUser, requestBody: { id: channelId, resourceId } }),
+      await this.#runner.run("channels.stop", "event", (attempt) =>
+        this.#api.channels.stop({ quotaUser: this.#quotaUser, requestBody: { id: channelId, resourceId } }, attempt),
       );
     } catch (err) {
       if (!(err instanceof CalendarError) || err.kind !== "not_found") throw err;
@@ -542,7 +550,7 @@ export class CalendarGateway {
       calendar = await this.#runner.run(
         "calendars.get",
         "calendar",
-        () => this.#api.calendars.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser }),
+        (attempt) => this.#api.calendars.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser }, attempt),
         { probe: true },
       );
     } catch (err) {
@@ -551,8 +559,8 @@ export class CalendarGateway {
     }
     const where = `calendar ${this.calendarId} (${calendar.summary ?? "no title"}, ${calendar.timeZone ?? "no time zone"})`;
     try {
-      const entry = await this.#runner.run("calendarList.get", "event", () =>
-        this.#api.calendarList.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser }),
+      const entry = await this.#runner.run("calendarList.get", "event", (attempt) =>
+        this.#api.calendarList.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser }, attempt),
       );
       const role = entry.accessRole ?? "unknown";
       if (role === "owner" || role === "writer") return { ok: true, detail: `${where}: reachable, access ${role}` };
@@ -574,29 +582,34 @@ export class CalendarGateway {
    * scope, read access only) says nothing about the credentials calbridge syncs with.
    */
   async sharing(): Promise<{ calendarId: string; rules: calendar_v3.Schema$AclRule[] } | { error: string }> {
+    // One limit for the whole check (a few requests), as the runner gives each of its attempts.
+    const limit = deadline(this.#timeoutMs);
     try {
-      const { data: calendar } = await this.#api.calendars.get({
-        calendarId: this.calendarId,
-        quotaUser: this.#quotaUser,
-      });
+      const attempt = { signal: limit.signal };
+      const { data: calendar } = await this.#api.calendars.get(
+        { calendarId: this.calendarId, quotaUser: this.#quotaUser },
+        attempt,
+      );
       const rules: calendar_v3.Schema$AclRule[] = [];
       let pageToken: string | undefined;
       do {
-        const { data } = await this.#api.acl.list({
-          calendarId: this.calendarId,
-          quotaUser: this.#quotaUser,
-          ...(pageToken ? { pageToken } : {}),
-        });
+        const { data } = await this.#api.acl.list(
+          { calendarId: this.calendarId, quotaUser: this.#quotaUser, ...(pageToken ? { pageToken } : {}) },
+          attempt,
+        );
         rules.push(...(data.items ?? []));
         pageToken = data.nextPageToken ?? undefined;
       } while (pageToken);
       return { calendarId: calendar.id ?? this.calendarId, rules };
     } catch (err) {
       return { error: classifyError(err, "calendar", `acl.list ${this.calendarId}`).message };
+    } finally {
+      limit.end();
     }
   }
 
-  #ifMatch(opts: WriteOptions): { headers: Record<string, string> } | undefined {
-    return opts.ifMatch ? { headers: { "If-Match": opts.ifMatch } } : undefined;
+  /** An attempt's request options, with the event's etag as If-Match when the write is conditional. */
+  #options(opts: WriteOptions, attempt: AttemptOptions): AttemptOptions & { headers?: Record<string, string> } {
+    return opts.ifMatch ? { ...attempt, headers: { "If-Match": opts.ifMatch } } : attempt;
   }
 }

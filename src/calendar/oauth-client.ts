@@ -1,5 +1,6 @@
 // Owns token-endpoint exchanges (one POST, no retries of their own) and per-therapist OAuth refresh-token credentials.
 import { type Credentials, type gaxios, OAuth2Client } from "google-auth-library";
+import { deadline } from "../deadline.ts";
 import { secrets } from "../log.ts";
 import { CalendarError, tokenErrorKind } from "./errors.ts";
 
@@ -40,12 +41,13 @@ export function expiresInSeconds(answer: TokenAnswer): number | undefined {
 export async function requestToken(req: TokenRequest): Promise<TokenAnswer> {
   let res: Response;
   let text: string;
+  const limit = deadline(req.timeoutMs);
   try {
     res = await fetch(req.url, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
       body: new URLSearchParams(req.form),
-      signal: AbortSignal.timeout(req.timeoutMs),
+      signal: limit.signal,
     });
     text = await res.text();
   } catch (err) {
@@ -55,6 +57,8 @@ export async function requestToken(req: TokenRequest): Promise<TokenAnswer> {
       kind: "transient",
       tokenEndpoint: true,
     });
+  } finally {
+    limit.end();
   }
   let body: Record<string, unknown> = {};
   try {

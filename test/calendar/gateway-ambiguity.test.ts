@@ -158,3 +158,24 @@ describe("quota pause with calls in flight", () => {
     expect(await metricValue(f.registry, "calbridge_google_paused", { therapist: "th_anna" })).toBe(0);
   });
 });
+
+describe("time limit of an attempt", () => {
+  it("aborts an attempt whose answer does not come in time, retries it, and reports a timeout that may have applied", async () => {
+    f = await setup({ clock: new HookClock(), timeoutMs: 200, maxAttempts: 2 });
+    const id = eventIdFor("apt_slow");
+    await f.gateway.upsert(id, body("v1"));
+    f.emulator.faults.latencyMs = 3_000;
+    const started = performance.now();
+    const err = await rejection(f.gateway.get(id));
+    // Two attempts of 200 ms each (the backoff sleeps return at once), not two answers 3 s late.
+    expect(performance.now() - started).toBeLessThan(2_500);
+    expect(err).toMatchObject({ kind: "transient", ambiguous: true });
+    expect(err.message).toMatch(/^events\.get .*timed out.*200 ms/);
+    expect(
+      await metricValue(f.registry, "calbridge_google_requests_total", { method: "events.get", status: "network" }),
+    ).toBe(2);
+    // The limit is the attempt's, not the gateway's: once Google answers in time again, so does the gateway.
+    f.emulator.faults.latencyMs = 0;
+    expect((await f.gateway.get(id))?.summary).toBe("v1");
+  });
+});
