@@ -1,7 +1,7 @@
 // Owns one logical Google call: fail-fast gate, error classification, retries with backoff, metrics and health updates.
 import type { OAuth2Client } from "google-auth-library";
 import type { Clock } from "../clock.ts";
-import { deadline } from "../deadline.ts";
+import { type Deadline, deadline } from "../deadline.ts";
 import type { Logger } from "../log.ts";
 import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, backoffDelay } from "./backoff.ts";
@@ -42,6 +42,15 @@ function maybeApplied(err: CalendarError): boolean {
 export interface AttemptOptions {
   /** Aborts the attempt when its time limit passes (the runner ends the limit as soon as the attempt is over). */
   signal: AbortSignal;
+}
+
+/**
+ * What an attempt failed with: gaxios words an abort its own way ("The operation was aborted due to timeout"), so a
+ * limit that passed before any answer came is reported as itself, with its length.
+ */
+export function attemptFailure(limit: Deadline, thrown: unknown): unknown {
+  const answered = (thrown as { response?: unknown } | null)?.response !== undefined;
+  return limit.expired && !answered ? limit.signal.reason : thrown;
 }
 
 export interface CallOptions {
@@ -111,10 +120,7 @@ export class CallRunner {
         health.succeeded(admission);
         return res.data;
       } catch (thrown) {
-        // gaxios words an abort its own way: a limit that passed before any answer is named as such, with its length.
-        const answered = (thrown as { response?: unknown } | null)?.response !== undefined;
-        const raw = limit.expired && !answered ? limit.signal.reason : thrown;
-        const err = classifyError(raw, scope, `${operation} ${this.#o.calendarId}`);
+        const err = classifyError(attemptFailure(limit, thrown), scope, `${operation} ${this.#o.calendarId}`);
         const status = err.tokenEndpoint ? "token_error" : err.status ? String(err.status) : "network";
         metrics.requests.inc({ method: operation, status });
         if (options.state && maybeApplied(err)) options.state.ambiguous = true;

@@ -8,7 +8,7 @@ import { type Logger, secrets, silentLogger } from "../log.ts";
 import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
-import { type AttemptOptions, CallRunner, type CallState } from "./call-runner.ts";
+import { type AttemptOptions, attemptFailure, CallRunner, type CallState } from "./call-runner.ts";
 import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
 import { MANAGED_FILTER } from "./ids.ts";
@@ -602,7 +602,7 @@ export class CalendarGateway {
       } while (pageToken);
       return { calendarId: calendar.id ?? this.calendarId, rules };
     } catch (err) {
-      return { error: classifyError(err, "calendar", `acl.list ${this.calendarId}`).message };
+      return { error: classifyError(attemptFailure(limit, err), "calendar", `acl.list ${this.calendarId}`).message };
     } finally {
       limit.end();
     }

@@ -178,4 +178,40 @@ describe("time limit of an attempt", () => {
     f.emulator.faults.latencyMs = 0;
     expect((await f.gateway.get(id))?.summary).toBe("v1");
   });
+
+  it("limits every kind of call: none waits for an answer that does not come", async () => {
+    f = await setup({ clock: new HookClock(), timeoutMs: 150, maxAttempts: 1 });
+    const gateway = f.gateway;
+    const id = eventIdFor("apt_every");
+    await gateway.upsert(id, body("v1"));
+    const { resourceId } = await gateway.watch({ channelId: "ch-every", address: "https://example.org/hook" });
+    f.emulator.faults.latencyMs = 5_000;
+    const calls: [string, () => Promise<unknown>][] = [
+      ["upsert", () => gateway.upsert(eventIdFor("apt_every_2"), body("v2"))],
+      ["update", () => gateway.update(id, body("v3"))],
+      ["patch", () => gateway.patch(id, { summary: "v4" })],
+      ["delete", () => gateway.delete(id)],
+      ["move", () => gateway.move(id, "other@clinic.example")],
+      ["get", () => gateway.get(id)],
+      [
+        "listManaged",
+        async () => {
+          for await (const _ of gateway.listManaged({ timeMin: "2026-11-01", timeMax: "2026-12-01" })) break;
+        },
+      ],
+      ["incrementalChanges", () => gateway.incrementalChanges(undefined)],
+      ["watch", () => gateway.watch({ channelId: "ch-every-2", address: "https://example.org/hook" })],
+      ["stopChannel", () => gateway.stopChannel("ch-every", resourceId)],
+    ];
+    for (const [name, call] of calls) {
+      const started = performance.now();
+      const err = await rejection(call());
+      expect({ name, message: err.message }).toMatchObject({ name, message: expect.stringMatching(/timed out/) });
+      expect(performance.now() - started).toBeLessThan(2_500);
+    }
+    const started = performance.now();
+    expect((await gateway.checkAccess()).detail).toMatch(/timed out/);
+    expect(await gateway.sharing()).toMatchObject({ error: expect.stringMatching(/timed out/) });
+    expect(performance.now() - started).toBeLessThan(4_000);
+  });
 });
