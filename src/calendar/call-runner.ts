@@ -46,11 +46,13 @@ export interface AttemptOptions {
 
 /**
  * What an attempt failed with: gaxios words an abort its own way ("The operation was aborted due to timeout"), so a
- * limit that passed before any answer came is reported as itself, with its length.
+ * limit that passed before any answer came is reported as itself, with its length. An error of our own (the token
+ * endpoint's, met while the limit ran out) is the more precise account and stays.
  */
 export function attemptFailure(limit: Deadline, thrown: unknown): unknown {
+  if (!limit.expired || thrown instanceof CalendarError) return thrown;
   const answered = (thrown as { response?: unknown } | null)?.response !== undefined;
-  return limit.expired && !answered ? limit.signal.reason : thrown;
+  return answered ? thrown : limit.signal.reason;
 }
 
 export interface CallOptions {
