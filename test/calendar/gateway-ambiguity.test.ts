@@ -1,6 +1,9 @@
 // Tests the gateway where an earlier attempt's fate is unknown: conditional writes resent after a lost answer, and a
 // quota pause met while other calls were already in flight.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { OAuthCredentials } from "../../src/calendar/auth.ts";
 import type { CalendarError } from "../../src/calendar/errors.ts";
 import type { CalendarEvent } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
@@ -177,6 +180,29 @@ describe("time limit of an attempt", () => {
     // The limit is the attempt's, not the gateway's: once Google answers in time again, so does the gateway.
     f.emulator.faults.latencyMs = 0;
     expect((await f.gateway.get(id))?.summary).toBe("v1");
+  });
+
+  it("reports a token endpoint that does not answer as such, even when the attempt's limit ran out first", async () => {
+    // A token endpoint that takes the connection and never answers.
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const auth = new OAuthCredentials({
+        clientId: "client",
+        clientSecret: "secret",
+        refreshToken: "refresh",
+        tokenUrl: `http://127.0.0.1:${port}/token`,
+        timeoutMs: 300,
+      });
+      f = await setup({ auth, clock: new HookClock(), timeoutMs: 100, maxAttempts: 1 });
+      const err = await rejection(f.gateway.get(eventIdFor("apt_token")));
+      expect(err).toMatchObject({ tokenEndpoint: true, ambiguous: false });
+      expect(err.message).toMatch(/token endpoint .* unreachable: request timed out: no complete answer within 300 ms/);
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it("limits every kind of call: none waits for an answer that does not come", async () => {
