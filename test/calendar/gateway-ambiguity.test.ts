@@ -1,5 +1,5 @@
-// Tests the gateway where an earlier attempt's fate is unknown: conditional writes resent after a lost answer, and a
-// quota pause met while other calls were already in flight.
+// Tests the gateway where an earlier attempt's fate is unknown: conditional writes resent after a lost answer, a
+// quota pause met while other calls were already in flight, and attempts that outlive their time limit.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
