@@ -4,27 +4,15 @@
 // started again on the same store.
 import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { Config } from "../../src/config/schema.ts";
 import { WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
+import { freePort } from "../support/ports.ts";
 import { collectChild, recordWorldSecrets } from "./logs.ts";
 
 export const ROOT = new URL("../../", import.meta.url).pathname;
 export const CLI = join(ROOT, "src/cli.ts");
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The environment a daemon of this world needs: the secrets its YAML refers to, debug logging, no colours. */
 export function daemonEnv(world: World): NodeJS.ProcessEnv {

@@ -9,7 +9,7 @@ import { type App, createApp } from "../../src/daemon/app.ts";
 import { type Logger, silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { runCli } from "../cli/support.ts";
-import { freePort } from "../support/redis.ts";
+import { freePort } from "../support/ports.ts";
 
 export const CONNECT_SECRET = "connect-secret-for-tests-0123456789abcdef";
 export const BEN = "ben@personal.test";

@@ -14,7 +14,7 @@ import { imageRuntimeEnv } from "../../bench/support.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
-import { freePort } from "../support/redis.ts";
+import { freePort } from "../support/ports.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Node 24: the devDependency's binary first on PATH under npm scripts, as in the image's node:24-slim base. */

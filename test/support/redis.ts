@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll } from "vitest";
+import { freePort } from "./ports.ts";
 
 export interface RedisServer {
   url: string;
@@ -52,18 +53,6 @@ export function useRedisServer(): () => RedisServer {
     if (!server) throw startError ?? new Error("redis-server was not started");
     return server;
   };
-}
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", resolve);
-  });
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (!address || typeof address === "string") throw new Error("freePort: no address");
-  return address.port;
 }
 
 /**
