@@ -2,7 +2,6 @@
 // running the daemon as a child process (config written as YAML, peak RSS read back through bench/rss-probe.mjs).
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { Config } from "../src/config/schema.ts";
@@ -122,14 +121,11 @@ export function writeConfigYaml(config: Config, dir: string, name = "calbridge.y
   return path;
 }
 
-/** A port that was free a moment ago (for a child that must listen where the simulator delivers). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+/**
+ * A port that nothing listens on, for a child that must listen where the simulator delivers: the tests' own choice,
+ * below the range outgoing connections take their ports from (see test/support/ports.ts).
+ */
+export { freePort } from "../test/support/ports.ts";
 
 /** What bench/rss-probe.mjs wrote when the child exited. */
 export interface ProbeReport {
