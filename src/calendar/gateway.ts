@@ -386,7 +386,13 @@ export class CalendarGateway {
     }
   }
 
-  /** Deletes the event; an event that is already gone (404/410) counts as success. */
+  /**
+   * Deletes the event; an event that is already gone counts as success: 410 (deleted before), or 404 once the calendar
+   * itself answers. Google answers 404 notFound also when the calendar is gone or no longer shared (the project's
+   * notes), and that is not "the event is gone": the event stays where it was, out of our sight. So a 404 costs one
+   * calendars.get, which names a missing calendar as such (the calendar's health then pauses it) instead of the link
+   * being forgotten while the event still shows a cancelled appointment.
+   */
   async delete(eventId: string, opts: WriteOptions = {}): Promise<"deleted" | "already_gone"> {
     const state: CallState = { ambiguous: false };
     try {
@@ -403,10 +409,18 @@ export class CalendarGateway {
       return "deleted";
     } catch (err) {
       if (err instanceof CalendarError && (err.kind === "not_found" || err.kind === "gone")) {
+        if (err.kind === "not_found") await this.#calendarAnswers();
         return state.ambiguous ? "deleted" : "already_gone";
       }
       throw err;
     }
+  }
+
+  /** Throws (calendar_not_found for a 404) unless the calendar itself is reachable with these credentials. */
+  async #calendarAnswers(): Promise<void> {
+    await this.#runner.run("calendars.get", "calendar", (attempt) =>
+      this.#api.calendars.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser, fields: "id" }, attempt),
+    );
   }
 
   /**

@@ -1,6 +1,6 @@
 // Tests the CalendarGateway against the emulator: idempotent upserts, retries, quota pause, broken credentials, sync.
 import { afterEach, describe, expect, it } from "vitest";
-import type { CalendarEvent } from "../../src/calendar/gateway.ts";
+import { type CalendarEvent, CalendarGateway } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { renderEvent } from "../../src/calendar/render.ts";
 import { type Clock, ManualClock } from "../../src/clock.ts";
@@ -139,6 +139,42 @@ describe("delete, get, list", () => {
     expect(await f.gateway.delete(eventIdFor("never"))).toBe("already_gone");
     expect((await f.gateway.get(id))?.status).toBe("cancelled");
     expect(await f.gateway.get(eventIdFor("never"))).toBeNull();
+  });
+
+  it("confirms a 404 on delete with the calendar itself: a calendar no longer shared is missing, not the event gone", async () => {
+    f = await setup();
+    const other = "ben@clinic.example";
+    f.emulator.createCalendar(other, other, { timeZone: "Europe/Berlin" });
+    f.emulator.shareCalendar(other, SUBJECT, "writer");
+    const gateway = new CalendarGateway({
+      therapistId: "th_ben",
+      calendarId: other,
+      apiRoot: f.emulator.rootUrl,
+      auth: f.auth,
+      random: () => 0,
+    });
+    try {
+      const id = eventIdFor("apt_unshared");
+      await gateway.upsert(id, rendered("apt_unshared"));
+      f.emulator.unshareCalendar(other, SUBJECT);
+      const err = await rejection(gateway.delete(id));
+      expect(err.kind).toBe("calendar_not_found");
+      expect(f.emulator.event(other, id)?.status).toBe("confirmed");
+      expect(gateway.health().lastError).toMatch(/calendars\.get/);
+
+      // Shared again: the delete goes through; an id the calendar never had is gone after one calendars.get.
+      f.emulator.shareCalendar(other, SUBJECT, "writer");
+      expect(await gateway.delete(id)).toBe("deleted");
+      const before = apiRequests(f).length;
+      expect(await gateway.delete(eventIdFor("never_there"))).toBe("already_gone");
+      expect(
+        apiRequests(f)
+          .slice(before)
+          .map((r) => r.method),
+      ).toEqual(["DELETE", "GET"]);
+    } finally {
+      gateway.close();
+    }
   });
 
   it("lists managed events in a window over all pages", async () => {

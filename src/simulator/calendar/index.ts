@@ -191,6 +191,14 @@ export class CalendarEmulator {
     this.#calendar(id).acl.set(subject, role);
   }
   /**
+   * A person removes a user's share in the calendar's settings. From then on Google answers that user 404 notFound for
+   * the calendar and for every event in it, as for a calendar that does not exist (the project's notes: "An id that
+   * never existed: 404 notFound (also: calendar not accessible)").
+   */
+  unshareCalendar(id: string, subject: string): void {
+    this.#calendar(id).acl.delete(subject);
+  }
+  /**
    * A person shares the calendar beyond single users in its settings: with the public (`default`: "See only
    * free/busy" is freeBusyReader, "See all event details" reader), a domain or a group; `none` removes the rule.
    * acl.list shows it; access through the API stays per user.
