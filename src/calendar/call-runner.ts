@@ -161,7 +161,7 @@ export class CallRunner {
   #usageLimited(err: CalendarError): boolean {
     const quota = this.#o.quota;
     if (!quota || err.kind !== "rate_limited" || err.tokenEndpoint) return false;
-    const scope = err.reason === "userRateLimitExceeded" ? "user" : "project";
+    const scope = err.limitScope ?? "project";
     quota.limited(scope, this.#o.quotaUser, err.retryAfterMs);
     return true;
   }

@@ -29,6 +29,26 @@ export interface CalendarErrorInit {
   ambiguous?: boolean;
   /** True when the token endpoint failed, so the API request itself was never sent. */
   tokenEndpoint?: boolean;
+  /** For a usageLimits answer: whose per-minute budget Google says ran out (see rateLimitScope). */
+  limitScope?: LimitScope;
+}
+
+/** Whose per-minute quota a rate-limit answer speaks of: one user's (a therapist's quotaUser) or the project's. */
+export type LimitScope = "user" | "project";
+
+/**
+ * Whose budget ran out, from Google's reason and message. The "Handle API errors" page names 403
+ * userRateLimitExceeded for one user and 403/429 rateLimitExceeded for "the maximum request rate per calendar or per
+ * authenticated user" as well as for the project; the real service answers the per-user minute quota with
+ * rateLimitExceeded and says so only in the message: "limit 'Queries per minute per user'"
+ * (Atrejoe/Inky-Calendar-Server#104), "'Queries per user per 100 seconds'" (alextselegidis/easyappointments#995),
+ * against "limit 'Queries per minute'" for the project (calcom/cal.diy#18079). A per-user or per-calendar limit
+ * pauses that therapist alone; anything else is taken for the project's, which slows everyone rather than risk
+ * hammering a spent project quota.
+ */
+export function rateLimitScope(reason: string | undefined, message: string): LimitScope {
+  if (reason === "userRateLimitExceeded") return "user";
+  return /\bper (user|calendar)\b/i.test(message) ? "user" : "project";
 }
 
 export class CalendarError extends Error {
@@ -39,6 +59,7 @@ export class CalendarError extends Error {
   readonly retryAfterMs: number | undefined;
   readonly ambiguous: boolean;
   readonly tokenEndpoint: boolean;
+  readonly limitScope: LimitScope | undefined;
 
   constructor(message: string, init: CalendarErrorInit) {
     super(message);
@@ -50,6 +71,7 @@ export class CalendarError extends Error {
     this.retryAfterMs = init.retryAfterMs;
     this.ambiguous = init.ambiguous ?? false;
     this.tokenEndpoint = init.tokenEndpoint ?? false;
+    this.limitScope = init.limitScope;
   }
 }
 
@@ -162,6 +184,7 @@ export function classifyError(err: unknown, scope: ErrorScope, operation: string
     reason,
     retryAfterMs,
     tokenEndpoint: scope === "token",
+    ...(kind === "rate_limited" && scope !== "token" ? { limitScope: rateLimitScope(reason, String(message)) } : {}),
   });
 }
 

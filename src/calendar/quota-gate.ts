@@ -155,7 +155,7 @@ export class GoogleQuotaGate {
     });
     this.#limited = new Counter({
       name: "calbridge_google_usage_limited_total",
-      help: "Google answers 403/429 usageLimits (rateLimitExceeded: project, userRateLimitExceeded: user), each pausing that scope.",
+      help: "Google answers 403/429 usageLimits (user: a per-user limit, by reason or message; project: any other), each pausing that scope.",
       labelNames: ["scope"] as const,
       registers,
     });
@@ -195,8 +195,8 @@ export class GoogleQuotaGate {
   }
 
   /**
-   * Google answered usageLimits: `project` for rateLimitExceeded (the project's quota), `user` for
-   * userRateLimitExceeded. The scope pauses (exponential backoff with jitter, or Google's Retry-After when longer) and
+   * Google answered usageLimits: `user` when it names one user's (or calendar's) limit, `project` otherwise (see
+   * rateLimitScope in errors.ts). The scope pauses (exponential backoff with jitter, or Google's Retry-After when longer) and
    * its ceiling is lowered: someone else spends from the same budget, or Google counts differently.
    */
   limited(scope: QuotaScope, user: string, retryAfterMs = 0): void {

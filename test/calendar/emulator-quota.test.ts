@@ -15,6 +15,9 @@ afterEach(async () => {
 
 const calendarId = CALENDAR_ID;
 const clock = () => new ManualClock(Date.now());
+/** What the real service says of each minute quota (see src/simulator/calendar/quota.ts for the sources). */
+const PER_USER = "limit 'Queries per minute per user' of service 'calendar-json.googleapis.com'";
+const PER_PROJECT = "limit 'Queries per minute' of service 'calendar-json.googleapis.com'";
 
 async function start(options: CalendarEmulatorOptions = {}) {
   f = await setup({}, options);
@@ -22,7 +25,7 @@ async function start(options: CalendarEmulatorOptions = {}) {
 }
 
 describe("Google's quotas, on by default", () => {
-  it("has Google's numbers and refuses the 601st request of a user within a minute, 403 userRateLimitExceeded", async () => {
+  it("has Google's numbers and refuses the 601st request of a user within a minute, 403 rateLimitExceeded naming the per-user limit", async () => {
     const c = clock();
     const { api, emulator } = await start({ clock: c });
     expect(emulator.limits).toMatchObject({ perUserPerMinute: 600, perProjectPerMinute: 10_000, patchCost: 3 });
@@ -34,7 +37,9 @@ describe("Google's quotas, on by default", () => {
       .catch((e: { response: { status: number; data: unknown } }) => e.response);
     expect(refused.status).toBe(403);
     expect(refused.data).toMatchObject({
-      error: { errors: [{ domain: "usageLimits", reason: "userRateLimitExceeded" }] },
+      error: {
+        errors: [{ domain: "usageLimits", reason: "rateLimitExceeded", message: expect.stringContaining(PER_USER) }],
+      },
     });
     expect((await api.calendars.get({ calendarId, quotaUser: "th_2" })).status).toBe(200);
     await c.advance(60_001);
@@ -50,11 +55,11 @@ describe("Google's quotas, on by default", () => {
     await api.calendars.get({ calendarId });
     await api.calendars.get({ calendarId });
     await c.advance(20_000);
-    await expectGoogleError(api.calendars.get({ calendarId }), 403, "userRateLimitExceeded");
+    await expectGoogleError(api.calendars.get({ calendarId }), 403, "rateLimitExceeded");
     await c.advance(10_001); // the first two are now more than a minute old; the refused one never counted
     await api.calendars.get({ calendarId });
     await api.calendars.get({ calendarId });
-    await expectGoogleError(api.calendars.get({ calendarId }), 403, "userRateLimitExceeded");
+    await expectGoogleError(api.calendars.get({ calendarId }), 403, "rateLimitExceeded");
   });
 
   it("counts failed requests, charges a PATCH three units, and answers 429 over the project's quota", async () => {
@@ -63,7 +68,7 @@ describe("Google's quotas, on by default", () => {
     await expectGoogleError(api.events.get({ calendarId, eventId: "missing001" }), 404, "notFound");
     await api.events.insert({ calendarId, requestBody: { ...body("x"), id: "quota00001" } });
     await api.events.patch({ calendarId, eventId: "quota00001", requestBody: { summary: "y" } }); // 3 units: 5 used
-    await expectGoogleError(api.calendars.get({ calendarId }), 403, "userRateLimitExceeded");
+    await expectGoogleError(api.calendars.get({ calendarId }), 403, "rateLimitExceeded");
     await api.calendars.get({ calendarId, quotaUser: "other" });
     await api.calendars.get({ calendarId, quotaUser: "other" });
     await api.calendars.get({ calendarId, quotaUser: "other" }); // the project's 8 are spent
@@ -76,6 +81,11 @@ describe("Google's quotas, on by default", () => {
       byCalendar: { [calendarId]: 8 },
     });
     expect(emulator.usage.byUser).toEqual({ "anna@clinic.example": 4, other: 3, third: 1 });
+    const overProject = await api.calendars.get({ calendarId, quotaUser: "fourth" }).then(
+      () => undefined,
+      (e: { response?: { data?: { error?: { message?: string } } } }) => e.response?.data?.error?.message,
+    );
+    expect(overProject).toContain(PER_PROJECT);
     emulator.resetUsage();
     expect(emulator.usage.requests).toBe(0);
   });
@@ -95,7 +105,7 @@ describe("Google's quotas, on by default", () => {
     const ben = as("ben@clinic.example");
     await anna.calendars.get({ calendarId });
     await ben.calendars.get({ calendarId: "ben@clinic.example" });
-    await expectGoogleError(anna.calendars.get({ calendarId }), 403, "userRateLimitExceeded");
+    await expectGoogleError(anna.calendars.get({ calendarId }), 403, "rateLimitExceeded");
     expect((await ben.calendars.get({ calendarId: "ben@clinic.example", quotaUser: "th_ben" })).status).toBe(200);
     expect(emulator.usage.byUser).toMatchObject({ "sync@clinic.iam.gserviceaccount.com": 3, th_ben: 1 });
   });

@@ -300,7 +300,7 @@ describe("access, request log and faults", () => {
     f.emulator.limits.perUserPerMinute = 2;
     await f.api.events.list({ calendarId, quotaUser: "u1" });
     await f.api.events.list({ calendarId, quotaUser: "u1" });
-    await expectGoogleError(f.api.events.list({ calendarId, quotaUser: "u1" }), 403, "userRateLimitExceeded");
+    await expectGoogleError(f.api.events.list({ calendarId, quotaUser: "u1" }), 403, "rateLimitExceeded");
     expect((await f.api.events.list({ calendarId, quotaUser: "u2" })).status).toBe(200);
   });
 });

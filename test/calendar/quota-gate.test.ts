@@ -156,6 +156,59 @@ describe("gateways paced by the gate", () => {
     }
   });
 
+  it("a 403 rateLimitExceeded naming the per-user limit pauses that therapist alone; one naming the project's pauses everyone", async () => {
+    const clock = new ManualClock(Date.now());
+    const quota = new GoogleQuotaGate({ projectPerMinute: 10_000, userPerMinute: 600, clock, random: () => 0.5 });
+    const f = await setup({ quota, clock }, { clock });
+    const settle = async (until: () => boolean) => {
+      for (let i = 0; i < 200 && !until(); i++) {
+        await clock.advance(100);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    };
+    // What another client of the project spending th_anna's budget, then the project's, makes Google answer.
+    const quotaText = (limit: string) =>
+      `Quota exceeded for quota metric 'Queries' and limit '${limit}' of service 'calendar-json.googleapis.com' for consumer 'project_number:1'.`;
+    try {
+      f.emulator.faults.next(1, {
+        status: 403,
+        reason: "rateLimitExceeded",
+        message: quotaText("Queries per minute per user"),
+      });
+      let done = false;
+      const call = f.gateway.upsert("limited002", body("limited")).finally(() => {
+        done = true;
+      });
+      // Until Google's refusal has been read (the retry then waits at the gate).
+      for (let i = 0; i < 100 && f.emulator.faults.pending > 0; i++) await new Promise((r) => setTimeout(r, 2));
+      await new Promise((r) => setTimeout(r, 20));
+      const userLimited = quota.snapshot();
+      expect(userLimited.project.pausedUntil).toBeUndefined();
+      expect(userLimited.project.ceiling).toBe(10_000);
+      // Another therapist's request goes at once while th_anna's retry waits for her pause.
+      const ben = await quota.acquire("th_ben");
+      ben.done();
+      expect(done).toBe(false);
+      await settle(() => done);
+      expect((await call).action).toBe("inserted");
+
+      f.emulator.faults.next(1, { status: 429, reason: "rateLimitExceeded", message: quotaText("Queries per minute") });
+      done = false;
+      const second = f.gateway.upsert("limited003", body("limited")).finally(() => {
+        done = true;
+      });
+      for (let i = 0; i < 50 && quota.snapshot().project.pausedUntil === undefined; i++) {
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      expect(quota.snapshot().project.pausedUntil).toBeGreaterThan(clock.now());
+      expect(quota.snapshot().project.ceiling).toBeLessThan(10_000);
+      await settle(() => done);
+      expect((await second).action).toBe("inserted");
+    } finally {
+      await f.close();
+    }
+  });
+
   it("a usageLimits answer (another client spends the same budget) is retried after the gate's pause, without a sleep of the gateway's own", async () => {
     const clock = new ManualClock(Date.now());
     const quota = new GoogleQuotaGate({ projectPerMinute: 1000, userPerMinute: 100, clock, random: () => 0.5 });

@@ -5,8 +5,14 @@ import type { FaultSpec } from "./faults.ts";
 /**
  * Google's "Manage quotas" page (Calendar API usage limits): 10,000 requests per minute per project and 600 per
  * minute per user per project, "calculated per minute using a sliding window"; over either one Google answers
- * "403 usageLimits or 429 usageLimits". The "Handle API errors" page names the reasons: 403 userRateLimitExceeded
- * for the per-user limit, 403 or 429 rateLimitExceeded for the project's.
+ * "403 usageLimits or 429 usageLimits". The "Handle API errors" page names 403 userRateLimitExceeded for the per-user
+ * limit and 403 or 429 rateLimitExceeded for "the maximum request rate per calendar or per authenticated user" or the
+ * project's. What clients report from the real service is stricter than that page: the per-user minute quota comes as
+ * 403 rateLimitExceeded, told apart from the project's only by its message, "... limit 'Queries per minute per user'
+ * of service 'calendar-json.googleapis.com' ..." (Atrejoe/Inky-Calendar-Server#104; "Queries per user per 100 seconds"
+ * before the per-minute quotas, alextselegidis/easyappointments#995), and the project's as "... limit 'Queries per
+ * minute' ..." (calcom/cal.diy#18079). The emulator answers so: a client must read the message to know whose budget
+ * ran out (userRateLimitExceeded stays available as an injected fault).
  */
 export const GOOGLE_QUOTAS = { perProjectPerMinute: 10_000, perUserPerMinute: 600 } as const;
 /** Google's events.patch reference: "Note that each patch request consumes three quota units". */
@@ -77,15 +83,23 @@ export class UsageLimits {
       this.#users.set(user, window);
     }
     if (this.perProjectPerMinute !== undefined && this.#project.used(now) + units > this.perProjectPerMinute) {
-      return { status: 429, reason: "rateLimitExceeded" };
+      return { status: 429, reason: "rateLimitExceeded", message: quotaMessage("Queries per minute") };
     }
     if (this.perUserPerMinute !== undefined && window.used(now) + units > this.perUserPerMinute) {
-      return { status: 403, reason: "userRateLimitExceeded" };
+      return { status: 403, reason: "rateLimitExceeded", message: quotaMessage("Queries per minute per user") };
     }
     this.#project.add(now, units);
     window.add(now, units);
     return undefined;
   }
+}
+
+/** Google's text for a spent minute quota, as clients quote it (see GOOGLE_QUOTAS). */
+function quotaMessage(limit: string): string {
+  return (
+    `Quota exceeded for quota metric 'Queries' and limit '${limit}' of service 'calendar-json.googleapis.com' ` +
+    "for consumer 'project_number:000000000000'."
+  );
 }
 
 /** Who a token is charged to, learnt when the token endpoint issued it. */
