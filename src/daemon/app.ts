@@ -603,6 +603,16 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       await sync.dead.load();
       await refreshHolds();
       await sync.history.log.loadRecent();
+      // Before anything reads a calendar: a therapist mapped again since the last run begins a new watch, and the sync
+      // token of the earlier one would report what they changed meanwhile as new (see watched.ts).
+      const watchBegun = await sync.watched.settle(config.therapists);
+      if (watchBegun.length > 0) {
+        await tokens.deleteMany(watchBegun);
+        logger.info(
+          { therapists: watchBegun },
+          "therapists mapped again (or to another calendar) since the last run: what changed in their calendars meanwhile is put back, not written back",
+        );
+      }
       const minimised = await inbox.minimiseDeadLetters();
       if (minimised > 0) {
         logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");

@@ -55,8 +55,11 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
     await parts.betweenReconciliations(async () => {
       parts.poller.stop();
       await parts.sync.engine.between(async () => {
-        // A sync token is one calendar's: a re-pointed therapist's new calendar is read in full first.
-        await parts.tokens.deleteMany(repointed);
+        // A sync token is one calendar's: a re-pointed therapist's new calendar is read in full first. So is the
+        // calendar of a therapist mapped again: a token of their earlier watch would report what they changed while
+        // unmapped as new, and it is not theirs to write back (watched.ts).
+        const begun = await parts.sync.watched.settle(applied.therapists);
+        await parts.tokens.deleteMany([...new Set([...repointed, ...begun])]);
         Object.assign(live, applied);
         retired = parts.gateways.swap(staged);
         parts.sync.reloaded();
@@ -93,10 +96,14 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
   return changes;
 }
 
-/** New therapists are backfilled at once; re-pointed ones get their events moved, then a reconciliation. */
+/**
+ * New therapists are backfilled at once; re-pointed ones get their events moved, then a reconciliation. A therapist
+ * mapped again with another calendar than their events are in counts as added, not re-pointed: their events move too
+ * (the relocation pass takes only events in a calendar the mapping no longer names).
+ */
 async function followUps(parts: ReloadParts, added: string[], repointed: string[]): Promise<void> {
   try {
-    if (repointed.length > 0) await parts.relocate(repointed);
+    if (repointed.length + added.length > 0) await parts.relocate([...repointed, ...added]);
     for (const therapistId of [...added, ...repointed]) await parts.backfill(therapistId);
   } catch (err) {
     parts.logger.warn({ err: describeError(err) }, "backfill after the reload failed; the next reconciliation retries");

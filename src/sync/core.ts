@@ -20,6 +20,7 @@ import { Planner } from "./planner.ts";
 import { Relocator, type RelocatorOptions } from "./relocate.ts";
 import type { RetryPolicy } from "./retry.ts";
 import type { BookingPort, CalendarPort } from "./types.ts";
+import { WatchedCalendars } from "./watched.ts";
 import { WritebackGate } from "./writeback-gate.ts";
 import { type HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
 
@@ -57,12 +58,16 @@ export interface SyncCore {
   engine: SyncEngine;
   /** Events left in old calendars that could not be reached when they were to move. */
   leftBehind: LeftBehindEvents;
+  /** Since when each mapped therapist's calendar has been watched: settled at start and by each reload. */
+  watched: WatchedCalendars;
   /** The configuration object was changed in place (a reload): the mapping and the guard's limits follow it. */
   reloaded(): void;
 }
 
 export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const mapping = new Mapping(o.config, o.calendars, o.unavailable);
+  const watched = new WatchedCalendars(o.store, o.clock);
+  mapping.watched = watched;
   const links = new LinkStore(o.store, mapping, o.clock);
   const planner = new Planner(mapping);
   links.upgrade = linkUpgrade(mapping, planner);
@@ -110,7 +115,21 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     // The guard reads its limits from this object at every decision.
     Object.assign(limits, guardLimits(o.config));
   };
-  return { mapping, links, planner, fx, dead, activity, guard, history, managed, engine, leftBehind, reloaded };
+  return {
+    mapping,
+    links,
+    planner,
+    fx,
+    dead,
+    activity,
+    guard,
+    history,
+    managed,
+    engine,
+    leftBehind,
+    watched,
+    reloaded,
+  };
 }
 
 function guardLimits(config: Config) {

@@ -7,6 +7,7 @@ import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
+import { unwatchedChange } from "./watched.ts";
 
 export type { AsWritten, Desired } from "./desired.ts";
 
@@ -35,6 +36,8 @@ export interface DecideInput {
   eventId: string;
   /** Write-back settings of the link's therapist. */
   writeback: WritebackConfig;
+  /** Epoch ms since which the link's therapist's calendar has been watched (0: all along; see watched.ts). */
+  watchedSince?: number;
   conflict: "booking_wins" | "calendar_wins";
 }
 
@@ -175,6 +178,9 @@ export function decide(input: DecideInput): Action {
             reason,
             notice: `calbridge: your change to this event was undone: ${reason}.`,
           };
+    if (unwatchedChange(link, event, input.watchedSince ?? 0)) {
+      return restore("it was made while calbridge was not syncing this calendar, so it was not sent to the booking");
+    }
     if (change === "deleted" && appt.status === "cancelled") {
       // A kept "Cancelled" marker the therapist cleared away: their calendar, their call.
       return none("the therapist removed a cancelled appointment's event");

@@ -20,6 +20,8 @@ export class Mapping {
   #calendars: Map<string, CalendarPort>;
   #unavailable: Map<string, string>;
   #version = 0;
+  /** Since when each therapist's calendar has been watched (see watched.ts); unset in tools that only plan. */
+  watched: { since(therapistId: string): number } | undefined;
 
   constructor(config: Config, calendars: Map<string, CalendarPort>, unavailable = new Map<string, string>()) {
     this.#config = config;
@@ -79,6 +81,14 @@ export class Mapping {
   /** Why a mapped therapist has no usable calendar, when that is so. */
   unavailableReason(therapistId: string): string | undefined {
     return this.#unavailable.get(therapistId);
+  }
+
+  /**
+   * Epoch ms since which calbridge has watched the therapist's calendar under the current mapping: a calendar change
+   * older than that was made while it did not (the therapist was out of the mapping) and is not written back.
+   */
+  watchedSince(therapistId: string | undefined): number {
+    return therapistId === undefined ? 0 : (this.watched?.since(therapistId) ?? 0);
   }
 
   /** Write-back settings of a therapist (the defaults for one not mapped). */

@@ -79,8 +79,15 @@ export class Planner {
     if (!hint || "reread" in hint) return undefined;
     const mapped = this.#mapping.therapist(appt?.therapist_id);
     const where = link?.therapistId ?? mapped?.therapist_id;
+    // A deleted event under another id than the link's is an earlier generation of the appointment's event (Google
+    // refused to bring it back, so it lives on under a new id): its deletion says nothing of the linked event, and
+    // taken for it, it would cancel the appointment.
+    const event = hint.event;
+    if (link && event && event.status === "cancelled" && event.id !== undefined && event.id !== link.eventId) {
+      return undefined;
+    }
     // Without a link or a mapped owner, the event where it was seen is the one to decide about (an orphan).
-    return hint.therapistId === where || where === undefined ? hint.event : undefined;
+    return hint.therapistId === where || where === undefined ? event : undefined;
   }
 
   /** Putting the linked event back as the booking has it, with a notice saying why (an administrator's decision). */
@@ -135,6 +142,7 @@ export class Planner {
       desired: wanted.desired,
       eventId: link?.eventId ?? eventIdFor(id),
       writeback: this.#mapping.writeback(owner?.therapist_id),
+      watchedSince: this.#mapping.watchedSince(link?.therapistId),
       conflict: this.#mapping.config.sync.conflict,
     });
     // A change undone in the calendar carries its own notice, replacing any earlier one.

@@ -59,6 +59,17 @@ export class StateReader {
       // or a move nobody made) or undo calbridge's own write.
       if (link.syncedAt >= cal.seenAt) return this.#fx.calendar(cal.therapistId).get(event?.id ?? link.eventId);
     }
+    // A deleted event from an incremental listing carries its id alone; whether it was deleted before the therapist's
+    // current watch began (not to be written back) is told by its `updated`, which events.get gives.
+    if (
+      event &&
+      event.updated === undefined &&
+      link?.present &&
+      link.syncedAt < this.#fx.mapping.watchedSince(link.therapistId) &&
+      this.#fx.mapping.therapist(link.therapistId)
+    ) {
+      return this.#fx.calendar(link.therapistId).get(event.id ?? link.eventId);
+    }
     // A therapist no longer mapped has no calendar to read: their events are left alone (the planner says so).
     if (
       cal &&
