@@ -14,15 +14,21 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
  */
 const anyObject = () => z.custom<Record<string, unknown>>(isRecord, { message: "Invalid input: expected an object" });
 
-/** Loose on purpose: payloads are hints, and the sync engine fetches what it needs. */
+/**
+ * Loose on purpose: payloads are hints, and the sync engine fetches what it needs. Only what routes an event is
+ * required (its id, its type, an object to find the appointment's id in). A hint-only field (`created_at`,
+ * `data.previous_attributes`) that is null or of another shape is dropped, not a reason to refuse the event: a signed
+ * event refused here is set aside and acknowledged, so the change it announces would be lost until the next
+ * reconciliation, and the spec shows these fields on some events only ("not shown" for the rest).
+ */
 export const BookingWebhookEventSchema = z.looseObject({
   id: z.string().min(1).max(MAX_ID_LENGTH),
   type: z.string().min(1).max(MAX_ID_LENGTH),
-  created_at: z.string().optional(),
+  created_at: z.string().optional().catch(undefined),
   data: z
     .looseObject({
       object: anyObject().default({}),
-      previous_attributes: anyObject().optional(),
+      previous_attributes: anyObject().optional().catch(undefined),
     })
     .default({ object: {} }),
 });

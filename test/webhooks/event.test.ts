@@ -32,7 +32,7 @@ describe("parseEventBody", () => {
     });
   });
 
-  it("refuses data.object or data.previous_attributes that are not objects, saying where", () => {
+  it("refuses a data.object that is not an object, saying where", () => {
     for (const object of [[], "apt_1", 7, null, true]) {
       const parsed = parse({ id: "evt_4", type: "customer.updated", data: { object } });
       expect(parsed).toEqual({
@@ -40,13 +40,36 @@ describe("parseEventBody", () => {
         reason: "not a webhook event: data.object: Invalid input: expected an object",
       });
     }
-    expect(
-      parse({ id: "evt_5", type: "customer.updated", data: { object: {}, previous_attributes: ["start_time"] } }),
-    ).toEqual({
-      ok: false,
-      reason: "not a webhook event: data.previous_attributes: Invalid input: expected an object",
-    });
     expect(parse({ id: "evt_6", type: "customer.updated", data: [] })).toMatchObject({ ok: false });
+  });
+
+  it("drops a hint-only field (created_at, data.previous_attributes) that is null or of another shape, keeping the event", () => {
+    // A refused event is set aside and acknowledged: the change it announces would be lost until a reconciliation.
+    for (const odd of [null, 7, true, "confirmed", ["start_time"]]) {
+      const parsed = parse({
+        id: "evt_5",
+        type: "appointment.updated",
+        created_at: typeof odd === "string" ? { at: odd } : odd,
+        data: { object: { id: "apt_5" }, previous_attributes: odd },
+      });
+      expect(parsed.ok).toBe(true);
+      if (!parsed.ok) continue;
+      expect(parsed.event.created_at).toBeUndefined();
+      expect(parsed.event.data.previous_attributes).toBeUndefined();
+      expect(parsed.event.data.object).toEqual({ id: "apt_5" });
+    }
+    // A usable hint is still kept as sent.
+    expect(
+      parse({
+        id: "evt_5b",
+        type: "appointment.cancelled",
+        created_at: "2026-11-23T09:00:00Z",
+        data: { object: { id: "apt_5" }, previous_attributes: { status: "confirmed" } },
+      }),
+    ).toMatchObject({
+      ok: true,
+      event: { created_at: "2026-11-23T09:00:00Z", data: { previous_attributes: { status: "confirmed" } } },
+    });
   });
 
   it("refuses an appointment event without the appointment's id, and ids that are empty or too long", () => {

@@ -171,6 +171,38 @@ describe("webhook route", () => {
     expect(h.sink.calls).toEqual([]);
   });
 
+  it("processes a signed event whose hint fields are null or odd, instead of setting it aside", async () => {
+    const h = await harness();
+    const bodies = [
+      event(
+        "evt_pa_null",
+        "appointment.created",
+        { id: "apt_1", status: "confirmed" },
+        {
+          data: { object: { id: "apt_1", status: "confirmed" }, previous_attributes: null },
+        },
+      ),
+      event("evt_ca_null", "appointment.updated", { id: "apt_2" }, { created_at: null }),
+      event(
+        "evt_odd",
+        "appointment.cancelled",
+        { id: "apt_3" },
+        {
+          created_at: 1795338000,
+          data: { object: { id: "apt_3", status: "cancelled" }, previous_attributes: "confirmed" },
+        },
+      ),
+    ];
+    for (const body of bodies) expect(await h.post(body)).toEqual({ status: 200, json: { received: true } });
+    await h.processor!.idle();
+    expect(await collect(h.inbox.deadLetters())).toEqual([]);
+    expect(h.sink.calls.map((c) => [c.eventId, c.appointmentId])).toEqual([
+      ["evt_pa_null", "apt_1"],
+      ["evt_ca_null", "apt_2"],
+      ["evt_odd", "apt_3"],
+    ]);
+  });
+
   it("answers 503 when the store fails (nothing acknowledged), and 200 once it is back", async () => {
     const h = await harness();
     h.flaky.failing = true;
