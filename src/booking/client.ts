@@ -1,5 +1,6 @@
 // Owns the booking API client: the endpoints calbridge uses, the retry policy per kind of call, and its counters.
 // One HTTP exchange lives in transport.ts, the rate-limit gate in gate.ts, page walking in pagination.ts.
+import { isDeepStrictEqual } from "node:util";
 import { Registry } from "prom-client";
 import { z } from "zod";
 import { type Clock, systemClock } from "../clock.ts";
@@ -153,13 +154,19 @@ export class BookingClient {
     return paginate(fetchPage, PER_PAGE, this.#pageConcurrency);
   }
 
-  /** Every matching appointment once (ids deduplicated: pages drift while the data changes). */
+  /**
+   * Every matching appointment, once unless it changed during the walk. Pages drift while the data changes (page
+   * numbers over a list that moves), so an appointment can come on two pages: an identical copy is skipped, but one
+   * that differs is yielded again, since the later page was read later and its copy is the fresher (confirmed on page
+   * 1, cancelled by the time page 2 was read). Consumers keep the last copy of an id; counting yields over-counts.
+   */
   async *listAppointments(query: AppointmentQuery, opts: CallOptions = {}): AsyncGenerator<Appointment> {
-    const seen = new Set<string>();
+    const yielded = new Map<string, Appointment>();
     for await (const page of this.listAppointmentPages(query, opts)) {
       for (const a of page.items) {
-        if (seen.has(a.id)) continue;
-        seen.add(a.id);
+        const earlier = yielded.get(a.id);
+        if (earlier !== undefined && isDeepStrictEqual(earlier, a)) continue;
+        yielded.set(a.id, a);
         yield a;
       }
     }

@@ -13,9 +13,14 @@ export async function countAppointments(
 ): Promise<number> {
   const dateFrom = new Date(now - config.sync.window.past_days * DAY).toISOString();
   const dateTo = new Date(now + config.sync.window.future_days * DAY).toISOString();
-  let n = 0;
+  // By id, the last copy kept: the listing yields an appointment again when a later page showed it changed.
+  const listed = new Map<string, string | undefined>();
   for await (const appt of booking.listAppointments({ dateFrom, dateTo, therapistId }, { priority: "webhook" })) {
-    if (appt.status === "cancelled" && config.sync.cancelled_events === "delete") continue;
+    listed.set(appt.id, appt.status);
+  }
+  let n = 0;
+  for (const status of listed.values()) {
+    if (status === "cancelled" && config.sync.cancelled_events === "delete") continue;
     n++;
   }
   return n;

@@ -15,14 +15,15 @@ export async function customerResyncs(
   base: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
 ): Promise<[string, SyncRequest][]> {
   const dateTo = new Date(now + config.sync.window.future_days * DAY).toISOString();
-  const upcoming: Appointment[] = [];
+  // By id, the last copy kept: the listing yields an appointment again when a later page showed it changed.
+  const upcoming = new Map<string, Appointment>();
   for await (const appt of booking.listAppointments(
     { customerId, dateFrom: new Date(now).toISOString(), dateTo },
     { priority: base.priority },
   )) {
-    upcoming.push(appt);
+    upcoming.set(appt.id, appt);
   }
   // The listing lacks contact details; with them on the event, each appointment is read in full.
   const full = config.event.include_customer_contact;
-  return upcoming.map((appt) => [appt.id, { ...base, ...(full ? {} : { booking: { appt } }) }]);
+  return [...upcoming.values()].map((appt) => [appt.id, { ...base, ...(full ? {} : { booking: { appt } }) }]);
 }

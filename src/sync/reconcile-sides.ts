@@ -16,6 +16,10 @@ export interface Window {
   to: string;
 }
 
+/**
+ * The appointments in the window by id. A listing yields an appointment again when a later page showed it changed
+ * (pages drift while the data changes): the last copy, the fresher, is the one kept.
+ */
 export async function listBookings(
   booking: BookingPort,
   window: Window,

@@ -132,6 +132,7 @@ export interface CallOptions {
 /** The booking API as the engine uses it (BookingClient satisfies it). */
 export interface BookingPort {
   getAppointment(id: string, opts?: CallOptions): Promise<Appointment>;
+  /** Yields an appointment again when a later page showed it changed: keep the last copy of an id. */
   listAppointments(
     query: { dateFrom?: string; dateTo?: string; therapistId?: string; status?: string; customerId?: string },
     opts?: CallOptions,

@@ -97,6 +97,35 @@ describe("listAppointments", () => {
     for (const id of original) expect(ids.has(id)).toBe(true);
   });
 
+  it("yields an appointment again, the later copy, when a later page of the walk shows it changed", async () => {
+    pair = await startPair();
+    const p = pair;
+    p.sim.seed({ therapists: ["th_anna", "th_ben"], count: 300, from: T0 + DAY, to: T0 + 30 * DAY });
+    let victim: string | undefined;
+    const walk = async () => {
+      const items: { id: string; status: string | undefined }[] = [];
+      for await (const a of p.client.listAppointments({})) {
+        items.push({ id: a.id, status: a.status });
+        if (items.length === 100) {
+          // Page 1 is in: its last confirmed appointment is cancelled, and earlier bookings push it onto page 2.
+          victim = [...items].reverse().find((x) => x.status === "confirmed")!.id;
+          p.sim.cancel(victim, "cancelled meanwhile");
+          for (let i = 0; i < 80; i++)
+            p.sim.create({ start_time: new Date(T0 + DAY + (i + 1) * 3_600_000).toISOString() });
+        }
+      }
+      return items;
+    };
+    const items = await drive(p.clock, walk());
+    expect(p.sim.get(victim!)?.status).toBe("cancelled");
+    // The victim came twice, and the copy yielded last is the fresher one...
+    expect(items.filter((a) => a.id === victim).map((a) => a.status)).toEqual(["confirmed", "cancelled"]);
+    const last = new Map(items.map((a) => [a.id, a.status]));
+    expect(last.get(victim!)).toBe("cancelled");
+    // ...while the other appointments the shift repeated on page 2, unchanged, were not yielded again.
+    expect(items.length).toBe(last.size + 1);
+  });
+
   it("fetches pages ahead when asked, with the same result", async () => {
     pair = await startPair({ client: { pageConcurrency: 4 } });
     pair.sim.seed({ therapists: ["th_anna"], count: 950, from: T0, to: T0 + 90 * DAY });

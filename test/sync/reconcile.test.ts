@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { Link } from "../../src/sync/types.ts";
-import { DAY, type Harness, harness, iso } from "./support.ts";
+import { DAY, type Harness, harness, iso, liveOf } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -146,6 +146,46 @@ describe("reconciliation", () => {
     for await (const e of h.app.store.table("links").entries()) entries.push(e);
     expect(entries).toEqual([]);
     expect(await h.app.store.table("meta").get("last_reconcile_success")).toBeUndefined();
+  });
+
+  it("acts on the later copy of an appointment the listing's drifting pages carried twice", async () => {
+    h = await harness({ therapists: ["th_1"] });
+    const x = h;
+    const sim = x.world.booking;
+    const cal = x.world.calendarOf("th_1");
+    const now = Date.now();
+    sim.seed({ therapists: ["th_1"], count: 300, from: now + DAY, to: now + 30 * DAY });
+    await x.app.reconcile();
+    await x.app.engine.idle();
+    const page = async (n: number) => {
+      const res = await fetch(`${sim.url}/v1/appointments?page=${n}&per_page=100`, {
+        headers: { authorization: `Bearer ${sim.apiKey}` },
+      });
+      return ((await res.json()) as { data: { id: string; status: string }[] }).data;
+    };
+    // The last confirmed appointment of the first page, in the calendar.
+    const victim = [...(await page(1))].reverse().find((a) => a.status === "confirmed")!.id;
+    expect(liveOf(x, cal, victim)).toHaveLength(1);
+
+    // Page 1 of the next run is read with the victim confirmed; before page 2 is answered it is cancelled and new
+    // bookings (no webhooks here) push it onto page 2, where the same walk reads it again, cancelled.
+    const lists = () => sim.requests.filter((r) => r.route === "GET /v1/appointments").length;
+    const before = lists();
+    sim.faults.latencyMs = 300;
+    const run = x.app.reconcile();
+    while (lists() < before + 2) await new Promise((r) => setTimeout(r, 5));
+    sim.cancel(victim, "cancelled while the listing ran");
+    for (let i = 0; i < 80; i++)
+      sim.create({ therapist_id: "th_1", start_time: iso(now + DAY + (i + 1) * 3_600_000) }, { force: true });
+    sim.faults.latencyMs = 0;
+    const report = await run;
+    expect((await page(2)).find((a) => a.id === victim)?.status).toBe("cancelled"); // it did come twice
+
+    // The fresher copy wins: its event is removed, not kept as confirmed.
+    expect(report.ok).toBe(true);
+    expect(report.plan.filter((e) => e.appointmentId === victim).map((e) => e.kind)).toEqual(["delete"]);
+    await x.app.engine.idle();
+    expect(liveOf(x, cal, victim)).toEqual([]);
   });
 
   it("skips and counts appointments of unmapped therapists", async () => {
