@@ -75,8 +75,10 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const dryRun = options.dryRun === true;
 
   // 1. and 2. Both sides of the window. Failing to list the booking side fails the run: nothing is decided.
-  const appointments = await listBookings(ctx.booking, { from, to }, options.therapistId);
+  // The listing's items are as old as its first page: a link written (by a webhook's sync) while the pages were read
+  // is newer than some of them, and an item must not pass for fresher than that link (snapshot.ts, hintState).
   const readAt = clock.now();
+  const appointments = await listBookings(ctx.booking, { from, to }, options.therapistId);
   const listedAt = clock.now();
   // A calendar is listed only when its full listing is due; the others' side is their incremental sync (the links).
   // A dry run or a forced run reads everything: a person acts on what it shows.

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { Link } from "../../src/sync/types.ts";
-import { DAY, type Harness, harness, iso, liveOf } from "./support.ts";
+import { DAY, daemonHarness, type Harness, harness, iso, liveOf } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -146,6 +146,59 @@ describe("reconciliation", () => {
     for await (const e of h.app.store.table("links").entries()) entries.push(e);
     expect(entries).toEqual([]);
     expect(await h.app.store.table("meta").get("last_reconcile_success")).toBeUndefined();
+  });
+
+  it("does not act on a listing item older than a link a webhook wrote while the listing ran", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await daemonHarness({ therapists: ["th_1"], clock });
+    const x = h;
+    const sim = x.world.booking;
+    const google = x.world.google;
+    const cal = x.world.calendarOf("th_1");
+    sim.seed({ therapists: ["th_1"], count: 150, from: clock.now() + DAY, to: clock.now() + 30 * DAY });
+    await x.app.reconcile();
+    await x.app.engine.idle();
+    // An appointment the listing's first page carries, confirmed and in the calendar.
+    const res = await fetch(`${sim.url}/v1/appointments?page=1&per_page=100`, {
+      headers: { authorization: `Bearer ${sim.apiKey}` },
+    });
+    const page1 = ((await res.json()) as { data: { id: string; status: string }[] }).data;
+    const victim = page1.find((a) => a.status === "confirmed")!.id;
+    expect(liveOf(x, cal, victim)).toHaveLength(1);
+
+    // Each answer of the next listing takes a while: page 1 is read with the victim confirmed; while page 2 waits,
+    // a second later, the victim is cancelled and its webhook synced (the event removed, the link written).
+    const lists = () => sim.requests.filter((r) => r.route === "GET /v1/appointments").length;
+    const before = lists();
+    sim.faults.latencyMs = 400;
+    const run = x.app.reconcile();
+    while (lists() < before + 2) await new Promise((r) => setTimeout(r, 5));
+    sim.faults.latencyMs = 0;
+    await clock.advance(1_000);
+    sim.cancel(victim, "cancelled while the listing ran");
+    await sim.webhooksIdle();
+    await x.app.processor.idle();
+    await x.app.engine.idle();
+    expect(liveOf(x, cal, victim)).toEqual([]);
+    expect(lists()).toBe(before + 2); // page 2 is still being answered
+    const mark = google.requestLog.length;
+
+    // The listing's copy (confirmed) is older than that link: the run reads the appointment instead of putting the
+    // cancelled appointment's event back (an insert, then a restore of the deleted event).
+    const report = await run;
+    expect(report.ok).toBe(true);
+    expect(report.plan.filter((e) => e.appointmentId === victim)).toEqual([]);
+    const eventId = eventIdFor(victim);
+    const written = google.requestLog
+      .slice(mark)
+      .filter((r) => r.method !== "GET" && (r.path.endsWith("/events") || r.path.includes(eventId)));
+    expect(written).toEqual([]);
+    expect(await x.app.store.table<Link>("links").get(victim)).toMatchObject({
+      present: false,
+      booking: { status: "cancelled" },
+    });
+    await x.app.engine.idle();
+    expect(liveOf(x, cal, victim)).toEqual([]);
   });
 
   it("acts on the later copy of an appointment the listing's drifting pages carried twice", async () => {
