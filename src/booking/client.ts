@@ -359,11 +359,24 @@ export class BookingClient {
       this.#log.debug({ method: input.method, path: input.path, outcome: cls }, "booking API request failed");
       throw e;
     }
-    permit.done({ status: res.status, headers: res.headers });
+    // The body is read before the permit goes back: a rate limit said by the error code at another status than 429
+    // (the spec shows neither) pauses the gate as a 429 does.
+    let result: { ok: true; value: T } | { ok: false; error: unknown };
+    try {
+      result = { ok: true, value: this.#transport.interpret(input, res, spec.schema) };
+    } catch (error) {
+      result = { ok: false, error };
+    }
+    const limited = res.status === 429 || (!result.ok && isRateLimited(result.error));
+    permit.done({
+      status: res.status,
+      headers: res.headers,
+      ...(limited && res.status !== 429 ? { rateLimited: true } : {}),
+    });
     const seconds = (performance.now() - started) / 1000;
     this.#metrics.duration.observe({ method: input.method }, seconds);
     this.#count(input.method, `${Math.floor(res.status / 100)}xx`);
-    if (res.status === 429) this.#stats.rateLimited++;
+    if (limited) this.#stats.rateLimited++;
     this.#log.debug(
       {
         method: input.method,
@@ -374,7 +387,8 @@ export class BookingClient {
       },
       "booking API request",
     );
-    return this.#transport.interpret(input, res, spec.schema);
+    if (!result.ok) throw result.error;
+    return result.value;
   }
 
   #count(method: string, cls: string): void {
@@ -398,4 +412,9 @@ export class BookingClient {
     this.#stats.waitedMs += delay;
     await this.#clock.sleep(delay, signal);
   }
+}
+
+/** Whether a failed exchange said the rate limit is exceeded (by its status or its error code). */
+function isRateLimited(e: unknown): boolean {
+  return e instanceof BookingApiError && e.kind === "rate_limited";
 }

@@ -30,10 +30,17 @@ const REJECTED_CODES = new Set([
 ]);
 
 /**
+ * Codes that say the rate limit is exceeded. The spec shows neither the status nor the body of that answer, so the code
+ * decides whatever the status: a 403 saying rate_limited is a pause, not a credentials failure.
+ */
+export const RATE_LIMIT_CODES: ReadonlySet<string> = new Set(["rate_limited", "rate_limit_exceeded"]);
+
+/**
  * Classifies by `error.code` first (the spec gives no status per code), then by HTTP status.
  * Synthesized codes (network_error, timeout) have no status and are transient.
  */
 export function classify(code: string, status: number | undefined): BookingErrorKind {
+  if (RATE_LIMIT_CODES.has(code)) return "rate_limited";
   if (REJECTED_CODES.has(code)) return "rejected";
   // invalid_appointment_id: refused by the client itself before sending (an id that would change the request path).
   if (code === "invalid_request" || code === "invalid_appointment_id") return "invalid_request";
@@ -44,7 +51,6 @@ export function classify(code: string, status: number | undefined): BookingError
   if (status === 404) return code === "not_found_unverified" ? "transient" : "not_found";
   if (status === 429) return "rate_limited";
   if (status !== undefined && status >= 500) return "transient";
-  if (status === undefined && code === "rate_limited") return "rate_limited";
   return "unknown";
 }
 

@@ -56,6 +56,8 @@ export interface RateLimitGateOptions {
 export interface ResponseInfo {
   status?: number;
   headers?: Record<string, string | string[] | undefined>;
+  /** The answer said the rate limit is exceeded by its error code, at a status other than 429: paused like a 429. */
+  rateLimited?: boolean;
 }
 
 export interface GatePermit {
@@ -348,7 +350,7 @@ export class RateLimitGate {
     } else if (this.#mode === "unknown" && response.status !== undefined) {
       this.#mode = "no_headers";
     }
-    if (response.status === 429) this.#on429(now, reset);
+    if (response.status === 429 || response.rateLimited === true) this.#on429(now, reset, response.status);
     else if (response.status !== undefined) this.#consecutive429 = 0;
   }
 
@@ -362,7 +364,7 @@ export class RateLimitGate {
     return reset < 1e9 ? now + reset * 1000 : reset * 1000;
   }
 
-  #on429(now: number, reset: number | undefined): void {
+  #on429(now: number, reset: number | undefined, status: number | undefined): void {
     this.#consecutive429++;
     this.#metrics.rateLimited.inc();
     let until: number;
@@ -379,8 +381,10 @@ export class RateLimitGate {
     }
     if (until > this.#pausedUntil) this.#pausedUntil = until;
     this.#log.warn(
-      { pauseMs: this.#pausedUntil - now, basis, consecutive: this.#consecutive429 },
-      "booking API answered 429: pausing every request",
+      { pauseMs: this.#pausedUntil - now, basis, consecutive: this.#consecutive429, status },
+      status === 429
+        ? "booking API answered 429: pausing every request"
+        : `booking API answered ${status} with a rate-limit error code: pausing every request`,
     );
   }
 }

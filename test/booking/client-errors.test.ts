@@ -42,6 +42,13 @@ describe("error mapping", () => {
     expect(classify("network_error", undefined)).toBe("transient");
     expect(classify("timeout", undefined)).toBe("transient");
     expect(classify("invalid_state", 409)).toBe("unknown");
+    // A rate limit is said by its code whatever the status (the spec shows neither): never a credentials failure.
+    expect(classify("rate_limited", 403)).toBe("rate_limited");
+    expect(classify("rate_limited", 401)).toBe("rate_limited");
+    expect(classify("rate_limit_exceeded", 400)).toBe("rate_limited");
+    expect(classify("rate_limit_exceeded", 503)).toBe("rate_limited");
+    expect(classify("rate_limited", undefined)).toBe("rate_limited");
+    expect(new BookingApiError({ code: "rate_limited", message: "slow down", status: 403 }).retryable).toBe(true);
     const e = new BookingApiError({ code: "timeout", message: "slow" });
     expect(e.retryable).toBe(true);
     expect(new BookingApiError({ code: "slot_unavailable", message: "x", status: 409 }).retryable).toBe(false);

@@ -92,6 +92,43 @@ describe("rate limit", () => {
     });
   });
 
+  it("takes a rate-limit error code at another status (403) for a 429: pauses everyone until the reset, then retries", async () => {
+    const log = captureLog("debug");
+    pair = await startPair({
+      sim: { therapists: ["th_anna"], rateLimit: { limit: 10, windowMs: 60_000 } },
+      client: { logger: log.logger },
+    });
+    const { sim, client, clock } = pair;
+    const a = sim.create({ therapist_id: "th_anna", start_time: at(30) });
+    sim.faults.refuseNext(1, "rate_limited", { status: 403 });
+    const got = await drive(
+      clock,
+      Promise.all([client.getAppointment(a.id as string), client.getAppointment(a.id as string)]),
+    );
+    expect(got.map((x) => x.id)).toEqual([a.id, a.id]);
+    const mine = sim.requests.filter((r) => r.userAgent?.startsWith("calbridge"));
+    expect(mine.map((r) => r.status)).toEqual([403, 200, 200]);
+    // The budget said 9 left, but the refusal paused every sender until X-RateLimit-Reset (the next window).
+    for (const r of mine.slice(1)) expect(r.at).toBeGreaterThanOrEqual(T0 + 60_000);
+    expect(client.stats()).toMatchObject({ rateLimited: 1, retries: 1 });
+    expect(
+      log.find((l) => l.msg === "booking API answered 403 with a rate-limit error code: pausing every request"),
+    ).toMatchObject({ basis: "reset", status: 403 });
+  });
+
+  it("pauses on a rate-limit error code without X-RateLimit headers too, backing off before the retry", async () => {
+    pair = await startPair({ sim: { therapists: ["th_anna"], rateLimit: false } });
+    const { sim, client, clock } = pair;
+    const a = sim.create({ therapist_id: "th_anna", start_time: at(30) });
+    sim.faults.refuseNext(1, "rate_limit_exceeded", { status: 403 });
+    const got = await drive(clock, client.getAppointment(a.id as string));
+    expect(got.id).toBe(a.id);
+    const mine = sim.requests.filter((r) => r.userAgent?.startsWith("calbridge"));
+    expect(mine.map((r) => r.status)).toEqual([403, 200]);
+    expect(mine[1]!.at).toBeGreaterThan(mine[0]!.at);
+    expect(client.stats()).toMatchObject({ rateLimited: 1, retries: 1 });
+  });
+
   it("backs off with jitter after 429s without headers until the window rolls", async () => {
     pair = await startPair({
       sim: { therapists: ["th_anna"], rateLimit: { limit: 3, windowMs: 60_000, headers: false } },
