@@ -85,7 +85,11 @@ export function configChanges(before: Config, after: Config): ConfigChanges {
 
 /** The configuration a reload applies: `after`, with the settings only a restart takes up kept as in `before`. */
 export function appliedConfig(before: Config, after: Config): Config {
-  const sync = { ...after.sync, concurrency: before.sync.concurrency, retry: before.sync.retry };
+  const keptSync = RESTART_ONLY.filter((p) => p.startsWith("sync.")).map((p) => p.slice("sync.".length));
+  const sync = {
+    ...after.sync,
+    ...Object.fromEntries(keptSync.map((key) => [key, before.sync[key as keyof Config["sync"]]])),
+  };
   const kept = Object.fromEntries(
     RESTART_ONLY.filter((p) => !p.includes(".")).map((section) => [section, before[section as keyof Config]]),
   );

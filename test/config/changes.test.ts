@@ -75,6 +75,31 @@ describe("configuration changes", () => {
     expect(describeChanges(configChanges(base, structuredClone(base)))).toBe("configuration reloaded: nothing changed");
   });
 
+  it("keeps every restart-only sync setting as it runs, so a later reload back to the running value needs no restart", () => {
+    const next = edited((c) => {
+      c.sync.max_concurrency = base.sync.max_concurrency * 2;
+      c.sync.push_safety_poll_minutes = base.sync.push_safety_poll_minutes + 5;
+      c.sync.calendar_full_listing_hours = base.sync.calendar_full_listing_hours + 1;
+      c.sync.retry = { ...c.sync.retry, attempts: c.sync.retry.attempts + 1 };
+    });
+    expect(configChanges(base, next).restartNeeded.sort()).toEqual([
+      "sync.calendar_full_listing_hours",
+      "sync.max_concurrency",
+      "sync.push_safety_poll_minutes",
+      "sync.retry.attempts",
+    ]);
+    const live = appliedConfig(base, next);
+    for (const key of [
+      "max_concurrency",
+      "push_safety_poll_minutes",
+      "calendar_full_listing_hours",
+      "retry",
+    ] as const) {
+      expect(live.sync[key]).toEqual(base.sync[key]);
+    }
+    expect(configChanges(live, structuredClone(base)).restartNeeded).toEqual([]);
+  });
+
   it("names a delegated account's primary calendar by its address, and takes links of earlier builds as they were", () => {
     expect(calendarKey({ calendar_id: "primary", impersonate: "ben@clinic.example" })).toBe("ben@clinic.example");
     expect(calendarKey({ calendar_id: "primary" })).toBe("primary");
