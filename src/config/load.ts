@@ -103,7 +103,10 @@ function issueMessage(issue: z.core.$ZodIssue): string {
   if (issue.code === "invalid_type" && issue.input === undefined) return "required";
   if (issue.code === "invalid_type") return `expected ${issue.expected}, found ${describe(issue.input)}`;
   if (issue.code === "invalid_value") return `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
-  if (issue.code === "invalid_union" && "discriminator" in issue) return `unknown ${String(issue.discriminator)}`;
+  if (issue.code === "invalid_union" && "discriminator" in issue) {
+    const given = (issue.input as Record<string, unknown> | undefined)?.[String(issue.discriminator)];
+    return given === undefined ? "required" : `unknown ${String(issue.discriminator)}`;
+  }
   return issue.message;
 }
 

@@ -114,7 +114,10 @@ const timezone = z.string().refine(
 const listen = z
   .string()
   .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, "expected host:port, e.g. 0.0.0.0:8080")
-  .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, { message: "port out of range" });
+  // Only a well-formed address has a port to judge (else the one problem is the form).
+  .refine((v) => !/:\d{1,5}$/.test(v) || Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, {
+    message: "port out of range",
+  });
 
 const ReminderSchema = z.strictObject({
   method: z.enum(["popup", "email"]).describe("popup (on the therapist's devices) or email (to the calendar's owner)."),

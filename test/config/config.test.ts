@@ -159,6 +159,21 @@ therapists:
     expect(problems(text)).toEqual(['booking.requests_per_minute: expected number, found "lots" (line 4)']);
   });
 
+  it("names the one problem of a listen address without a port, and a missing credential type as required", () => {
+    expect(problems(`${minimal}admin: { listen: localhost }\n`)).toEqual([
+      "admin.listen: expected host:port, e.g. 0.0.0.0:8080 (line 12)",
+    ]);
+    expect(problems(`${minimal}admin: { listen: "127.0.0.1:70000" }\n`)).toEqual([
+      "admin.listen: port out of range (line 12)",
+    ]);
+    expect(
+      problems(minimal.replace("{ type: service_account, key_file: /tmp/sa.json }", "{ key_file: /tmp/sa.json }")),
+    ).toEqual(["google.auth.type: required (line 8)"]);
+    expect(problems(minimal.replace("type: service_account", "type: service-account"))).toEqual([
+      "google.auth.type: unknown type (line 8)",
+    ]);
+  });
+
   it("rejects a secret with whitespace at either end, naming its YAML path and never its value", () => {
     // Every secret of the schema, each from a reference the way admins write them.
     const text = `
