@@ -90,7 +90,7 @@ export async function attemptSync(
       state,
       event,
       request,
-      (a, s) => deps.gate.pass(a, { known: known(s), link, override: request.override, state: p.gate }),
+      (a, s) => deps.gate.pass(a, { known: known(s), link, event, override: request.override, state: p.gate }),
       signal,
       (s) => {
         log.debug("the state at hand lacks fields the event shows: the full form was read");

@@ -42,7 +42,9 @@ export function engineQueue(o: EngineQueueOptions): WorkQueue<Pending> {
 
 /** A write-back in its grace period runs again when the period ends (reading both sides again); a held one is done. */
 export function waitsVerdict(history: HistoryRecorder, id: string, p: Pending, w: WritebackWaits, log: Logger) {
-  history.waiting(id, p.request, w, p.gate);
+  // Each grace period is told once, however often the work runs while it waits; a new one (the change to write back
+  // changed) is told again.
+  history.waiting(id, p.request, w, p.gate.grace ?? p.gate);
   if (w.why === "held") {
     log.info({ action: w.action.kind }, "write-back held by the guard");
     p.resolveAll({ ok: true, action: w.action, waiting: "held" });

@@ -21,14 +21,14 @@ export interface HistoryRecorder {
     before: { link: Link | undefined; appt: Snapshot | null },
   ): void;
   /**
-   * A write-back was not sent now. `pending` is the engine's state of this appointment's pending work: its grace
-   * period is told once, however often the work runs while it waits.
+   * A write-back was not sent now. `period` stands for the grace period it waits out (the gate's, for this
+   * appointment's pending work): each one is told once, however often the work runs while it waits.
    */
   waiting(
     id: string,
     request: SyncRequest,
     wait: { why: "grace" | "held"; action: Action; inMs: number },
-    pending: object,
+    period: object,
   ): void;
   /** The event was moved to the calendar the mapping names now (an administrator changed it); `link` is the new one. */
   relocated(id: string, request: SyncRequest, link: Link): void;
@@ -41,7 +41,7 @@ export const noHistory: HistoryRecorder = { applied() {}, waiting() {}, relocate
 export class History implements HistoryRecorder {
   readonly log: HistoryLog;
   readonly #clock: Clock;
-  /** Pending work whose grace period was already told. */
+  /** Grace periods already told. */
   readonly #graceTold = new WeakSet<object>();
 
   constructor(log: HistoryLog, clock: Clock) {
@@ -63,11 +63,11 @@ export class History implements HistoryRecorder {
     id: string,
     request: SyncRequest,
     wait: { why: "grace" | "held"; action: Action; inMs: number },
-    pending: object,
+    period: object,
   ): void {
     if (wait.why === "grace") {
-      if (this.#graceTold.has(pending)) return;
-      this.#graceTold.add(pending);
+      if (this.#graceTold.has(period)) return;
+      this.#graceTold.add(period);
     }
     this.#add(id, waitEntry(this.#base(request), wait.action, wait.why, wait.inMs));
   }

@@ -35,7 +35,7 @@ export interface Pending {
   runs: number;
   /** Our clock at the first failure of this chain of retries. */
   failingSince?: number;
-  /** The write-back gate's state (the grace period's start). */
+  /** The write-back gate's state (the grace period running, and the write-back it is for). */
   gate: GateState;
   resolveAll(outcome: SyncOutcome): void;
   resolveAttempts(outcome: SyncOutcome): void;

@@ -4,8 +4,10 @@
 import type { Clock } from "../clock.ts";
 import type { Mapping } from "./mapping.ts";
 import type { Known, Planner } from "./planner.ts";
-import type { Action, Link, SyncRequest } from "./types.ts";
+import type { Action, CalEvent, Link, SyncRequest } from "./types.ts";
 import type { WritebackGuard } from "./writeback-guard.ts";
+
+type WritebackAction = Extract<Action, { kind: "writeback_cancel" | "writeback_reschedule" }>;
 
 /** A write-back not sent now: waiting for its grace period to pass, or held by the guard. Not a failure. */
 export class WritebackWaits extends Error {
@@ -23,8 +25,28 @@ export class WritebackWaits extends Error {
 
 /** What the gate keeps about one appointment's pending write-back across runs (the engine's pending work). */
 export interface GateState {
-  /** Our clock when the change to write back was first decided on. */
-  graceSince?: number;
+  /** The grace period running now. A new one (a new object) starts whenever the write-back decided on changes. */
+  grace?: Grace;
+}
+
+/** One grace period: what it is for, and since when. */
+export interface Grace {
+  /** The write-back it is for (graceKey): what would be sent, and the calendar change it comes from. */
+  key: string;
+  /** Our clock when that write-back was first decided on. */
+  since: number;
+}
+
+/**
+ * What a write-back would send and the calendar change it comes from: the kind, a reschedule's new start, and the
+ * event's etag (a deletion after an Undo is another deletion, though it would send the same cancel). Any change of it
+ * restarts the grace period: the change to be sent must itself have stood that long.
+ */
+export function graceKey(action: WritebackAction, event: CalEvent | null | undefined): string {
+  const version = event?.etag ?? event?.updated ?? "";
+  return action.kind === "writeback_cancel"
+    ? `cancel ${version}`
+    : `reschedule ${Date.parse(action.startTime)} ${version}`;
 }
 
 export const ADMIN_RESTORE_NOTICE =
@@ -53,7 +75,14 @@ export class WritebackGate {
    */
   async pass(
     action: Action,
-    c: { known: Known | null; link: Link | undefined; override: SyncRequest["override"]; state: GateState },
+    c: {
+      known: Known | null;
+      link: Link | undefined;
+      /** The event the action was decided from. */
+      event: CalEvent | null | undefined;
+      override: SyncRequest["override"];
+      state: GateState;
+    },
   ): Promise<Action> {
     if (action.kind !== "writeback_cancel" && action.kind !== "writeback_reschedule") return action;
     const { appointmentId: id, therapistId } = action;
@@ -67,10 +96,13 @@ export class WritebackGate {
     if (await this.#guard.isHeld(id)) throw new WritebackWaits("held", action);
     this.#guard.note(therapistId, id);
     const now = this.#clock.now();
-    c.state.graceSince ??= now;
+    // Timed from when this write-back was first decided on, not the first of the pending work: a deletion after an
+    // Undo, or after a move, waits its own full period.
+    const key = graceKey(action, c.event);
+    if (c.state.grace?.key !== key) c.state.grace = { key, since: now };
     const wb = this.#mapping.writeback(therapistId);
     const graceMs = (action.kind === "writeback_cancel" ? wb.cancel_grace_seconds : wb.reschedule_grace_seconds) * 1000;
-    const remaining = c.state.graceSince + graceMs - now;
+    const remaining = c.state.grace.since + graceMs - now;
     if (remaining > 0) throw new WritebackWaits("grace", action, remaining);
     const verdict = await this.#guard.admit({
       appointmentId: id,

@@ -176,6 +176,62 @@ describe("the grace period (issue #14, case 2)", () => {
     expect(x.world.google.event(cal, eventIdFor(a!))?.status).toBe("confirmed");
     expect((await x.app.reconcile()).plan).toEqual([]);
   });
+
+  it("a deletion after an Undo stands a grace period of its own: delete, Undo, delete again", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [a] = await mirrored(x, clock, 3);
+    const cal = x.world.calendarOf("th_1");
+    x.world.google.userDelete(cal, eventIdFor(a!)); // T0
+    await pollAll(x);
+    await pass(x, clock, 5_000, 1_000);
+    // T0+5: Undo. The event is calbridge's own again, so nothing is queued: the deletion's retry is still pending.
+    x.world.google.userUndoDelete(cal, eventIdFor(a!));
+    await pollAll(x);
+    await pass(x, clock, 50_000, 1_000);
+    x.world.google.userDelete(cal, eventIdFor(a!)); // T0+55: deleted again, a deletion that must stand 60 s itself
+    await pollAll(x);
+    await pass(x, clock, 10_000, 1_000); // T0+65: past the first deletion's period, the second has stood 10 s
+    expect(cancels(x)).toBe(0);
+    expect(x.world.booking.get(a!)!.status).toBe("confirmed");
+    await pass(x, clock, 60_000, 1_000);
+    expect(cancels(x)).toBe(1);
+    expect(x.world.booking.get(a!)!.status).toBe("cancelled");
+  });
+
+  it("a move, then a deletion: the cancellation waits its own 60 s, not what was left of the move's 30 s", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [a] = await mirrored(x, clock, 3);
+    const cal = x.world.calendarOf("th_1");
+    const ev = x.world.google.event(cal, eventIdFor(a!))!;
+    const start = Date.parse(String((ev.start as { dateTime: string }).dateTime));
+    x.world.google.userEdit(cal, eventIdFor(a!), {
+      start: { dateTime: iso(start + 2 * HOUR) },
+      end: { dateTime: iso(start + 3 * HOUR) },
+    }); // T0: moved (a 30 s grace period)
+    await pollAll(x);
+    await pass(x, clock, 20_000, 1_000);
+    expect(patches(x)).toBe(0);
+    x.world.google.userDelete(cal, eventIdFor(a!)); // T0+20: deleted
+    await pollAll(x);
+    await pass(x, clock, 45_000, 1_000); // T0+65: the deletion has stood 45 s
+    expect(cancels(x)).toBe(0);
+    expect(patches(x)).toBe(0);
+    await pass(x, clock, 30_000, 1_000);
+    expect(cancels(x)).toBe(1);
+    expect(patches(x)).toBe(0);
+    // The history tells both waits: the move's, and the cancellation's that replaced it.
+    await x.app.sync.history.log.flush();
+    const { entries } = await x.app.sync.history.log.read(a!);
+    const waits = entries.filter((e) => e.kind === "writeback_waiting").map((e) => [e.writeback, e.waitSeconds]);
+    expect(waits).toEqual([
+      ["reschedule", 30],
+      ["cancel", 60],
+    ]);
+  });
 });
 
 describe("what a therapist adds to an event (issue #14, case 3)", () => {

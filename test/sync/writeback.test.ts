@@ -364,6 +364,49 @@ describe("errors are never taken for a therapist's deletion", () => {
     expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start + 5 * HOUR);
     expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 5 * HOUR);
   });
+
+  it("an event deleted while its move is in flight is cancelled only once the deletion has stood its grace period", async () => {
+    const CANCEL_GRACE_MS = 2_000;
+    h = await twoWay(
+      (c) => {
+        // The calendar wins: the deletion found after the booking took the move is written back as a cancel. The move
+        // waits out its own period first: a period timed from the move would be over when the deletion comes.
+        c.sync = {
+          ...c.sync,
+          conflict: "calendar_wins",
+          writeback: { cancel_grace_seconds: CANCEL_GRACE_MS / 1000, reschedule_grace_seconds: 2 },
+        };
+      },
+      { maxAttempts: 5, baseMs: 10 },
+    );
+    const m = await mirrored(h, "th_1");
+    // The therapist deletes the event right after the booking service took its move: calbridge's write of the event
+    // then meets a newer etag (412), and it decides again from the deleted event.
+    const client = h.app.booking;
+    const patch = client.patchAppointment.bind(client);
+    const cancel = client.cancelAppointment.bind(client);
+    let deletedAt: number | undefined;
+    let cancelledAt: number | undefined;
+    client.patchAppointment = async (...a: Parameters<typeof patch>) => {
+      const res = await patch(...a);
+      if (deletedAt === undefined) {
+        h!.world.google.userDelete(m.cal, m.eventId);
+        deletedAt = Date.now();
+      }
+      return res;
+    };
+    client.cancelAppointment = (...a: Parameters<typeof cancel>) => {
+      cancelledAt ??= Date.now();
+      return cancel(...a);
+    };
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    await h.app.engine.drained();
+    expect(deletedAt).toBeDefined();
+    expect(cancelledAt).toBeDefined();
+    expect(cancelledAt! - deletedAt!).toBeGreaterThanOrEqual(CANCEL_GRACE_MS);
+    expect(h.world.booking.get(m.id)!.status).toBe("cancelled");
+  });
 });
 
 describe("events that carry an appointment's mark but are not its event", () => {
