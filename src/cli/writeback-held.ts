@@ -1,8 +1,9 @@
 // Owns `calbridge writeback held`: the write-backs the guard holds, listed for a person to decide, and that person's
 // decision carried out through the engine: --apply sends them to the booking service, --restore puts the events back
-// from the booking (and sends nothing). Each decision releases its hold.
+// from the booking (and sends nothing). Each decision releases its hold. --apply sends only what is held: a held
+// write-back whose calendar change is another one now (a held move since deleted) is held again as that, not sent.
 import type { App } from "../daemon/app.ts";
-import type { SyncOutcome } from "../sync/types.ts";
+import type { Action, SyncOutcome } from "../sync/types.ts";
 import type { HeldWriteback } from "../sync/writeback-guard.ts";
 
 export interface HeldOptions {
@@ -36,7 +37,10 @@ export async function writebackHeld(app: App, o: HeldOptions): Promise<HeldResul
       decided.push({ appointmentId: h.appointmentId, ok: false, did: (err as Error).message });
       continue;
     }
-    if (outcome.ok) {
+    if (outcome.ok && outcome.waiting) {
+      // Not carried out: the hold stays (showing what would be sent now), for a person to decide again.
+      decided.push({ appointmentId: h.appointmentId, ok: false, did: notSent(h, outcome.action, outcome.waiting) });
+    } else if (outcome.ok) {
       await app.sync.guard.release(h.appointmentId);
       decided.push({
         appointmentId: h.appointmentId,
@@ -48,6 +52,18 @@ export async function writebackHeld(app: App, o: HeldOptions): Promise<HeldResul
     }
   }
   return { held, decided };
+}
+
+function notSent(h: HeldWriteback, action: Action, waiting: "grace" | "held"): string {
+  if (waiting === "grace") return "not sent: no longer held; it waits out its grace period";
+  const now =
+    action.kind === "writeback_cancel"
+      ? "a cancellation"
+      : action.kind === "writeback_reschedule"
+        ? `a reschedule to ${action.startTime}`
+        : action.kind;
+  const was = h.kind === "cancel" ? "cancellation" : `reschedule${h.startTime ? ` to ${h.startTime}` : ""}`;
+  return `not sent: the calendar change is ${now} now, not the held ${was}; held as that for a new decision (list the holds again)`;
 }
 
 function describe(kind: string, reason: string): string {

@@ -1,11 +1,12 @@
 // Owns what stands between a therapist's calendar change and the booking service: a grace period (Google's Undo, a
 // restore from the Bin, a move moved back) before a deletion or a move is written back, and the write-back guard that
-// holds a burst of them for a person to decide. An administrator's decision (apply, restore) passes both.
+// holds a burst of them for a person to decide. An administrator's decision passes both: restore, and apply of the
+// write-back that was held (one that has changed since is held again as what it is now).
 import type { Clock } from "../clock.ts";
 import type { Mapping } from "./mapping.ts";
 import type { Known, Planner } from "./planner.ts";
 import type { Action, CalEvent, Link, SyncRequest } from "./types.ts";
-import type { WritebackGuard } from "./writeback-guard.ts";
+import type { HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
 
 type WritebackAction = Extract<Action, { kind: "writeback_cancel" | "writeback_reschedule" }>;
 
@@ -49,6 +50,24 @@ export function graceKey(action: WritebackAction, event: CalEvent | null | undef
     : `reschedule ${Date.parse(action.startTime)} ${version}`;
 }
 
+/** What the guard would hold of a write-back. */
+function heldEntry(action: WritebackAction): Omit<HeldWriteback, "heldAt" | "reason"> {
+  return {
+    appointmentId: action.appointmentId,
+    therapistId: action.therapistId,
+    kind: action.kind === "writeback_cancel" ? "cancel" : "reschedule",
+    ...(action.kind === "writeback_reschedule" ? { startTime: action.startTime } : {}),
+  };
+}
+
+/** The same write-back as the one held: the same kind, for the same therapist, a reschedule to the same start. */
+function sameWriteback(held: HeldWriteback, entry: Omit<HeldWriteback, "heldAt" | "reason">): boolean {
+  if (held.kind !== entry.kind || held.therapistId !== entry.therapistId) return false;
+  if (entry.kind === "cancel") return true;
+  const a = Date.parse(held.startTime ?? "");
+  return Number.isFinite(a) && a === Date.parse(entry.startTime ?? "");
+}
+
 export const ADMIN_RESTORE_NOTICE =
   "calbridge: this event was put back by an administrator: the change made to it in the calendar was held by the write-back guard and not sent to the booking service.";
 
@@ -71,7 +90,7 @@ export class WritebackGate {
 
   /**
    * The action to carry out now, or WritebackWaits. Actions other than write-backs pass unchanged. An administrator's
-   * "restore" turns a held write-back into putting the event back; "apply" sends it.
+   * "restore" turns a held write-back into putting the event back; "apply" sends it if it is still the one held.
    */
   async pass(
     action: Action,
@@ -86,7 +105,18 @@ export class WritebackGate {
   ): Promise<Action> {
     if (action.kind !== "writeback_cancel" && action.kind !== "writeback_reschedule") return action;
     const { appointmentId: id, therapistId } = action;
-    if (c.override === "apply") return action;
+    const entry = heldEntry(action);
+    if (c.override === "apply") {
+      // A person applies what the hold showed them, and only that: a held move since deleted is not sent as a
+      // cancellation. The hold shows what the calendar asks for now, for them to decide again.
+      const held = await this.#guard.heldFor(id);
+      if (held) {
+        if (sameWriteback(held, entry)) return action;
+        await this.#guard.rehold(entry, held);
+        throw new WritebackWaits("held", action);
+      }
+      // Nothing held (any more): no decision about this write-back was made; it takes the ordinary way.
+    }
     if (c.override === "restore") {
       // Throws NeedsFullRead when the state at hand lacks fields the event shows: the engine reads and comes back.
       const restore =
@@ -104,12 +134,7 @@ export class WritebackGate {
     const graceMs = (action.kind === "writeback_cancel" ? wb.cancel_grace_seconds : wb.reschedule_grace_seconds) * 1000;
     const remaining = c.state.grace.since + graceMs - now;
     if (remaining > 0) throw new WritebackWaits("grace", action, remaining);
-    const verdict = await this.#guard.admit({
-      appointmentId: id,
-      therapistId,
-      kind: action.kind === "writeback_cancel" ? "cancel" : "reschedule",
-      ...(action.kind === "writeback_reschedule" ? { startTime: action.startTime } : {}),
-    });
+    const verdict = await this.#guard.admit(entry);
     if (verdict === "held") throw new WritebackWaits("held", action);
     return action;
   }

@@ -90,10 +90,7 @@ export class WritebackGuard {
 
   /** Held now (read from the store: an administrator may have released it from another process). */
   async isHeld(appointmentId: string): Promise<boolean> {
-    const held = (await this.#o.holds.get(appointmentId)) !== undefined;
-    if (held) this.#heldIds.add(appointmentId);
-    else this.#heldIds.delete(appointmentId);
-    return held;
+    return (await this.heldFor(appointmentId)) !== undefined;
   }
 
   /**
@@ -132,6 +129,29 @@ export class WritebackGuard {
     }
     await this.#refresh(therapistId);
     return "held";
+  }
+
+  /** The write-back held for an appointment, if one is (read from the store, like isHeld). */
+  async heldFor(appointmentId: string): Promise<HeldWriteback | undefined> {
+    const held = await this.#o.holds.get(appointmentId);
+    if (held) this.#heldIds.add(appointmentId);
+    else this.#heldIds.delete(appointmentId);
+    return held;
+  }
+
+  /**
+   * A held write-back whose calendar change is another one now (a held move since deleted): the hold shows the new
+   * one instead, for a person to decide about; nothing is sent meanwhile.
+   */
+  rehold(entry: Omit<HeldWriteback, "heldAt" | "reason">, was: HeldWriteback): Promise<void> {
+    return this.#serial.run(entry.therapistId, async () => {
+      const before = was.kind === "reschedule" && was.startTime ? `a reschedule to ${was.startTime}` : `a ${was.kind}`;
+      const reason = `changed in the calendar since it was held (it was ${before}): decide again`;
+      await this.#o.holds.set(entry.appointmentId, { ...entry, heldAt: this.#o.clock.now(), reason });
+      this.#heldIds.add(entry.appointmentId);
+      await this.#refresh(entry.therapistId);
+      if (was.therapistId !== entry.therapistId) await this.#refresh(was.therapistId);
+    });
   }
 
   /** A person decided about a held write-back (sent it, or put the event back): it is no longer held. */

@@ -134,6 +134,53 @@ describe("a bulk deletion (issue #14, case 1)", () => {
     expect(await x.app.sync.guard.held()).toEqual([]);
   });
 
+  it("applying held moves sends only what was held: one deleted since is held again as a cancellation", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const ids = await mirrored(x, clock, 10);
+    const cal = x.world.calendarOf("th_1");
+    // A phone app shifts every event by an hour: ten moves, held.
+    for (const id of ids) {
+      const ev = x.world.google.event(cal, eventIdFor(id))!;
+      const s = Date.parse(String((ev.start as { dateTime: string }).dateTime));
+      x.world.google.userEdit(cal, eventIdFor(id), {
+        start: { dateTime: iso(s + HOUR) },
+        end: { dateTime: iso(s + 2 * HOUR) },
+      });
+    }
+    await pollAll(x);
+    await pass(x, clock, 60_000);
+    const held = await x.app.sync.guard.held("th_1");
+    expect(held.map((w) => w.kind)).toEqual(Array(10).fill("reschedule"));
+    // Then it deletes one of them: it joins the open hold, which still shows the move a person is deciding about.
+    x.world.google.userDelete(cal, eventIdFor(ids[0]!));
+    await pollAll(x);
+    await pass(x, clock, 90_000);
+    expect(cancels(x)).toBe(0);
+
+    // The person applies the ten moves: nine are sent, the deleted one is not sent as a cancellation.
+    const applied = await writebackHeld(x.app, { therapistId: "th_1", decision: "apply" });
+    expect(patches(x)).toBe(9);
+    expect(cancels(x)).toBe(0);
+    expect(x.world.booking.get(ids[0]!)!.status).toBe("confirmed");
+    const first = applied.decided.find((d) => d.appointmentId === ids[0]);
+    expect(first).toMatchObject({ ok: false });
+    expect(first?.did).toMatch(/not sent.*cancellation/);
+    expect(applied.decided.filter((d) => d.ok).map((d) => d.did)).toEqual(
+      Array(9).fill("rescheduled in the booking service"),
+    );
+    // It is held as what it is now, for a new decision: listed, and sent only when that is applied.
+    expect(await x.app.sync.guard.held("th_1")).toMatchObject([{ appointmentId: ids[0], kind: "cancel" }]);
+    await pass(x, clock, 90_000);
+    expect(cancels(x)).toBe(0);
+    const again = await writebackHeld(x.app, { therapistId: "th_1", decision: "apply" });
+    expect(again.decided).toEqual([{ appointmentId: ids[0], ok: true, did: "cancelled in the booking service" }]);
+    expect(cancels(x)).toBe(1);
+    expect(x.world.booking.get(ids[0]!)!.status).toBe("cancelled");
+    expect(await x.app.sync.guard.held()).toEqual([]);
+  });
+
   it("a few deletions under the floor are written back after the grace period", async () => {
     const clock = new ManualClock(Date.now());
     const { x } = await daemon(clock);
