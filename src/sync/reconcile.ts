@@ -75,8 +75,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const dryRun = options.dryRun === true;
 
   // 1. and 2. Both sides of the window. Failing to list the booking side fails the run: nothing is decided.
-  // The listing's items are as old as its first page: a link written (by a webhook's sync) while the pages were read
-  // is newer than some of them, and an item must not pass for fresher than that link (snapshot.ts, hintState).
+  // Items are as old as the first page: one must not pass for fresher than a link written meanwhile (snapshot.ts).
   const readAt = clock.now();
   const appointments = await listBookings(ctx.booking, { from, to }, options.therapistId);
   const listedAt = clock.now();
