@@ -74,8 +74,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   }
   const dryRun = options.dryRun === true;
 
-  // 1. and 2. Both sides of the window. Failing to list the booking side fails the run: nothing is decided.
-  // Items are as old as the first page: one must not pass for fresher than a link written meanwhile (snapshot.ts).
+  // 1. and 2. Both sides. A failed booking listing fails the run. Items count as old as the first page (snapshot.ts).
   const readAt = clock.now();
   const appointments = await listBookings(ctx.booking, { from, to }, options.therapistId);
   const listedAt = clock.now();
