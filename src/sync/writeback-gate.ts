@@ -121,7 +121,8 @@ export class WritebackGate {
       // Throws NeedsFullRead when the state at hand lacks fields the event shows: the engine reads and comes back.
       const restore =
         c.known && c.link ? this.#planner.restoreOf(id, c.known, c.link, ADMIN_RESTORE_NOTICE) : undefined;
-      return restore ?? action;
+      // A person said no to this write-back: with no event to put back, nothing is done, and it is never sent.
+      return restore ?? { kind: "none", appointmentId: id, reason: "write-back declined by an administrator" };
     }
     if (await this.#guard.isHeld(id)) throw new WritebackWaits("held", action);
     this.#guard.note(therapistId, id);
