@@ -1,39 +1,47 @@
 // Owns the zod schemas of the booking API's bodies: loose (unknown fields kept), fields the spec marks optional or "not shown" optional.
 import { z } from "zod";
 
+/**
+ * A field the sync only shows or uses as a hint: a value of another type (null where the spec shows none, a price as a
+ * string, ...) is dropped, not a reason to refuse the appointment (null stays where it says "none", as for notes). The spec shows few of their values, and one odd item would otherwise fail
+ * its whole page, and with it every reconciliation, until the service changes.
+ */
+const hint = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined);
+
 /** The appointment in any of its forms (list item, full Get form, create/update/cancel responses, webhook object). */
 export const Appointment = z.looseObject({
   id: z.string().min(1),
-  service_id: z.string().optional(),
-  service_name: z.string().optional(),
-  customer_id: z.string().optional(),
-  customer: z
-    .looseObject({
-      id: z.string().optional(),
-      name: z.string().optional(),
-      email: z.string().optional(),
-      phone: z.string().nullish(),
-    })
-    .optional(),
-  customer_name: z.string().optional(),
-  customer_email: z.string().optional(),
+  service_id: hint(z.string()),
+  service_name: hint(z.string()),
+  customer_id: hint(z.string()),
+  customer: hint(
+    z.looseObject({
+      id: hint(z.string()),
+      name: hint(z.string()),
+      email: hint(z.string()),
+      phone: hint(z.string().nullable()),
+    }),
+  ),
+  customer_name: hint(z.string()),
+  customer_email: hint(z.string()),
+  // What the sync decides by: the therapist, the times and the status keep their types.
   therapist_id: z.string().optional(),
-  therapist_name: z.string().optional(),
+  therapist_name: hint(z.string()),
   start_time: z.string().optional(),
   end_time: z.string().optional(),
   // Not an enum: the spec names confirmed/cancelled/completed, and other values (e.g. "no_show") may appear.
   status: z.string().optional(),
-  price: z.number().optional(),
-  currency: z.string().optional(),
-  notes: z.string().nullish(),
-  addons: z.array(z.unknown()).optional(),
-  payment_status: z.string().optional(),
-  created_at: z.string().optional(),
-  updated_at: z.string().optional(),
-  cancelled_at: z.string().nullish(),
-  cancellation_reason: z.string().nullish(),
-  refund_amount: z.number().nullish(),
-  refund_status: z.string().nullish(),
+  price: hint(z.number()),
+  currency: hint(z.string()),
+  notes: hint(z.string().nullable()),
+  addons: hint(z.array(z.unknown())),
+  payment_status: hint(z.string()),
+  created_at: hint(z.string()),
+  updated_at: hint(z.string()),
+  cancelled_at: hint(z.string().nullable()),
+  cancellation_reason: hint(z.string().nullable()),
+  refund_amount: hint(z.number().nullable()),
+  refund_status: hint(z.string().nullable()),
 });
 export type Appointment = z.infer<typeof Appointment>;
 

@@ -126,6 +126,38 @@ describe("listAppointments", () => {
     expect(items.length).toBe(last.size + 1);
   });
 
+  it("takes an item whose display fields have odd values: those are dropped, the page and the sync's fields kept", async () => {
+    pair = await startPair();
+    const start = new Date(T0 + DAY).toISOString();
+    const end = new Date(T0 + DAY + 3_600_000).toISOString();
+    const odd = {
+      id: "apt_odd",
+      therapist_id: "th_anna",
+      start_time: start,
+      end_time: end,
+      status: "confirmed",
+      service_name: null,
+      price: "80.00",
+      payment_status: null,
+      updated_at: null,
+      customer: null,
+      notes: null,
+      addons: {},
+    };
+    const plain = { id: "apt_plain", therapist_id: "th_anna", start_time: start, end_time: end, status: "confirmed" };
+    pair.sim.faults.malformedNext(1, {
+      body: JSON.stringify({ data: [odd, plain], meta: { page: 1, per_page: 100, total: 2, total_pages: 1 } }),
+    });
+    const items = await drive(pair.clock, collect(pair.client.listAppointments({})));
+    expect(items.map((a) => a.id)).toEqual(["apt_odd", "apt_plain"]);
+    const got = items[0]!;
+    expect(got).toMatchObject({ therapist_id: "th_anna", start_time: start, end_time: end, status: "confirmed" });
+    expect(got.notes).toBeNull(); // "no notes", as the spec shows it
+    for (const dropped of ["service_name", "price", "payment_status", "updated_at", "customer", "addons"] as const) {
+      expect(got[dropped]).toBeUndefined();
+    }
+  });
+
   it("fetches pages ahead when asked, with the same result", async () => {
     pair = await startPair({ client: { pageConcurrency: 4 } });
     pair.sim.seed({ therapists: ["th_anna"], count: 950, from: T0, to: T0 + 90 * DAY });
