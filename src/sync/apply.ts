@@ -7,7 +7,8 @@ import type { Effects, EventAt, Written } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import { coreOf } from "./snapshot.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
-import { applyWriteback, type WritebackOutcome } from "./writeback.ts";
+import { applyWriteback } from "./writeback.ts";
+import type { WritebackOutcome } from "./writeback-steps.ts";
 
 /** What the engine knew when it decided, handed to the action. */
 export interface ApplyContext {

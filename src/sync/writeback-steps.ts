@@ -1,0 +1,149 @@
+// Owns the steps the outcomes of a write-back share: what is told of it, taking the therapist's change into the link
+// when the booking took it, putting the event back from the booking (with a visible note) when it did not, and
+// removing the event of an appointment that no longer exists.
+import { BookingApiError } from "../booking/errors.ts";
+import { fingerprint, ownershipOf } from "../calendar/fingerprint.ts";
+import type { Logger } from "../log.ts";
+import type { Effects } from "./effects.ts";
+import { NeedsFullRead } from "./inputs.ts";
+import type { Rendering } from "./planner.ts";
+import { merge } from "./snapshot.ts";
+import type { BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
+
+/** What became of a write-back, for the appointment's history: what was sent, and the booking service's answer. */
+export interface WritebackOutcome {
+  kind: "reschedule" | "cancel" | "reassign";
+  /** ok: taken; refused or failed: the event is put back; gone: the appointment no longer exists; disabled: not sent. */
+  result: "ok" | "refused" | "failed" | "gone" | "disabled";
+  /** The refusal or the last failure. */
+  error?: unknown;
+  /** The booking's status in the answer. */
+  status?: string | undefined;
+  /** A reassignment: the therapist whose calendar the event was moved to (where it stays only when `ok`). */
+  therapistId?: string;
+}
+
+export interface WritebackInput {
+  id: string;
+  /** The booking's current state. */
+  appt: Snapshot;
+  /** `appt` is the full form (else a payload or list item: rendering may need the full form first). */
+  full: boolean;
+  link: Link;
+  /** The event as the therapist left it (undefined when not read). */
+  event: CalEvent | null | undefined;
+  sourceAt: number;
+  log: Logger;
+  attempt: number;
+  maxAttempts: number;
+  /** Told the booking service's answer as soon as it is known, before the event is put back after a refusal. */
+  tell?: (outcome: WritebackOutcome) => void;
+}
+
+/** The collaborators of a write-back: the effects on calendars and links, and the booking service. */
+export type Ctx = { fx: Effects; booking: BookingPort };
+
+/** Whether a GET confirms that the booking service does not know the appointment (any other failure is thrown). */
+export async function appointmentGone(ctx: Ctx, id: string): Promise<boolean> {
+  try {
+    await ctx.booking.getAppointment(id, { priority: "writeback" });
+    return false;
+  } catch (err) {
+    if (err instanceof BookingApiError && err.kind === "not_found") return true;
+    throw err;
+  }
+}
+
+/**
+ * The event body for `state` in `therapistId`'s calendar. A payload or list item that lacks fields the event shows is
+ * completed by a full read first (at write-back priority), so a write-back never leaves the event showing less.
+ */
+async function renderFor(
+  ctx: Ctx,
+  w: WritebackInput,
+  state: { appt: Snapshot; full: boolean },
+  therapistId: string,
+  notice?: Link["notice"],
+): Promise<{ rendering: Rendering | null; appt: Snapshot }> {
+  try {
+    return { rendering: ctx.fx.render(state, w.link, therapistId, notice), appt: state.appt };
+  } catch (err) {
+    if (!(err instanceof NeedsFullRead) || state.full) throw err;
+    const appt = merge(state.appt, await ctx.booking.getAppointment(w.id, { priority: "writeback" }));
+    return { rendering: ctx.fx.render({ appt, full: true }, w.link, therapistId, notice), appt };
+  }
+}
+
+/**
+ * The booking took the therapist's change: record the event as it now stands in `therapistId`'s calendar, rewriting
+ * only what the templates derive from the new state (the calendar already shows the time and the place).
+ */
+export async function accept(
+  ctx: Ctx,
+  w: WritebackInput,
+  therapistId: string,
+  state: { appt: Snapshot; full: boolean },
+  current: CalEvent | undefined,
+  sourceAt: number,
+): Promise<void> {
+  const { rendering, appt } = await renderFor(ctx, w, state, therapistId);
+  const desired = rendering?.body;
+  let event = current;
+  let at = { eventId: w.link.eventId, generation: w.link.generation ?? 0 };
+  const owned = ownershipOf(desired);
+  if (desired && event && fingerprint(event, owned) !== fingerprint(desired, owned)) {
+    const written = await ctx.fx.write(therapistId, "update", desired, linkAt(w), event.etag ?? undefined);
+    event = written.event;
+    at = written;
+  }
+  await ctx.fx.record({
+    appointmentId: w.id,
+    therapistId,
+    eventId: at.eventId,
+    generation: at.generation,
+    booking: appt,
+    sourceAt,
+    event,
+    present: true,
+    ...(rendering ? { rendered: rendering.rendered } : {}),
+  });
+}
+
+/**
+ * Puts the event back as the booking has it, with a visible note. The refusal is recorded first: should the restore
+ * fail (Google down, a quota pause), its retries put the event back and never send the refused write-back again.
+ */
+export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promise<void> {
+  const notice = { text, at: ctx.fx.clock.now() };
+  // The link keeps what the event shows (it is still there), so a retry renders no less either.
+  await ctx.fx.links.save({ ...w.link, present: false, removedBy: "refused", notice, syncedAt: ctx.fx.clock.now() });
+  const { rendering, appt } = await renderFor(ctx, w, w, w.link.therapistId, notice);
+  if (!rendering) {
+    await removeEvent(ctx, w, "nothing to restore");
+    return;
+  }
+  const written = await ctx.fx.write(w.link.therapistId, "restore", rendering.body, linkAt(w));
+  await ctx.fx.record({
+    appointmentId: w.id,
+    therapistId: w.link.therapistId,
+    eventId: written.eventId,
+    generation: written.generation,
+    booking: appt,
+    sourceAt: w.sourceAt,
+    event: written.event,
+    body: rendering.body,
+    present: true,
+    notice,
+    rendered: rendering.rendered,
+  });
+}
+
+export async function removeEvent(ctx: Ctx, w: WritebackInput, reason: string): Promise<void> {
+  if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) await ctx.fx.remove(w.link.therapistId, w.link.eventId);
+  await ctx.fx.links.save({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.fx.clock.now() });
+  w.log.info({ reason }, "event removed");
+}
+
+function linkAt(w: WritebackInput) {
+  return { appointmentId: w.id, eventId: w.link.eventId, generation: w.link.generation ?? 0 };
+}
