@@ -438,14 +438,21 @@ export class CalendarGateway {
     );
   }
 
-  /** The event, or null when the id is unknown. A deleted event is returned with status "cancelled". */
-  async get(eventId: string): Promise<CalendarEvent | null> {
+  /**
+   * The event, or null when the id is unknown. A deleted event is returned with status "cancelled". With
+   * `confirmMissing`, a 404 is "unknown" only once the calendar itself answers (as for delete): a calendar no longer
+   * shared answers 404 for every event in it, and then calendar_not_found is thrown instead of null (one more call).
+   */
+  async get(eventId: string, opts: { confirmMissing?: boolean } = {}): Promise<CalendarEvent | null> {
     try {
       return await this.#runner.run("events.get", "event", (attempt) =>
         this.#api.events.get({ calendarId: this.calendarId, eventId, quotaUser: this.#quotaUser }, attempt),
       );
     } catch (err) {
-      if (err instanceof CalendarError && err.kind === "not_found") return null;
+      if (err instanceof CalendarError && err.kind === "not_found") {
+        if (opts.confirmMissing) await this.#calendarAnswers();
+        return null;
+      }
       throw err;
     }
   }

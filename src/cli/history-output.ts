@@ -93,9 +93,13 @@ export function whatOf(e: HistoryEntry): string {
     case "writeback_held":
       return `${wbNoun} is held by the write-back guard for an administrator to decide`;
     case "sync_failed":
-      return `sync failed (${answer(e)}); retrying`;
+      return e.code === "other_calendar_unavailable"
+        ? `the cancellation is not sent: the event may have been moved to ${cal(e.toTherapistId)}, which cannot be looked at now (${answer(e)}); it waits for that calendar`
+        : `sync failed (${answer(e)}); retrying`;
     case "dead_letter":
-      return `gave up after ${e.attempts ?? "?"} attempts (${answer(e)}): dead letter`;
+      return e.code === "other_calendar_unavailable"
+        ? `gave up waiting for ${cal(e.toTherapistId)}, where the event may have been moved (${answer(e)}): dead letter; the cancellation was not sent`
+        : `gave up after ${e.attempts ?? "?"} attempts (${answer(e)}): dead letter`;
   }
 }
 

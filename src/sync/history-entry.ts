@@ -5,7 +5,7 @@ import { BookingApiError } from "../booking/errors.ts";
 import { CalendarError } from "../calendar/errors.ts";
 import { RenderError } from "../calendar/render.ts";
 import type { Applied } from "./apply.ts";
-import { CalendarUnavailableError } from "./mapping.ts";
+import { CalendarUnavailableError, OtherCalendarUnavailableError } from "./mapping.ts";
 import type { Action, Link, Origin, Snapshot, SyncRequest } from "./types.ts";
 
 export type HistoryKind =
@@ -83,6 +83,7 @@ export function mergeOrigin(a: Origin | undefined, b: Origin | undefined): Origi
 export function answerOf(err: unknown): Pick<HistoryEntry, "side" | "code" | "httpStatus"> {
   if (err instanceof BookingApiError) return { side: "booking", code: err.code, ...status(err.status) };
   if (err instanceof CalendarError) return { side: "google", code: err.reason ?? err.kind, ...status(err.status) };
+  if (err instanceof OtherCalendarUnavailableError) return { side: "calbridge", code: "other_calendar_unavailable" };
   if (err instanceof CalendarUnavailableError) return { side: "calbridge", code: "calendar_unavailable" };
   if (err instanceof RenderError) return { side: "calbridge", code: "render_error" };
   return { side: "calbridge", code: err instanceof Error ? err.name : "error" };
@@ -210,5 +211,11 @@ export function failureEntry(
   final: boolean,
   attempts: number,
 ): HistoryEntry {
-  return { ...base, kind: final ? "dead_letter" : "sync_failed", ...answerOf(err), attempts };
+  // A cancellation waiting for a calendar the event may have been moved to: which calendar lost it, and the first
+  // calendar that could not be looked at.
+  const waiting =
+    err instanceof OtherCalendarUnavailableError
+      ? { writeback: "cancel" as const, therapistId: err.from, toTherapistId: err.therapistId }
+      : {};
+  return { ...base, kind: final ? "dead_letter" : "sync_failed", ...waiting, ...answerOf(err), attempts };
 }

@@ -14,6 +14,30 @@ export class CalendarUnavailableError extends Error {
   }
 }
 
+/**
+ * An event gone from one therapist's calendar may have been moved ("Change calendar") to another mapped therapist's
+ * calendar that cannot be looked at now (not connected yet, credentials broken, a quota pause, no longer shared): until
+ * it can be, a deletion cannot be told from that move, so the cancellation waits like any sync of an unavailable
+ * calendar and is never sent on a guess. `therapistId` is the first of `unseen`.
+ */
+export class OtherCalendarUnavailableError extends CalendarUnavailableError {
+  /** The therapist whose calendar lost the event. */
+  readonly from: string;
+  /** The therapists whose calendars could not be looked at, with why. */
+  readonly unseen: ReadonlyMap<string, string>;
+  constructor(from: string, unseen: ReadonlyMap<string, string>) {
+    const [first] = unseen.keys();
+    super(first ?? "?", "");
+    this.name = "OtherCalendarUnavailableError";
+    this.from = from;
+    this.unseen = unseen;
+    const which = [...unseen].map(([id, why]) => `${id}: ${why}`).join("; ");
+    this.message =
+      `the event gone from ${from}'s calendar may have been moved to a mapped therapist's calendar that cannot be ` +
+      `looked at now (${which}); the cancellation is not sent and waits for it`;
+  }
+}
+
 export class Mapping {
   #config: Config;
   #therapists: Map<string, TherapistConfig>;

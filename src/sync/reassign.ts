@@ -2,21 +2,42 @@
 // it there, and reassigning the appointment, or putting the event back in its own calendar when that is refused or off.
 import { BookingApiError } from "../booking/errors.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
-import { isRefusal } from "./errors.ts";
+import { describeError, isRefusal, isUnavailable } from "./errors.ts";
+import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { merge } from "./snapshot.ts";
 import type { CalEvent, Link } from "./types.ts";
 import { accept, appointmentGone, type Ctx, restore, type WritebackInput } from "./writeback-steps.ts";
 
-/** A deletion may be a move to another mapped therapist's calendar: look for the same event there. */
+/**
+ * A deletion may be a move to another mapped therapist's calendar: look for the same event there. Only an answer
+ * counts. A mapped therapist's calendar that cannot be looked at (no usable calendar: not connected yet, a token that
+ * cannot be decrypted; or one answering quota, credentials, or 404 for the calendar itself: no longer shared) may hold
+ * the event, so unless the event is found in another one, OtherCalendarUnavailableError is thrown and the cancellation
+ * waits like a sync of an unavailable calendar: never sent on a guess. Other errors (5xx) are thrown and retried.
+ */
 export async function findElsewhere(
   ctx: Ctx,
   link: Link,
 ): Promise<{ therapistId: string; event: CalEvent } | undefined> {
-  for (const [therapistId, cal] of ctx.fx.mapping.calendars) {
-    if (therapistId === link.therapistId) continue;
-    // Only an answer counts: an error (quota, credentials, 5xx) is thrown and the write-back retried, never read as
-    // "not there", which would cancel an appointment the therapist only moved.
-    const event = await cal.get(link.eventId);
+  const mapping = ctx.fx.mapping;
+  const unseen = new Map<string, string>();
+  const others = new Set([...mapping.calendars.keys(), ...mapping.therapists.map((t) => t.therapist_id)]);
+  others.delete(link.therapistId);
+  for (const therapistId of others) {
+    const cal = mapping.calendarIfAny(therapistId);
+    if (!cal) {
+      unseen.set(therapistId, mapping.unavailableReason(therapistId) ?? "no usable calendar");
+      continue;
+    }
+    let event: CalEvent | null;
+    try {
+      // A 404 is "not there" only once the calendar itself answers: a calendar no longer shared answers 404 too.
+      event = await cal.get(link.eventId, { confirmMissing: true });
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+      unseen.set(therapistId, describeError(err));
+      continue;
+    }
     if (
       event &&
       event.status !== "cancelled" &&
@@ -25,6 +46,7 @@ export async function findElsewhere(
       return { therapistId, event };
     }
   }
+  if (unseen.size > 0) throw new OtherCalendarUnavailableError(link.therapistId, unseen);
   return undefined;
 }
 

@@ -159,7 +159,8 @@ export interface CalendarPort {
   /** Changes only the fields the body names (null clears one); with ifMatch only if nobody changed the event since. */
   patch(eventId: string, partial: CalEvent, opts?: { ifMatch?: string }): Promise<CalEvent>;
   delete(eventId: string, opts?: { ifMatch?: string }): Promise<"deleted" | "already_gone">;
-  get(eventId: string): Promise<CalEvent | null>;
+  /** The event, or null when unknown; with confirmMissing, null only once the calendar itself answers. */
+  get(eventId: string, opts?: { confirmMissing?: boolean }): Promise<CalEvent | null>;
   listManaged(range: { timeMin: string; timeMax: string }): AsyncIterable<CalEvent>;
   incrementalChanges(
     syncToken: string | undefined,

@@ -177,6 +177,30 @@ describe("delete, get, list", () => {
     }
   });
 
+  it("get with confirmMissing: a 404 is 'no such event' only once the calendar itself answers", async () => {
+    f = await setup();
+    const other = "ben@clinic.example";
+    f.emulator.createCalendar(other, other, { timeZone: "Europe/Berlin" });
+    f.emulator.shareCalendar(other, SUBJECT, "writer");
+    const gateway = new CalendarGateway({
+      therapistId: "th_ben",
+      calendarId: other,
+      apiRoot: f.emulator.rootUrl,
+      auth: f.auth,
+      random: () => 0,
+    });
+    try {
+      expect(await gateway.get(eventIdFor("never"), { confirmMissing: true })).toBeNull();
+      f.emulator.unshareCalendar(other, SUBJECT);
+      // Without the option a calendar no longer shared reads as an unknown event; with it, as a missing calendar.
+      expect(await gateway.get(eventIdFor("never"))).toBeNull();
+      const err = await rejection(gateway.get(eventIdFor("never"), { confirmMissing: true }));
+      expect(err.kind).toBe("calendar_not_found");
+    } finally {
+      gateway.close();
+    }
+  });
+
   it("lists managed events in a window over all pages", async () => {
     f = await setup({ pageSize: 2 });
     for (let i = 0; i < 5; i++)

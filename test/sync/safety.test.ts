@@ -1,10 +1,12 @@
 // Therapists in a strict Google Calendar, through the real daemon on the manual clock (issue #14): a bulk deletion is
 // held, not cancelled; Undo within the grace period sends nothing; what a therapist adds to an event survives; an
 // event Google will not restore comes back under the next id with the refused cancel sent once; a series made of an
-// event trips no guard and becomes a single event again.
+// event trips no guard and becomes a single event again; an event moved to a mapped calendar calbridge cannot look at
+// is never taken for a deletion.
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { runDoctor } from "../../src/cli/doctor.ts";
+import { sentenceOf } from "../../src/cli/history-output.ts";
 import { writebackHeld } from "../../src/cli/writeback-held.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
@@ -43,8 +45,9 @@ async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_000) {
   }
 }
 
+/** Polls every calendar calbridge can use (a therapist not connected yet has none to poll). */
 async function pollAll(x: Harness) {
-  for (const t of x.world.therapists) await x.app.poller.poll(t);
+  for (const t of x.world.therapists) if (x.app.sync.mapping.calendarIfAny(t)) await x.app.poller.poll(t);
   await quiet(x);
 }
 
@@ -360,5 +363,88 @@ describe("a series made of an event (issue #14, case 5)", () => {
     expect(patches(x)).toBe(0);
     expect(cancels(x)).toBe(0);
     expect((await x.app.reconcile()).plan).toEqual([]);
+  });
+});
+
+describe("an event moved to a mapped therapist's calendar that calbridge cannot look at", () => {
+  /** The appointment's history as sentences, oldest first. */
+  async function story(x: Harness, id: string): Promise<string[]> {
+    await x.app.sync.history.log.flush();
+    return (await x.app.sync.history.log.read(id)).entries.map(sentenceOf);
+  }
+
+  it("is not cancelled: the cancellation waits visibly, then becomes a dead letter with nothing sent", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, log } = await daemon(clock, (c) => {
+      c.google.oauth = { client_id: "placeholder", client_secret: "placeholder-secret" };
+      // th_2 is mapped, on OAuth, and has not connected yet: mapped, without a usable calendar.
+      for (const t of c.therapists) if (t.therapist_id === "th_2") t.auth = { type: "oauth" };
+      c.sync = { ...c.sync, retry: { unavailable_grace_minutes: 10 } };
+    });
+    h = x;
+    expect(x.app.sync.mapping.calendarIfAny("th_2")).toBeUndefined();
+    const [a, b] = await mirrored(x, clock, 5);
+    const cal1 = x.world.calendarOf("th_1");
+    const cal2 = x.world.calendarOf("th_2");
+    // "Change calendar" in Google's UI, to the colleague's calendar: th_1's calendar keeps what looks like a deletion.
+    x.world.google.userMove(cal1, eventIdFor(a!), cal2);
+    // The price of not guessing: while th_2's calendar cannot be looked at, a plain deletion cannot be told from such
+    // a move either, so it waits too.
+    x.world.google.userDelete(cal1, eventIdFor(b!));
+    await pollAll(x);
+    await pass(x, clock, 90_000); // past the grace period
+
+    expect(cancels(x)).toBe(0);
+    for (const id of [a!, b!]) expect(x.world.booking.get(id)!.status).toBe("confirmed");
+    expect(x.world.google.event(cal2, eventIdFor(a!))?.status).toBe("confirmed");
+    // Visible: the log, th_1's last error in /status, the history.
+    const waits = log.lines.filter((l) => l["msg"] === "calendar not available; the sync waits");
+    expect(waits.map((l) => l["appointment_id"]).sort()).toEqual([a!, b!].sort());
+    expect(String(waits[0]!["err"])).toMatch(/th_2: .*the cancellation is not sent and waits for it/);
+    const th1 = (await x.app.status()).therapists.find((t) => t.therapistId === "th_1")!;
+    expect(th1.lastError?.message).toMatch(/may have been moved to a mapped therapist's calendar .*\(th_2: /);
+    expect((await story(x, a!)).at(-1)).toMatch(
+      /^the cancellation is not sent: the event may have been moved to th_2's calendar, which cannot be looked at now \(calbridge other_calendar_unavailable\)/,
+    );
+
+    // th_2 never connects: after sync.retry.unavailable_grace_minutes the waits end as dead letters, like any sync of
+    // an unavailable calendar. Nothing is sent; the events stay where the therapist left them.
+    await pass(x, clock, 20 * 60_000, 15_000);
+    expect(x.app.sync.dead.count).toBe(2);
+    expect(cancels(x)).toBe(0);
+    expect(patches(x)).toBe(0);
+    for (const id of [a!, b!]) expect(x.world.booking.get(id)!.status).toBe("confirmed");
+    expect(x.world.google.event(cal2, eventIdFor(a!))?.status).toBe("confirmed");
+    expect((await story(x, a!)).at(-1)).toMatch(/^gave up waiting for th_2's calendar.*the cancellation was not sent/);
+    // The reconciliation takes them up again, and they wait again: still nothing sent.
+    await x.app.reconcile();
+    await pass(x, clock, 90_000);
+    expect(cancels(x)).toBe(0);
+  });
+
+  it("a calendar no longer shared (404) is not 'the event is not there': the write-back waits, then goes on", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [a] = await mirrored(x, clock, 3);
+    const cal1 = x.world.calendarOf("th_1");
+    const cal2 = x.world.calendarOf("th_2");
+    // th_2's calendar stops being shared with calbridge: Google answers 404 for every event in it.
+    x.world.google.unshareCalendar(cal2, cal2);
+    x.world.google.userMove(cal1, eventIdFor(a!), cal2);
+    await x.app.poller.poll("th_1");
+    await pass(x, clock, 90_000);
+    expect(cancels(x)).toBe(0);
+    expect(x.world.booking.get(a!)!.status).toBe("confirmed");
+    expect((await story(x, a!)).at(-1)).toMatch(/may have been moved to th_2's calendar/);
+
+    // Shared again: the next retry finds the event there. Reassigning is off by default, so it is put back in th_1's
+    // calendar and removed from th_2's; still nothing is cancelled.
+    x.world.google.shareCalendar(cal2, cal2, "owner");
+    await pass(x, clock, 6 * 60_000, 15_000);
+    expect(cancels(x)).toBe(0);
+    expect(x.world.booking.get(a!)!).toMatchObject({ status: "confirmed", therapist_id: "th_1" });
+    expect(liveOf(x, cal1, a!)).toHaveLength(1);
+    expect(liveOf(x, cal2, a!)).toHaveLength(0);
   });
 });
