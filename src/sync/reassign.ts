@@ -2,11 +2,11 @@
 // it there, and reassigning the appointment, or putting the event back in its own calendar when that is refused or off.
 import { BookingApiError } from "../booking/errors.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
-import { describeError, isRefusal, isUnavailable } from "./errors.ts";
+import { describeError, isNotFound, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { merge } from "./snapshot.ts";
-import type { CalEvent, Link } from "./types.ts";
-import { accept, appointmentGone, type Ctx, restore, type WritebackInput } from "./writeback-steps.ts";
+import type { CalEvent, Link, Snapshot } from "./types.ts";
+import { accept, appointmentGone, type Ctx, LeaveAsIs, restore, type WritebackInput } from "./writeback-steps.ts";
 
 /**
  * A deletion may be a move to another mapped therapist's calendar: look for the same event there. Only an answer
@@ -68,21 +68,45 @@ export async function movedToOtherCalendar(
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
     return;
   }
+  let res: Snapshot;
   try {
-    const res = await ctx.booking.patchAppointment(
-      w.id,
-      { therapist_id: moved.therapistId },
-      { priority: "writeback" },
-    );
-    w.tell?.({ kind: "reassign", result: "ok", status: res.status, therapistId: moved.therapistId });
-    await accept(ctx, w, moved.therapistId, { ...w, appt: merge(w.appt, res) }, moved.event, w.sourceAt);
-    ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
-    w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
+    res = await ctx.booking.patchAppointment(w.id, { therapist_id: moved.therapistId }, { priority: "writeback" });
   } catch (err) {
-    // A 404 for an appointment that is still there: the service does not take this therapist.
-    const refusedAs404 =
-      err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
-    if (!isRefusal(err) && !refusedAs404) throw err;
+    let taken: Snapshot | undefined;
+    try {
+      taken = await notSent(ctx, w, moved, err);
+    } catch (e) {
+      // On the last attempt, the write-back's own restore knows nothing of the event in the other calendar: what is
+      // not settled here is left as it is for the next sync (an appointment that is gone excepted).
+      if (w.attempt < w.maxAttempts || e instanceof LeaveAsIs || (e === err && isNotFound(err))) throw e;
+      throw new LeaveAsIs(e);
+    }
+    if (!taken) return;
+    res = taken;
+  }
+  w.tell?.({ kind: "reassign", result: "ok", status: res.status, therapistId: moved.therapistId });
+  await accept(ctx, w, moved.therapistId, { ...w, appt: merge(w.appt, res) }, moved.event, w.sourceAt);
+  ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
+  w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
+}
+
+/**
+ * The reassignment's PATCH failed. A refusal, or a failure on the last attempt that the booking service is seen not to
+ * have taken, ends with the event put back in its own calendar and removed from the other one (else that therapist
+ * would keep the customer's appointment for good: the restore usually lands under a new id, and the reconciliation
+ * takes an event under the old id for a copy that is not its own). Returns the appointment when a GET shows the
+ * reassignment taken after all (its answer was lost); throws what is to be retried, or left as it is (LeaveAsIs).
+ */
+async function notSent(
+  ctx: Ctx,
+  w: WritebackInput,
+  moved: { therapistId: string; event: CalEvent },
+  err: unknown,
+): Promise<Snapshot | undefined> {
+  // A 404 for an appointment that is still there: the service does not take this therapist.
+  const refusedAs404 =
+    err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
+  if (isRefusal(err) || refusedAs404) {
     w.tell?.({ kind: "reassign", result: "refused", error: err, therapistId: moved.therapistId });
     await ctx.fx.remove(moved.therapistId, w.link.eventId);
     await restore(
@@ -91,5 +115,42 @@ export async function movedToOtherCalendar(
       `calbridge: the reassignment was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
+    return undefined;
   }
+  // Retried (a 404 of an appointment that is gone goes to the write-back's "gone" path).
+  if (w.attempt < w.maxAttempts || isNotFound(err)) throw err;
+  // The last attempt. The PATCH may have been taken although its answer was lost (a timeout, a 5xx after the change):
+  // look before undoing the therapist's move. When we cannot look, nothing is undone; the move stays as it is, and
+  // the next reconciliation sends the reassignment again.
+  let now: Snapshot;
+  try {
+    now = await ctx.booking.getAppointment(w.id, { priority: "writeback" });
+  } catch (lookErr) {
+    w.log.warn(
+      { writeback: "reassign", err: describeError(err), look: describeError(lookErr) },
+      "reassignment not sent, and whether it was taken cannot be seen: the event is left where the therapist moved it",
+    );
+    throw new LeaveAsIs(err);
+  }
+  if (now.therapist_id === moved.therapistId) {
+    w.log.info(
+      { writeback: "reassign", to: moved.therapistId },
+      "reassignment found taken although its answer was lost",
+    );
+    return now;
+  }
+  // Not taken: out of the other calendar first, so that a restore that fails leaves no second event behind.
+  await ctx.fx.remove(moved.therapistId, w.link.eventId);
+  w.tell?.({ kind: "reassign", result: "failed", error: err, therapistId: moved.therapistId });
+  await restore(
+    ctx,
+    w,
+    `calbridge: your move of this appointment to the calendar of another therapist was not applied: it could not be sent after ${w.attempt} attempts (${describeError(err)}). The event shows the booking again.`,
+  );
+  ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "failed" });
+  w.log.warn(
+    { writeback: "reassign", to: moved.therapistId, err: describeError(err) },
+    "reassignment not applied; event removed from the other calendar and restored from the booking",
+  );
+  return undefined;
 }

@@ -5,6 +5,7 @@ import { BookingApiError } from "../booking/errors.ts";
 import { fingerprint, ownershipOf } from "../calendar/fingerprint.ts";
 import type { Logger } from "../log.ts";
 import type { Effects } from "./effects.ts";
+import { describeError } from "./errors.ts";
 import { NeedsFullRead } from "./inputs.ts";
 import type { Rendering } from "./planner.ts";
 import { merge } from "./snapshot.ts";
@@ -42,6 +43,19 @@ export interface WritebackInput {
 
 /** The collaborators of a write-back: the effects on calendars and links, and the booking service. */
 export type Ctx = { fx: Effects; booking: BookingPort };
+
+/**
+ * A failure after which the events must stay as they are (the write-back may have been taken, or was undone only in
+ * part): the write-back rethrows `cause` (retried, or a dead letter) and never answers it with a restore.
+ */
+export class LeaveAsIs extends Error {
+  override readonly cause: unknown;
+  constructor(cause: unknown) {
+    super(describeError(cause));
+    this.name = "LeaveAsIs";
+    this.cause = cause;
+  }
+}
 
 /** Whether a GET confirms that the booking service does not know the appointment (any other failure is thrown). */
 export async function appointmentGone(ctx: Ctx, id: string): Promise<boolean> {

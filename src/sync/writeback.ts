@@ -7,7 +7,15 @@ import { describeError, isRefusal, isUnavailable } from "./errors.ts";
 import { findElsewhere, movedToOtherCalendar } from "./reassign.ts";
 import { merge } from "./snapshot.ts";
 import type { Action, BookingPort } from "./types.ts";
-import { accept, appointmentGone, type Ctx, removeEvent, restore, type WritebackInput } from "./writeback-steps.ts";
+import {
+  accept,
+  appointmentGone,
+  type Ctx,
+  LeaveAsIs,
+  removeEvent,
+  restore,
+  type WritebackInput,
+} from "./writeback-steps.ts";
 
 type WritebackAction = Extract<Action, { kind: "writeback_reschedule" | "writeback_cancel" }>;
 
@@ -23,6 +31,7 @@ export async function applyWriteback(
     if (action.kind === "writeback_reschedule") await reschedule(ctx, action.startTime, w);
     else await cancel(ctx, w);
   } catch (err) {
+    if (err instanceof LeaveAsIs) throw err.cause;
     if (err instanceof BookingApiError && err.kind === "not_found" && (await appointmentGone(ctx, w.id))) {
       // The booking service no longer knows the appointment: nothing to restore it from.
       w.tell?.({ kind, result: "gone", error: err });

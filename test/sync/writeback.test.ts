@@ -1,6 +1,7 @@
 // Two-way sync: a therapist's calendar changes pushed back to the booking service, refusals undone visibly,
 // and both sides quiet afterwards (no echo, no ping-pong).
 import { afterEach, describe, expect, it } from "vitest";
+import { BookingApiError } from "../../src/booking/errors.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
@@ -276,6 +277,83 @@ describe("write-back", () => {
     const metric = await h.app.registry.getSingleMetricAsString("calbridge_writebacks_total");
     expect(metric).toMatch(/kind="reschedule",result="failed"} 1/);
     h.world.booking.faults.reset();
+    await expectQuiet(h);
+  });
+
+  it("a reassignment that keeps failing is put back in its own calendar and removed from the other one", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await twoWay(
+      (c) => (c.sync = { ...c.sync, writeback: { reassign: true } }),
+      { maxAttempts: 2, baseMs: 5_000 },
+      clock,
+    );
+    const m = await mirrored(h, "th_1");
+    const cal2 = h.world.calendarOf("th_2");
+    h.world.booking.faults.failNext(1000, 503, { method: "PATCH" });
+    moveToCalendar(h, m, "th_2");
+    const polled = h.app.poller.poll("th_1");
+    for (let i = 0; i < 60 && liveOf(h, m.cal, m.id).length === 0; i++) {
+      await clock.advance(1_000);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await polled;
+    await h.app.engine.idle();
+    expect(h.world.booking.get(m.id)!).toMatchObject({ status: "confirmed", therapist_id: "th_1" });
+    // Exactly one live event, in the calendar of the therapist the booking names, saying why.
+    expect(liveOf(h, cal2, m.id)).toHaveLength(0);
+    const back = liveOf(h, m.cal, m.id);
+    expect(back).toHaveLength(1);
+    expect(String(back[0]!.description)).toMatch(
+      /move of this appointment to the calendar of another therapist was not applied: it could not be sent after 2 attempts/,
+    );
+    const metric = await h.app.registry.getSingleMetricAsString("calbridge_writebacks_total");
+    expect(metric).toMatch(/kind="reassign",result="failed"} 1/);
+    await h.app.sync.history.log.flush();
+    const entries = (await h.app.sync.history.log.read(m.id)).entries;
+    expect(entries.find((e) => e.kind === "writeback")).toMatchObject({
+      writeback: "reassign",
+      result: "failed",
+      toTherapistId: "th_2",
+    });
+    h.world.booking.faults.reset();
+    await expectQuiet(h);
+    expect(h.world.booking.requests.filter((r) => r.route.includes("cancel"))).toHaveLength(0);
+  });
+
+  it("a reassignment whose last answer was lost is looked up, found taken, and not undone", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await twoWay(
+      (c) => (c.sync = { ...c.sync, writeback: { reassign: true } }),
+      { maxAttempts: 2, baseMs: 5_000 },
+      clock,
+    );
+    const m = await mirrored(h, "th_1");
+    const cal2 = h.world.calendarOf("th_2");
+    // The booking service is out for the first attempt; on the last one it takes the PATCH, and then goes down before
+    // answering it or any resend: the client ends with a timeout, as after a lost answer.
+    const client = h.app.booking;
+    const patch = client.patchAppointment.bind(client);
+    let calls = 0;
+    client.patchAppointment = async (...a: Parameters<typeof patch>) => {
+      const taken = ++calls > 1 ? await patch(...a) : undefined;
+      throw new BookingApiError({ code: "timeout", message: `no answer (${taken ? "taken" : "not sent"})` });
+    };
+    moveToCalendar(h, m, "th_2");
+    const polled = h.app.poller.poll("th_1");
+    for (let i = 0; i < 60; i++) {
+      await clock.advance(1_000);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await polled;
+    await h.app.engine.idle();
+    expect(calls).toBe(2);
+    client.patchAppointment = patch;
+    expect(h.world.booking.get(m.id)!).toMatchObject({ status: "confirmed", therapist_id: "th_2" });
+    expect(liveOf(h, cal2, m.id)).toHaveLength(1);
+    expect(liveOf(h, m.cal, m.id)).toHaveLength(0);
+    const metric = await h.app.registry.getSingleMetricAsString("calbridge_writebacks_total");
+    expect(metric).toMatch(/kind="reassign",result="ok"} 1/);
+    expect(metric).not.toMatch(/result="failed"/);
     await expectQuiet(h);
   });
 
