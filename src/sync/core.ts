@@ -73,7 +73,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   links.upgrade = linkUpgrade(mapping, planner);
   const activity = new Activity(o.clock);
   const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock });
-  const dead = new DeadLetters(o.store, o.clock, o.metrics, o.config.sync.window);
+  // The window as the live configuration has it: a reload replaces config.sync.
+  const dead = new DeadLetters(o.store, o.clock, o.metrics, () => o.config.sync.window);
   const managed = new Map<string, number>();
   const limits = guardLimits(o.config);
   const guard = new WritebackGuard({

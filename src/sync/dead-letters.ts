@@ -24,14 +24,15 @@ export class DeadLetters {
   readonly #table: Table<DeadLetter>;
   readonly #clock: Clock;
   readonly #metrics: SyncMetrics;
-  readonly #window: { past_days: number; future_days: number };
+  readonly #window: () => { past_days: number; future_days: number };
   #count = 0;
 
   constructor(
     store: Store,
     clock: Clock,
     metrics: SyncMetrics,
-    window: { past_days: number; future_days: number } = { past_days: 7, future_days: 90 },
+    /** The sync window as it is now (a reload changes it). */
+    window: () => { past_days: number; future_days: number } = () => ({ past_days: 7, future_days: 90 }),
   ) {
     this.#table = store.table<DeadLetter>("dead");
     this.#clock = clock;
@@ -63,7 +64,7 @@ export class DeadLetters {
     const { endsAt, ...fields } = entry;
     const prev = await this.#table.get(entry.key);
     const now = this.#clock.now();
-    const { past_days: past, future_days: future } = this.#window;
+    const { past_days: past, future_days: future } = this.#window();
     const expiry =
       endsAt !== undefined && Number.isFinite(endsAt)
         ? endsAt + (past + MARGIN_DAYS) * DAY

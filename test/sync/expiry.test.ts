@@ -47,6 +47,24 @@ describe("expiry", () => {
   });
 });
 
+describe("expiry after a reload", () => {
+  it("follows the sync window the reload set, not the one at start", async () => {
+    h = await harness({ therapists: 2, engine: { maxAttempts: 1 } });
+    const next = structuredClone(h.app.config);
+    next.sync.window.past_days = 1;
+    await h.app.reload(next);
+    const end = Math.floor((Date.now() + 2 * DAY) / HOUR) * HOUR + HOUR;
+    h.world.google.faults.next(10, { status: 403, reason: "forbidden", match: /POST .*th_2%40clinic\.test\/events$/ });
+    const failing = h.world.booking.create({ therapist_id: "th_2", start_time: iso(end - HOUR) }, { force: true });
+    await h.app.reconcile();
+    expect((await rows(h, "dead")).map(([k]) => k)).toEqual([`appt:${failing.id}`]);
+    // One day of the past now, and the margin of 2 days: gone after 3 days, not 9.
+    vi.spyOn(Date, "now").mockReturnValue(end + 3 * DAY + 60_000);
+    await h.app.purge();
+    expect(await rows(h, "dead")).toEqual([]);
+  });
+});
+
 describe("links of an earlier build", () => {
   /** The stored link rewritten as an earlier build kept it: the whole booking snapshot, nothing about the event. */
   async function asEarlierBuild(x: Harness, id: string, snapshot: Record<string, unknown>): Promise<void> {
