@@ -1,4 +1,6 @@
 // Owns all calls to one therapist's Google Calendar: idempotent writes, listings, change feed, push channels, retries.
+
+import { createHash } from "node:crypto";
 import type { Credentials, OAuth2Client } from "google-auth-library";
 import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
 import { Registry } from "prom-client";
@@ -161,7 +163,7 @@ export class CalendarGateway {
     this.therapistId = options.therapistId;
     this.calendarId = options.calendarId;
     this.#auth = options.auth;
-    this.#quotaUser = options.quotaUser ?? options.therapistId;
+    this.#quotaUser = quotaUserOf(options.quotaUser ?? options.therapistId);
     const clock = options.clock ?? systemClock;
     this.#logger = withBindings(options.logger ?? silentLogger, {
       component: "calendar",
@@ -633,4 +635,12 @@ export class CalendarGateway {
   #options(opts: WriteOptions, attempt: AttemptOptions): AttemptOptions & { headers?: Record<string, string> } {
     return opts.ifMatch ? { ...attempt, headers: { "If-Match": opts.ifMatch } } : attempt;
   }
+}
+
+/**
+ * The quotaUser sent for a therapist. Google's system parameters: any string "but should not exceed 40 characters";
+ * a longer therapist id is sent as a digest of itself (the same every time, so its per-user budget stays one).
+ */
+export function quotaUserOf(id: string): string {
+  return id.length <= 40 ? id : `q_${createHash("sha256").update(id).digest("base64url").slice(0, 38)}`;
 }

@@ -5,7 +5,16 @@ import { eventIdFor } from "../../src/calendar/ids.ts";
 import { renderEvent } from "../../src/calendar/render.ts";
 import { type Clock, ManualClock } from "../../src/clock.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { body, CALENDAR_ID, type Fixture, metricValue, rejection, SUBJECT, setup } from "./helpers.ts";
+import {
+  body,
+  CALENDAR_ID,
+  expectGoogleError,
+  type Fixture,
+  metricValue,
+  rejection,
+  SUBJECT,
+  setup,
+} from "./helpers.ts";
 
 let f: Fixture | undefined;
 afterEach(async () => {
@@ -199,6 +208,20 @@ describe("delete, get, list", () => {
     } finally {
       gateway.close();
     }
+  });
+
+  it("sends a therapist id longer than Google's 40 characters for quotaUser as a digest of 40, the same each time", async () => {
+    const longId = `th_${"x".repeat(60)}`;
+    f = await setup({ therapistId: longId });
+    await expectGoogleError(f.api.calendars.get({ calendarId: CALENDAR_ID, quotaUser: longId }), 400, "invalid");
+    await f.gateway.upsert(eventIdFor("apt_q1"), rendered("apt_q1"));
+    await f.gateway.get(eventIdFor("apt_q1"));
+    const sent = apiRequests(f)
+      .map((r) => r.quotaUser)
+      .filter((q) => q !== longId);
+    expect(sent.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(sent).size).toBe(1);
+    expect(sent[0]!.length).toBeLessThanOrEqual(40);
   });
 
   it("lists managed events in a window over all pages", async () => {

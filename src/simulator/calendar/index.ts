@@ -427,6 +427,12 @@ export class CalendarEmulator {
     try {
       const subject = this.#oauth.authorizeApi(req.headers.authorization, method, url.pathname);
       entry.subject = subject;
+      // Google's system parameters: quotaUser "can be any arbitrary string assigned to a user, but should not exceed 40
+      // characters". What Google does with a longer one is not written; the emulator refuses it, so a client that
+      // sends one finds out here rather than from a quota charged to someone else.
+      if (quotaUser !== undefined && quotaUser.length > 40) {
+        throw new ApiError(400, "invalid", "Invalid quotaUser: longer than 40 characters");
+      }
       const principal = this.#principals.of(req.headers.authorization);
       entry.chargedTo = quotaUser ?? principal?.quotaUser ?? subject;
       const cost = method === "PATCH" ? this.limits.patchCost : 1;
