@@ -456,6 +456,27 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     });
   };
 
+  /** Write-backs that were waiting out their grace period when the last leader stopped: synced again, read afresh. */
+  const resumeWritebacks = async () => {
+    const waiting = await sync.pendingWritebacks.all();
+    if (waiting.length === 0) return;
+    logger.info(
+      { count: waiting.length },
+      "write-backs waiting at the last stop: their calendar changes are read again",
+    );
+    for (const { appointmentId } of waiting) {
+      // Its outcome is the engine's (retries, dead letters); a stop meanwhile leaves the wait for the next leader.
+      engine
+        .syncAppointment(appointmentId, {
+          reason: "write-back waiting at the last stop",
+          priority: "writeback",
+          origin: "calendar",
+          calendar: { reread: true },
+        })
+        .catch(() => {});
+    }
+  };
+
   const startLeaderWork = () => {
     logger.info("leader: processing the inbox, polling calendars, reconciling");
     metrics.leader.set(1);
@@ -471,6 +492,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       sweep.unref();
     }
     if (!options.oneShot) {
+      void resumeWritebacks().catch((err: unknown) =>
+        logger.warn(
+          { err: describeError(err) },
+          "write-backs waiting at the last stop not resumed; retried at next start",
+        ),
+      );
       // Events still in a calendar the mapping no longer names (calendar_id changed while stopped) move first.
       void relocate().catch((err: unknown) =>
         logger.warn({ err: describeError(err) }, "events of changed calendars not moved yet; their syncs move them"),

@@ -16,6 +16,7 @@ import { linkUpgrade } from "./link-upgrade.ts";
 import { LinkStore } from "./links.ts";
 import { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
+import { PendingWritebacks } from "./pending-writebacks.ts";
 import { Planner } from "./planner.ts";
 import { Relocator, type RelocatorOptions } from "./relocate.ts";
 import type { RetryPolicy } from "./retry.ts";
@@ -60,6 +61,8 @@ export interface SyncCore {
   leftBehind: LeftBehindEvents;
   /** Since when each mapped therapist's calendar has been watched: settled at start and by each reload. */
   watched: WatchedCalendars;
+  /** Write-backs waiting out their grace period, kept across a restart (the leader resumes them). */
+  pendingWritebacks: PendingWritebacks;
   /** The configuration object was changed in place (a reload): the mapping and the guard's limits follow it. */
   reloaded(): void;
 }
@@ -85,7 +88,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     logger: o.logger,
     metrics: { held: o.metrics.writebacksHeld, tripped: o.metrics.writebackGuardTripped },
   });
-  const gate = new WritebackGate({ guard, mapping, planner, clock: o.clock });
+  const pendingWritebacks = new PendingWritebacks(o.store, o.clock);
+  const gate = new WritebackGate({ guard, mapping, planner, clock: o.clock, pending: pendingWritebacks });
   const history = new History(historyLog(o.store, o.config, o.clock, o.logger), o.clock);
   const leftBehind = new LeftBehindEvents(o.store, o.clock);
   const relocator = o.openCalendar
@@ -129,6 +133,7 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     engine,
     leftBehind,
     watched,
+    pendingWritebacks,
     reloaded,
   };
 }

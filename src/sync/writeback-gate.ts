@@ -4,6 +4,7 @@
 // write-back that was held (one that has changed since is held again as what it is now).
 import type { Clock } from "../clock.ts";
 import type { Mapping } from "./mapping.ts";
+import type { PendingWritebacks } from "./pending-writebacks.ts";
 import type { Known, Planner } from "./planner.ts";
 import type { Action, CalEvent, Link, SyncRequest } from "./types.ts";
 import type { HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
@@ -76,12 +77,21 @@ export class WritebackGate {
   readonly #mapping: Mapping;
   readonly #planner: Planner;
   readonly #clock: Clock;
+  readonly #pending: PendingWritebacks | undefined;
 
-  constructor(o: { guard: WritebackGuard; mapping: Mapping; planner: Planner; clock: Clock }) {
+  constructor(o: {
+    guard: WritebackGuard;
+    mapping: Mapping;
+    planner: Planner;
+    clock: Clock;
+    /** Where waits are kept across a restart (without it, in memory only). */
+    pending?: PendingWritebacks;
+  }) {
     this.#guard = o.guard;
     this.#mapping = o.mapping;
     this.#planner = o.planner;
     this.#clock = o.clock;
+    this.#pending = o.pending;
   }
 
   get guard(): WritebackGuard {
@@ -134,16 +144,20 @@ export class WritebackGate {
     const wb = this.#mapping.writeback(therapistId);
     const graceMs = (action.kind === "writeback_cancel" ? wb.cancel_grace_seconds : wb.reschedule_grace_seconds) * 1000;
     const remaining = c.state.grace.since + graceMs - now;
-    if (remaining > 0) throw new WritebackWaits("grace", action, remaining);
+    if (remaining > 0) {
+      await this.#pending?.note(id, therapistId);
+      throw new WritebackWaits("grace", action, remaining);
+    }
     const verdict = await this.#guard.admit(entry);
     if (verdict === "held") throw new WritebackWaits("held", action);
     return action;
   }
 
   /** An action was carried out: a write-back sent keeps counting in the window; anything else ends the intent. */
-  done(action: Action, link: Link | undefined): Promise<void> {
+  async done(action: Action, link: Link | undefined): Promise<void> {
     const sent = action.kind === "writeback_cancel" || action.kind === "writeback_reschedule";
     const therapistId = link?.therapistId ?? ("therapistId" in action ? action.therapistId : undefined);
-    return this.#guard.settled(therapistId, action.appointmentId, sent);
+    await this.#guard.settled(therapistId, action.appointmentId, sent);
+    await this.#pending?.clear(action.appointmentId);
   }
 }

@@ -1,0 +1,55 @@
+// Owns the write-backs waiting out their grace period, kept in the store. The wait itself lives in the engine's memory,
+// and the change that started it is not reported again once the calendar poll has moved past it: a daemon stopped
+// during the wait would forget a deletion for good where the reconciliation does not reach (an appointment beyond the
+// sync window), leaving the appointment booked while the therapist's calendar shows nothing. The next leader syncs
+// each one again, reading the calendar afresh: what still stands waits its full grace period, then is written back.
+import type { Clock } from "../clock.ts";
+import type { Store, Table } from "../store/store.ts";
+
+interface Pending {
+  therapistId: string;
+  /** When the wait was first noted (epoch ms). */
+  at: number;
+}
+
+const PREFIX = "writeback_pending:";
+/** A wait nobody ended within this long (its appointment failed for good, say) is forgotten. */
+const KEEP_MS = 14 * 86_400_000;
+
+export class PendingWritebacks {
+  readonly #table: Table<Pending>;
+  readonly #clock: Clock;
+  /** Appointments this process noted (the store is the truth; this saves a store write per retry of the wait). */
+  readonly #noted = new Set<string>();
+
+  constructor(store: Store, clock: Clock) {
+    this.#table = store.table<Pending>("meta");
+    this.#clock = clock;
+  }
+
+  /** A write-back for the appointment waits for its grace period. */
+  async note(appointmentId: string, therapistId: string): Promise<void> {
+    if (this.#noted.has(appointmentId)) return;
+    await this.#table.set(PREFIX + appointmentId, { therapistId, at: this.#clock.now() }, KEEP_MS);
+    this.#noted.add(appointmentId);
+  }
+
+  /** The appointment's sync ended (written back, undone, declined, or nothing to do). */
+  async clear(appointmentId: string): Promise<void> {
+    if (!this.#noted.delete(appointmentId)) return;
+    await this.#table.delete(PREFIX + appointmentId);
+  }
+
+  /** Every wait noted and not ended, by any process before this one. */
+  async all(): Promise<{ appointmentId: string; therapistId: string }[]> {
+    const out: { appointmentId: string; therapistId: string }[] = [];
+    for await (const [key, value] of this.#table.entries()) {
+      if (!key.startsWith(PREFIX) || typeof value?.therapistId !== "string") continue;
+      const appointmentId = key.slice(PREFIX.length);
+      // Known to this process now: its sync clears it.
+      this.#noted.add(appointmentId);
+      out.push({ appointmentId, therapistId: value.therapistId });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,81 @@
+// A write-back waiting out its grace period when the daemon stops (a deploy, a crash) is not forgotten: the wait is kept
+// in the store, and the next leader reads the calendar again and, if the change still stands, writes it back after a
+// full grace period. Without it, a deletion of an appointment beyond the sync window (which no reconciliation reaches)
+// was lost: the event gone from the therapist's calendar, the appointment still booked.
+import { afterEach, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { type App, createApp } from "../../src/daemon/app.ts";
+import { silentLogger } from "../../src/log.ts";
+import { DAY, daemonHarness, type Harness } from "./support.ts";
+
+let h: Harness | undefined;
+let next: App | undefined;
+afterEach(async () => {
+  await next?.stop(2000).catch(() => {});
+  next = undefined;
+  await h?.close();
+  h = undefined;
+});
+
+async function quiet(x: Harness, app: App) {
+  for (let i = 0; i < 2; i++) {
+    await x.world.booking.webhooksIdle();
+    await app.processor.idle();
+    await app.engine.idle();
+  }
+}
+
+const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
+
+it("a deletion in its grace period at a stop is written back by the next daemon, after a full grace period", async () => {
+  const clock = new ManualClock(Date.now());
+  const x = await daemonHarness({ therapists: 2, clock });
+  h = x;
+  const start = new Date(clock.now() + 120 * DAY); // beyond sync.window.future_days (90): no reconciliation sees it
+  start.setUTCHours(10, 0, 0, 0);
+  const id = String(
+    x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true }).id,
+  );
+  await quiet(x, x.app);
+  const cal = x.world.calendarOf("th_1");
+  await x.app.poller.poll("th_1");
+  await quiet(x, x.app);
+  expect(x.world.google.event(cal, eventIdFor(id))?.status).toBe("confirmed");
+
+  x.world.google.userDelete(cal, eventIdFor(id));
+  await x.app.poller.poll("th_1"); // seen: the cancellation waits 60 s
+  await quiet(x, x.app);
+  await clock.advance(10_000);
+  await quiet(x, x.app);
+  await x.app.stop(2000); // a deploy, 10 s into the grace period
+  expect(cancels(x)).toBe(0);
+
+  next = await createApp(x.world.config, {
+    clock,
+    logger: silentLogger,
+    listen: "127.0.0.1:0",
+    adminListen: "127.0.0.1:0",
+  });
+  await next.start();
+  // The new leader takes up the wait (in the background, once it leads).
+  const resumed = async () =>
+    (await next!.sync.history.log.read(id))?.entries.some((e) => e.trigger === "write-back waiting at the last stop");
+  for (let i = 0; i < 200 && !(await resumed()); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(await resumed()).toBe(true);
+  await quiet(x, next);
+  // The grace period starts again with the new daemon: nothing is sent before a full one has passed.
+  for (let t = 0; t < 50_000; t += 5_000) {
+    await clock.advance(5_000);
+    await quiet(x, next);
+  }
+  expect(cancels(x)).toBe(0);
+  for (let t = 0; t < 30_000 && cancels(x) === 0; t += 5_000) {
+    await clock.advance(5_000);
+    await quiet(x, next);
+  }
+  expect(cancels(x)).toBe(1);
+  expect(x.world.booking.get(id)?.status).toBe("cancelled");
+  // Done: nothing is left to resume.
+  expect(await next.sync.pendingWritebacks.all()).toEqual([]);
+});
