@@ -104,6 +104,16 @@ function header(headers: ResponseInfo["headers"], name: string): number | undefi
   return Number.isFinite(n) ? n : undefined;
 }
 
+/** Retry-After in milliseconds from now: delta seconds, or an HTTP date. */
+function retryAfterMs(headers: ResponseInfo["headers"], now: number): number | undefined {
+  const raw = headers?.["Retry-After"] ?? headers?.["retry-after"];
+  const value = (Array.isArray(raw) ? raw[0] : raw)?.trim();
+  if (!value) return undefined;
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : at - now;
+}
+
 export class RateLimitGate {
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -350,8 +360,9 @@ export class RateLimitGate {
     } else if (this.#mode === "unknown" && response.status !== undefined) {
       this.#mode = "no_headers";
     }
-    if (response.status === 429 || response.rateLimited === true) this.#on429(now, reset, response.status);
-    else if (response.status !== undefined) this.#consecutive429 = 0;
+    if (response.status === 429 || response.rateLimited === true) {
+      this.#on429(now, reset, response.status, retryAfterMs(response.headers, now));
+    } else if (response.status !== undefined) this.#consecutive429 = 0;
   }
 
   /**
@@ -364,7 +375,7 @@ export class RateLimitGate {
     return reset < 1e9 ? now + reset * 1000 : reset * 1000;
   }
 
-  #on429(now: number, reset: number | undefined, status: number | undefined): void {
+  #on429(now: number, reset: number | undefined, status: number | undefined, retryAfter: number | undefined): void {
     this.#consecutive429++;
     this.#metrics.rateLimited.inc();
     let until: number;
@@ -374,6 +385,10 @@ export class RateLimitGate {
       until = resetAt + this.#skewMs;
       basis = "reset";
       if (this.#resetAt === resetAt) this.#remaining = 0;
+    } else if (retryAfter !== undefined && retryAfter > 0) {
+      // The spec shows no Retry-After; a service (or a proxy in front of it) that sends one says when to come back.
+      until = now + Math.min(retryAfter, this.#backoffMaxMs * 10) + this.#skewMs;
+      basis = "retry-after";
     } else {
       const cap = Math.min(this.#backoffMaxMs, this.#backoffBaseMs * 2 ** (this.#consecutive429 - 1));
       until = now + cap / 2 + this.#random() * (cap / 2);

@@ -129,6 +129,20 @@ describe("rate limit", () => {
     expect(client.stats()).toMatchObject({ rateLimited: 1, retries: 1 });
   });
 
+  it("waits as long as a Retry-After says when a 429 comes without X-RateLimit headers", async () => {
+    pair = await startPair({ sim: { therapists: ["th_anna"], rateLimit: false } });
+    const { sim, client, clock } = pair;
+    const a = sim.create({ therapist_id: "th_anna", start_time: at(30) });
+    sim.faults.refuseNext(1, "rate_limited", { status: 429, retryAfter: 45 });
+    const got = await drive(clock, client.getAppointment(a.id as string));
+    expect(got.id).toBe(a.id);
+    const mine = sim.requests.filter((r) => r.userAgent?.startsWith("calbridge"));
+    expect(mine.map((r) => r.status)).toEqual([429, 200]);
+    expect(mine[1]!.at - mine[0]!.at).toBeGreaterThanOrEqual(45_000);
+    // Not much longer either: the backoff without a Retry-After starts at a second or two.
+    expect(mine[1]!.at - mine[0]!.at).toBeLessThan(60_000);
+  });
+
   it("backs off with jitter after 429s without headers until the window rolls", async () => {
     pair = await startPair({
       sim: { therapists: ["th_anna"], rateLimit: { limit: 3, windowMs: 60_000, headers: false } },

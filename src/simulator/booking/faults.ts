@@ -15,10 +15,12 @@ interface Planned {
   body: string | undefined;
   /** The error envelope's code (a refusal such as past_booking); internal_error / simulated_error otherwise. */
   code?: string;
+  /** Seconds for a Retry-After header (the spec shows none; a proxy in front of a service may send one). */
+  retryAfter?: number;
 }
 
 export type Outcome =
-  | { kind: "fail"; status: number; code?: string }
+  | { kind: "fail"; status: number; code?: string; retryAfter?: number }
   | { kind: "drop" }
   | { kind: "malformed"; status: number; body: string }
   | undefined;
@@ -48,8 +50,19 @@ export class Faults {
    * The next `n` matching requests are refused with the error `code` (e.g. past_booking: the spec names the code, not
    * the status, nor which operations may answer it), unprocessed.
    */
-  refuseNext(n: number, code: string, options: { status?: number; match?: FaultMatch } = {}): void {
-    this.#fail.push({ remaining: n, match: options.match, status: options.status ?? 422, body: undefined, code });
+  refuseNext(
+    n: number,
+    code: string,
+    options: { status?: number; match?: FaultMatch; retryAfter?: number } = {},
+  ): void {
+    this.#fail.push({
+      remaining: n,
+      match: options.match,
+      status: options.status ?? 422,
+      body: undefined,
+      code,
+      ...(options.retryAfter !== undefined ? { retryAfter: options.retryAfter } : {}),
+    });
   }
 
   /** The next `n` matching requests are processed, then the connection is destroyed without an answer. */
@@ -78,7 +91,14 @@ export class Faults {
   /** Before processing: answer with an error instead? */
   before(method: string, path: string): Outcome {
     const planned = take(this.#fail, method, path);
-    if (planned) return { kind: "fail", status: planned.status, ...(planned.code ? { code: planned.code } : {}) };
+    if (planned) {
+      return {
+        kind: "fail",
+        status: planned.status,
+        ...(planned.code ? { code: planned.code } : {}),
+        ...(planned.retryAfter !== undefined ? { retryAfter: planned.retryAfter } : {}),
+      };
+    }
     if (this.errorRate > 0 && this.#rng.next() < this.errorRate) return { kind: "fail", status: 503 };
     return undefined;
   }

@@ -170,7 +170,12 @@ async function handle(ctx: HttpContext, seq: number, req: IncomingMessage, res: 
   const before = ctx.faults.before(method, path);
   if (before?.kind === "fail") {
     const code = before.code ?? (before.status >= 500 ? "internal_error" : "simulated_error");
-    return fail(new SimError(before.status, code, before.code ? `refused: ${code}` : "simulated failure"), rl, "fault");
+    const headers = before.retryAfter !== undefined ? { ...rl, "retry-after": String(before.retryAfter) } : rl;
+    return fail(
+      new SimError(before.status, code, before.code ? `refused: ${code}` : "simulated failure"),
+      headers,
+      "fault",
+    );
   }
   if (!hit) {
     if (found.length > 0)
