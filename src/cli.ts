@@ -32,6 +32,15 @@ class ExitCode extends Error {
   }
 }
 
+/** A whole number in [min, max] given for `option`, or exit code 2 naming it (Number("abc") || 0 read as "none"). */
+function wholeNumber(option: string, value: string, min: number, max: number): number {
+  const n = /^\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ExitCode(2, `${option} ${value}: expected a whole number from ${min} to ${max}`);
+  }
+  return n;
+}
+
 function configPath(opts: { config?: string }): string {
   return opts.config ?? process.env.CALBRIDGE_CONFIG ?? "./config/calbridge.yaml";
 }
@@ -222,7 +231,8 @@ export function program(): Command {
       const ctl = new AbortController();
       process.once("SIGINT", () => ctl.abort());
       process.once("SIGTERM", () => ctl.abort());
-      const result = await runDemo({ durationSec: Number(o.duration) || 0, logger: quietLogger(), signal: ctl.signal });
+      const durationSec = wholeNumber("--duration", o.duration, 0, 365 * 86_400);
+      const result = await runDemo({ durationSec, logger: quietLogger(), signal: ctl.signal });
       if (!result.converged) throw new ExitCode(1);
     });
 
@@ -232,6 +242,7 @@ export function program(): Command {
     .requiredOption("--therapist <id>", "therapist whose calendar to authorize")
     .option("--port <port>", "loopback port for the redirect (default: any free port)", "0")
     .action(async (o: { therapist: string; port: string }) => {
+      const port = wholeNumber("--port", o.port, 0, 65_535);
       const config = load(cmd.opts());
       const t = config.therapists.find((x) => x.therapist_id === o.therapist);
       if (!t) throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);
@@ -245,7 +256,7 @@ export function program(): Command {
         clientSecret: config.google.oauth.client_secret,
         authUrl: config.google.auth_url,
         tokenUrl: config.google.token_url,
-        port: Number(o.port) || 0,
+        port,
         ...(t.impersonate ? { loginHint: t.impersonate } : {}),
       });
       const store = await openStore(config.store.url);

@@ -100,6 +100,15 @@ describe("configuration errors", () => {
     const version = await runCli("--version");
     expect(version).toMatchObject({ code: 0, stdout: "0.1.0\n" });
   });
+
+  it("a number option that is not a number exits 2 naming it, instead of being read as 'none' (run forever, any port)", async () => {
+    const duration = await runCli("demo", "--duration", "abc");
+    expect(duration.code).toBe(2);
+    expect(duration.stderr).toMatch(/--duration abc: expected a whole number/);
+    const port = await runCli("authorize", "--therapist", "th_anna", "--port", "80x");
+    expect(port.code).toBe(2);
+    expect(port.stderr).toMatch(/--port 80x: expected a whole number from 0 to 65535/);
+  });
 });
 
 describe("config-schema", () => {
