@@ -149,10 +149,7 @@ export class SyncEngine {
     });
   }
 
-  /**
-   * Turns enrichments on (the leader's daemon) or off (one-shot commands, a replica that is not leading; its links keep
-   * asking, and the next reconciliation of the leader queues them again).
-   */
+  /** Enrichments on (the leading daemon) or off (one-shot commands, a standby: the leader's reconciliation asks). */
   setEnrichment(on: boolean): void {
     this.#enrichment = on && !this.#stopped;
   }
@@ -176,8 +173,9 @@ export class SyncEngine {
     if (this.#relocator?.pending(link)) return this.#relocator.planned(link)!;
     const state = await this.#read.booking(id, link, request);
     const event = await this.#read.event(link, state.appt, request);
+    const readAt = this.#clock.now(); // before the full read: a link written meanwhile is newer than it
     const planned = await planReading(this.#deps, id, link, state, event, request, undefined, undefined, (full) => {
-      if (full.appt) onRead?.({ appt: full.appt, readAt: this.#clock.now(), full: true });
+      if (full.appt) onRead?.({ appt: full.appt, readAt, full: true });
     });
     return planned.action;
   }
