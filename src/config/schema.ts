@@ -218,7 +218,7 @@ export const TherapistSchema = z.strictObject({
     .string()
     .min(1)
     .describe(
-      "Google Calendar id (an address, or `primary` for OAuth users). Changed later, calbridge moves its events there (README: Changing the mapping).",
+      "Google Calendar id (an address, or `primary` for OAuth users); one calendar per therapist. Changed later, calbridge moves its events there (README: Changing the mapping).",
     ),
   name: z.string().optional().describe("Display name used in logs and /status."),
   impersonate: z
@@ -760,7 +760,20 @@ export const ConfigSchema = z
     }
     eventIssues(cfg.event, ctx);
     const seen = new Map<string, number>();
+    // One calendar per therapist: calbridge tells a therapist's changes apart by the calendar they are in. Two
+    // therapists on one calendar see each other's events, and a reassignment between them reads as a deletion (a
+    // cancellation written back). "primary" without impersonate is each OAuth account's own calendar: not shared.
+    const calendars = new Map<string, number>();
     cfg.therapists.forEach((t, i) => {
+      const calendar = t.calendar_id === "primary" && t.impersonate ? t.impersonate : t.calendar_id;
+      const sharer = calendars.get(calendar.toLowerCase());
+      if (calendar !== "primary" && sharer !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["therapists", i, "calendar_id"],
+          message: `${calendar} is already the calendar of ${cfg.therapists[sharer]!.therapist_id} (therapists[${sharer}]): each therapist needs a calendar of their own`,
+        });
+      } else if (calendar !== "primary") calendars.set(calendar.toLowerCase(), i);
       const first = seen.get(t.therapist_id);
       if (first !== undefined) {
         ctx.addIssue({

@@ -174,6 +174,21 @@ therapists:
     ]);
   });
 
+  it("refuses two therapists on one calendar (a reassignment between them would read as a deletion), not two OAuth primaries", () => {
+    const two = (second: string) =>
+      minimal.replace(
+        "    calendar_id: anna@clinic.example\n",
+        `    calendar_id: anna@clinic.example\n  - therapist_id: th_ben\n${second}`,
+      );
+    expect(problems(two("    calendar_id: Anna@clinic.example\n"))).toEqual([
+      "therapists[1].calendar_id: Anna@clinic.example is already the calendar of th_anna (therapists[0]): each therapist needs a calendar of their own (line 13)",
+    ]);
+    expect(problems(two("    calendar_id: primary\n    impersonate: anna@clinic.example\n"))[0]).toMatch(
+      /^therapists\[1\]\.calendar_id: anna@clinic\.example is already the calendar of th_anna/,
+    );
+    expect(problems(two("    calendar_id: ben@clinic.example\n"))).toEqual([]);
+  });
+
   it("rejects a secret with whitespace at either end, naming its YAML path and never its value", () => {
     // Every secret of the schema, each from a reference the way admins write them.
     const text = `
