@@ -70,7 +70,8 @@ async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promi
   w.tell?.({ kind: "reschedule", result: "ok", status: res.status });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
-  await accept(ctx, w, w.link.therapistId, { ...w, appt: booking }, w.event ?? undefined, sourceAt);
+  // The booking service took the move: a failure from here on is never answered by putting the old time back.
+  await accept(ctx, w, w.link.therapistId, { ...w, appt: booking }, w.event ?? undefined, sourceAt).catch(leaveAsIs);
   ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
   w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
 }
@@ -89,15 +90,23 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
   w.tell?.({ kind: "cancel", result: "ok", status: booking.status });
-  await ctx.fx.record({
-    appointmentId: w.id,
-    therapistId: w.link.therapistId,
-    eventId: w.link.eventId,
-    booking,
-    sourceAt: w.sourceAt,
-    present: false,
-    removedBy: "calendar",
-  });
+  // Cancelled: a failure from here on is never answered by putting the event back.
+  await ctx.fx
+    .record({
+      appointmentId: w.id,
+      therapistId: w.link.therapistId,
+      eventId: w.link.eventId,
+      booking,
+      sourceAt: w.sourceAt,
+      present: false,
+      removedBy: "calendar",
+    })
+    .catch(leaveAsIs);
   ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
   w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
+}
+
+/** After the booking service took a write-back: retried, or a dead letter; the next sync brings the event in line. */
+function leaveAsIs(err: unknown): never {
+  throw new LeaveAsIs(err);
 }

@@ -95,6 +95,32 @@ describe("write-back", () => {
     expect(h.world.google.event(m.cal, m.eventId)?.status).toBe("confirmed");
   });
 
+  it("a move the booking service took is never undone when the event write after it fails for good", async () => {
+    h = await twoWay(undefined, { maxAttempts: 1 });
+    const m = await mirrored(h);
+    // The therapist moves the event and renames it: taking the move, calbridge writes its own title back, and that
+    // write fails (its only attempt).
+    h.world.google.userEdit(m.cal, m.eventId, {
+      summary: "my own title",
+      start: shifted(m.start + 2 * HOUR),
+      end: shifted(m.start + 3 * HOUR),
+    });
+    h.world.google.faults.next(1, { status: 500, reason: "backendError", match: /^PATCH .*\/events\// });
+    await settle(h);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start + 2 * HOUR);
+    // Not put back at the old time with "not applied": the booking service did apply it.
+    const event = h.world.google.event(m.cal, m.eventId) as { start: { dateTime: string }; description?: string };
+    expect(Date.parse(event.start.dateTime)).toBe(m.start + 2 * HOUR);
+    expect(String(event.description ?? "")).not.toContain("was not applied");
+    // The next reconciliation brings the event in line with the booking, and nothing more is sent.
+    await h.app.reconcile();
+    await settle(h);
+    expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(1);
+    const after = h.world.google.event(m.cal, m.eventId) as { start: { dateTime: string }; summary?: string };
+    expect(Date.parse(after.start.dateTime)).toBe(m.start + 2 * HOUR);
+    expect(after.summary).not.toBe("my own title");
+  });
+
   it("a deleted event cancels the appointment with the configured reason", async () => {
     h = await twoWay((c) => {
       c.sync = { ...c.sync, writeback: { reason: "Therapist cancelled in calendar", notify_customer: false } };
