@@ -772,6 +772,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       stopNotices?.();
       stopPushNotices?.();
       stopCredentialNotices?.();
+      // Leader-only work ends while the lease is still this replica's: released first, the standby took over while
+      // the inbox processor and syncs here were still running (the same webhook applied on both).
+      leaderWork = leaderWork
+        .then(stopLeaderWork)
+        .catch((err: unknown) => logger.error({ err: describeError(err) }, "leader work did not stop cleanly"));
+      await leaderWork;
       await lease.stop();
       await leaderWork;
       await stopLeaderWork();
