@@ -19,7 +19,7 @@ const KEEP_MS = 14 * 86_400_000;
 export class PendingWritebacks {
   readonly #table: Table<Pending>;
   readonly #clock: Clock;
-  /** Appointments this process noted (the store is the truth; this saves a store write per retry of the wait). */
+  /** Appointments this process noted or resumed: only their end costs a store delete (most syncs never waited). */
   readonly #noted = new Set<string>();
 
   constructor(store: Store, clock: Clock) {
@@ -27,9 +27,11 @@ export class PendingWritebacks {
     this.#clock = clock;
   }
 
-  /** A write-back for the appointment waits for its grace period. */
+  /**
+   * A write-back for the appointment waits for its grace period. Written each time, not once per process: another
+   * replica may have resumed and ended an earlier wait of this appointment (and removed its record) meanwhile.
+   */
   async note(appointmentId: string, therapistId: string): Promise<void> {
-    if (this.#noted.has(appointmentId)) return;
     await this.#table.set(PREFIX + appointmentId, { therapistId, at: this.#clock.now() }, KEEP_MS);
     this.#noted.add(appointmentId);
   }
