@@ -162,10 +162,10 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
         inFlight--;
         if (shuttingDown) server.closeIdleConnections();
         const ms = Math.round(performance.now() - started);
-        log.debug({ method: req.method, path: req.url?.slice(0, 200), status: res.statusCode, ms }, "http request");
+        log.debug({ method: req.method, path: pathOnly(req.url), status: res.statusCode, ms }, "http request");
       });
       dispatch(req, res).catch((err: unknown) => {
-        log.error({ err, method: req.method, path: req.url?.slice(0, 200) }, "http: handler failed");
+        log.error({ err, method: req.method, path: pathOnly(req.url) }, "http: handler failed");
         if (!res.headersSent)
           sendJson(res, 500, { error: "internal_error", message: "the request failed; see the logs" });
         else res.destroy();
@@ -227,4 +227,14 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       return closing;
     },
   };
+}
+
+/**
+ * A request's path for the log, without its query: queries carry secrets (an invite's token, Google's authorization
+ * code, percent-encoded so the log's scrubber, which knows their plain form, would not recognise them).
+ */
+function pathOnly(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  const q = url.indexOf("?");
+  return (q === -1 ? url : url.slice(0, q)).slice(0, 200);
 }
