@@ -138,6 +138,21 @@ describe("upsert", () => {
   });
 });
 
+/** Ben's calendar, shared with anna (whose credentials the fixture holds), and a gateway on it. */
+function sharedCalendarOf(fx: Fixture) {
+  const other = "ben@clinic.example";
+  fx.emulator.createCalendar(other, other, { timeZone: "Europe/Berlin" });
+  fx.emulator.shareCalendar(other, SUBJECT, "writer");
+  const gateway = new CalendarGateway({
+    therapistId: "th_ben",
+    calendarId: other,
+    apiRoot: fx.emulator.rootUrl,
+    auth: fx.auth,
+    random: () => 0,
+  });
+  return { other, gateway };
+}
+
 describe("delete, get, list", () => {
   it("treats gone as success and returns deleted events from get", async () => {
     f = await setup();
@@ -152,16 +167,7 @@ describe("delete, get, list", () => {
 
   it("confirms a 404 on delete with the calendar itself: a calendar no longer shared is missing, not the event gone", async () => {
     f = await setup();
-    const other = "ben@clinic.example";
-    f.emulator.createCalendar(other, other, { timeZone: "Europe/Berlin" });
-    f.emulator.shareCalendar(other, SUBJECT, "writer");
-    const gateway = new CalendarGateway({
-      therapistId: "th_ben",
-      calendarId: other,
-      apiRoot: f.emulator.rootUrl,
-      auth: f.auth,
-      random: () => 0,
-    });
+    const { other, gateway } = sharedCalendarOf(f);
     try {
       const id = eventIdFor("apt_unshared");
       await gateway.upsert(id, rendered("apt_unshared"));
@@ -188,16 +194,7 @@ describe("delete, get, list", () => {
 
   it("get with confirmMissing: a 404 is 'no such event' only once the calendar itself answers", async () => {
     f = await setup();
-    const other = "ben@clinic.example";
-    f.emulator.createCalendar(other, other, { timeZone: "Europe/Berlin" });
-    f.emulator.shareCalendar(other, SUBJECT, "writer");
-    const gateway = new CalendarGateway({
-      therapistId: "th_ben",
-      calendarId: other,
-      apiRoot: f.emulator.rootUrl,
-      auth: f.auth,
-      random: () => 0,
-    });
+    const { other, gateway } = sharedCalendarOf(f);
     try {
       expect(await gateway.get(eventIdFor("never"), { confirmMissing: true })).toBeNull();
       f.emulator.unshareCalendar(other, SUBJECT);
