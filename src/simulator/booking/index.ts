@@ -244,6 +244,14 @@ export class BookingSimulator {
     return this.#webhooks.send(raw, options);
   }
 
+  /** Share (0..1) of successful webhook deliveries the service sends again ("Deliveries may repeat"). */
+  get webhookRepeatRate(): number {
+    return this.#webhooks.repeatRate;
+  }
+  set webhookRepeatRate(rate: number) {
+    this.#webhooks.repeatRate = rate;
+  }
+
   /** Resolves when no webhook delivery attempt is in flight. */
   webhooksIdle(): Promise<void> {
     return this.#webhooks.idle();

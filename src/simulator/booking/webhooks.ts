@@ -72,6 +72,11 @@ export class WebhookDispatcher {
   readonly #tasks = new Set<Promise<void>>();
   #inFlight = 0;
   #idleWaiters: (() => void)[] = [];
+  /**
+   * Share (0..1) of successful deliveries sent once more, at once: the spec says "Deliveries may repeat, so receivers
+   * must handle duplicates (event `id` identifies an event)". The repeat is recorded as one more attempt.
+   */
+  repeatRate = 0;
 
   constructor(options: WebhookOptions) {
     this.#o = options;
@@ -203,6 +208,9 @@ export class WebhookDispatcher {
       }
       if (await this.#attempt(d, ep, n)) {
         d.state = "delivered";
+        if (this.repeatRate > 0 && this.#o.rng.next() < this.repeatRate && !this.#closing.signal.aborted) {
+          await this.#attempt(d, ep, n + 1);
+        }
         return;
       }
     }
