@@ -82,6 +82,7 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const limits = guardLimits(o.config);
   const guard = new WritebackGuard({
     holds: o.store.table<HeldWriteback>("holds"),
+    sent: o.store.table<Record<string, number>>("meta"),
     limits,
     managedCount: (therapistId) => managed.get(therapistId),
     clock: o.clock,

@@ -36,6 +36,11 @@ export interface GuardMetrics {
 
 export interface WritebackGuardOptions {
   holds: Table<HeldWriteback>;
+  /**
+   * Write-backs sent lately, per therapist (appointment id -> when first wanted), kept in the store: a slow wipe that
+   * spans a restart or a failover still counts as one. Without it, in this process's memory only.
+   */
+  sent?: Table<Record<string, number>>;
   limits: GuardLimits;
   /** Managed events of a therapist's calendar, as last counted (the reconciliation counts them). */
   managedCount(therapistId: string): number | undefined;
@@ -84,6 +89,7 @@ export class WritebackGuard {
   async settled(therapistId: string | undefined, appointmentId: string, sent = false): Promise<void> {
     // A write-back that was sent keeps counting until the window passes: a slow bulk deletion adds up.
     if (therapistId && !sent) this.#intents.get(therapistId)?.delete(appointmentId);
+    if (therapistId && sent) await this.#serial.run(therapistId, () => this.#keepSent(therapistId, appointmentId));
     if (!this.#heldIds.delete(appointmentId)) return;
     if (await this.#o.holds.delete(appointmentId)) await this.#refresh(therapistId);
   }
@@ -108,6 +114,10 @@ export class WritebackGuard {
     this.note(therapistId, appointmentId);
     const now = this.#o.clock.now();
     const byAppt = this.#intents.get(therapistId)!;
+    // What was sent before this process (or this leadership term) began counts too.
+    for (const [id, at] of Object.entries((await this.#o.sent?.get(sentKey(therapistId))) ?? {})) {
+      if (typeof at === "number" && !byAppt.has(id)) byAppt.set(id, at);
+    }
     for (const [id, at] of byAppt) if (now - at > this.#o.limits.windowMs) byAppt.delete(id);
     const open = await this.heldOf(therapistId);
     const wanted = byAppt.size;
@@ -129,6 +139,19 @@ export class WritebackGuard {
     }
     await this.#refresh(therapistId);
     return "held";
+  }
+
+  /** Records a write-back sent, in the store's list of the therapist's recent ones (those past the window dropped). */
+  async #keepSent(therapistId: string, appointmentId: string): Promise<void> {
+    const table = this.#o.sent;
+    if (!table) return;
+    const now = this.#o.clock.now();
+    const windowMs = this.#o.limits.windowMs;
+    const kept = (await table.get(sentKey(therapistId))) ?? {};
+    const next: Record<string, number> = {};
+    for (const [id, at] of Object.entries(kept)) if (typeof at === "number" && now - at <= windowMs) next[id] = at;
+    next[appointmentId] = this.#intents.get(therapistId)?.get(appointmentId) ?? now;
+    await table.set(sentKey(therapistId), next, windowMs);
   }
 
   /** The write-back held for an appointment, if one is (read from the store, like isHeld). */
@@ -201,3 +224,5 @@ export class WritebackGuard {
     this.#o.metrics?.held.set({ therapist: therapistId }, n);
   }
 }
+
+const sentKey = (therapistId: string) => `guard_sent:${therapistId}`;

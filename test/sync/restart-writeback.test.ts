@@ -79,3 +79,49 @@ it("a deletion in its grace period at a stop is written back by the next daemon,
   // Done: nothing is left to resume.
   expect(await next.sync.pendingWritebacks.all()).toEqual([]);
 });
+
+it("the write-back guard counts what was sent before a restart: a slow wipe across it is held at the limit", async () => {
+  const clock = new ManualClock(Date.now());
+  const x = await daemonHarness({
+    therapists: 2,
+    clock,
+    configure: (c) => {
+      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0 } };
+    },
+  });
+  h = x;
+  const cal = x.world.calendarOf("th_1");
+  const ids: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    const start = new Date(clock.now() + (2 + i) * DAY);
+    start.setUTCHours(10, 0, 0, 0);
+    ids.push(
+      String(x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true }).id),
+    );
+  }
+  await quiet(x, x.app);
+  await x.app.poller.poll("th_1");
+  await quiet(x, x.app);
+  // Two deletions written back (the guard's floor allows three within its hour), then a deploy.
+  for (const id of ids.slice(0, 2)) x.world.google.userDelete(cal, eventIdFor(id));
+  await x.app.poller.poll("th_1");
+  await quiet(x, x.app);
+  expect(cancels(x)).toBe(2);
+  await x.app.stop(2000);
+
+  next = await createApp(x.world.config, {
+    clock,
+    logger: silentLogger,
+    listen: "127.0.0.1:0",
+    adminListen: "127.0.0.1:0",
+  });
+  await next.start();
+  await quiet(x, next);
+  for (const id of ids.slice(2, 4)) x.world.google.userDelete(cal, eventIdFor(id));
+  await next.poller.poll("th_1");
+  await quiet(x, next);
+  // Four within the hour, over the limit of three: both new ones are held, as they would have been without the restart
+  // (the guard sees a burst as a whole, before any of it is sent).
+  expect(cancels(x)).toBe(2);
+  expect((await next.sync.guard.held()).map((w) => w.appointmentId).sort()).toEqual(ids.slice(2, 4).sort());
+});
