@@ -170,6 +170,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const syncLogger = logger.child({ component: "sync" });
   const sync = createSyncCore({
     config,
+    // A one-shot command holds no lease; a daemon writes back only while it leads.
+    leading: () => options.oneShot === true || lease.isLeader,
     booking,
     calendars: calendars as Map<string, CalendarPort>,
     unavailable: credentialErrors,

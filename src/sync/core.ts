@@ -27,6 +27,8 @@ import { type HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
 
 export interface SyncCoreOptions {
   config: Config;
+  /** Whether this process may write back now (it holds the leader lease); without it, always. */
+  leading?: () => boolean;
   booking: BookingPort;
   /** Usable calendars by therapist id (the map may change later: a reload adds and removes entries). */
   calendars: Map<string, CalendarPort>;
@@ -90,7 +92,14 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     metrics: { held: o.metrics.writebacksHeld, tripped: o.metrics.writebackGuardTripped },
   });
   const pendingWritebacks = new PendingWritebacks(o.store, o.clock);
-  const gate = new WritebackGate({ guard, mapping, planner, clock: o.clock, pending: pendingWritebacks });
+  const gate = new WritebackGate({
+    guard,
+    mapping,
+    planner,
+    clock: o.clock,
+    pending: pendingWritebacks,
+    ...(o.leading ? { leading: o.leading } : {}),
+  });
   const history = new History(historyLog(o.store, o.config, o.clock, o.logger), o.clock);
   const leftBehind = new LeftBehindEvents(o.store, o.clock);
   const relocator = o.openCalendar

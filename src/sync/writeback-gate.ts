@@ -69,6 +69,14 @@ function sameWriteback(held: HeldWriteback, entry: Omit<HeldWriteback, "heldAt" 
   return Number.isFinite(a) && a === Date.parse(entry.startTime ?? "");
 }
 
+/** A write-back not sent because this replica no longer holds the leader lease; the next leader sends it. */
+export class NotLeadingError extends Error {
+  constructor(appointmentId: string) {
+    super(`write-back of ${appointmentId} not sent: this replica no longer leads; the next leader takes it up`);
+    this.name = "NotLeadingError";
+  }
+}
+
 export const ADMIN_RESTORE_NOTICE =
   "calbridge: this event was put back by an administrator: the change made to it in the calendar was held by the write-back guard and not sent to the booking service.";
 
@@ -78,6 +86,7 @@ export class WritebackGate {
   readonly #planner: Planner;
   readonly #clock: Clock;
   readonly #pending: PendingWritebacks | undefined;
+  readonly #leading: (() => boolean) | undefined;
 
   constructor(o: {
     guard: WritebackGuard;
@@ -86,12 +95,15 @@ export class WritebackGate {
     clock: Clock;
     /** Where waits are kept across a restart (without it, in memory only). */
     pending?: PendingWritebacks;
+    /** Whether this process may write back now (it holds the leader lease); without it, always. */
+    leading?: () => boolean;
   }) {
     this.#guard = o.guard;
     this.#mapping = o.mapping;
     this.#planner = o.planner;
     this.#clock = o.clock;
     this.#pending = o.pending;
+    this.#leading = o.leading;
   }
 
   get guard(): WritebackGuard {
@@ -150,6 +162,12 @@ export class WritebackGate {
     }
     const verdict = await this.#guard.admit(entry);
     if (verdict === "held") throw new WritebackWaits("held", action);
+    // Sent only while this replica leads: one that lost the lease meanwhile (a long stall, a store it could not reach)
+    // leaves the write-back to the next leader, which takes it up from the store (never both sending it).
+    if (this.#leading && !this.#leading()) {
+      await this.#pending?.note(id, therapistId);
+      throw new NotLeadingError(id);
+    }
     return action;
   }
 
