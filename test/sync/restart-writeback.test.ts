@@ -26,6 +26,18 @@ async function quiet(x: Harness, app: App) {
   }
 }
 
+/** The daemon started again on the same world and store (a deploy): not one-shot, so it leads and resumes. */
+async function restarted(x: Harness, clock: ManualClock): Promise<App> {
+  const app = await createApp(x.world.config, {
+    clock,
+    logger: silentLogger,
+    listen: "127.0.0.1:0",
+    adminListen: "127.0.0.1:0",
+  });
+  await app.start();
+  return app;
+}
+
 const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 
 it("a deletion in its grace period at a stop is written back by the next daemon, after a full grace period", async () => {
@@ -51,13 +63,7 @@ it("a deletion in its grace period at a stop is written back by the next daemon,
   await x.app.stop(2000); // a deploy, 10 s into the grace period
   expect(cancels(x)).toBe(0);
 
-  next = await createApp(x.world.config, {
-    clock,
-    logger: silentLogger,
-    listen: "127.0.0.1:0",
-    adminListen: "127.0.0.1:0",
-  });
-  await next.start();
+  next = await restarted(x, clock);
   // The new leader takes up the wait (in the background, once it leads).
   const resumed = async () =>
     (await next!.sync.history.log.read(id))?.entries.some((e) => e.trigger === "write-back waiting at the last stop");
@@ -109,13 +115,7 @@ it("the write-back guard counts what was sent before a restart: a slow wipe acro
   expect(cancels(x)).toBe(2);
   await x.app.stop(2000);
 
-  next = await createApp(x.world.config, {
-    clock,
-    logger: silentLogger,
-    listen: "127.0.0.1:0",
-    adminListen: "127.0.0.1:0",
-  });
-  await next.start();
+  next = await restarted(x, clock);
   await quiet(x, next);
   for (const id of ids.slice(2, 4)) x.world.google.userDelete(cal, eventIdFor(id));
   await next.poller.poll("th_1");

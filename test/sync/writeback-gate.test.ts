@@ -20,18 +20,24 @@ const config = ConfigSchema.parse({
   therapists: [{ therapist_id: "th_anna", calendar_id: "anna@clinic.example" }],
 });
 
+/** The gate's collaborators, real, on a store in memory. */
+async function parts() {
+  const store = await openStore("memory://");
+  const clock = new ManualClock(Date.parse("2026-11-23T08:00:00Z"));
+  const mapping = new Mapping(config, new Map());
+  const guard = new WritebackGuard({
+    holds: store.table<HeldWriteback>("holds"),
+    limits: { windowMs: 600_000, maxRatio: 0.2, floor: 3 },
+    managedCount: () => 10,
+    clock,
+    logger: silentLogger,
+  });
+  return { store, clock, mapping, guard };
+}
+
 describe("an administrator's restore", () => {
   it("never sends the write-back, also when there is no event to put back", async () => {
-    const store = await openStore("memory://");
-    const clock = new ManualClock(Date.parse("2026-11-23T08:00:00Z"));
-    const mapping = new Mapping(config, new Map());
-    const guard = new WritebackGuard({
-      holds: store.table<HeldWriteback>("holds"),
-      limits: { windowMs: 600_000, maxRatio: 0.2, floor: 3 },
-      managedCount: () => 10,
-      clock,
-      logger: silentLogger,
-    });
+    const { store, clock, mapping, guard } = await parts();
     const gate = new WritebackGate({ guard, mapping, planner: new Planner(mapping), clock });
     const start = "2026-11-25T09:00:00Z";
     const appt = { id: "apt_1", therapist_id: "th_ben", status: "confirmed", start_time: start, end_time: start };
@@ -52,16 +58,7 @@ describe("an administrator's restore", () => {
 
 describe("a replica that no longer leads", () => {
   it("sends no write-back, and leaves it in the store for the next leader", async () => {
-    const store = await openStore("memory://");
-    const clock = new ManualClock(Date.parse("2026-11-23T08:00:00Z"));
-    const mapping = new Mapping(config, new Map());
-    const guard = new WritebackGuard({
-      holds: store.table<HeldWriteback>("holds"),
-      limits: { windowMs: 600_000, maxRatio: 0.2, floor: 3 },
-      managedCount: () => 10,
-      clock,
-      logger: silentLogger,
-    });
+    const { store, clock, mapping, guard } = await parts();
     const pending = new PendingWritebacks(store, clock);
     let leads = true;
     const gate = new WritebackGate({

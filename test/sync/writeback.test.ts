@@ -35,6 +35,15 @@ async function twoWay(
   });
 }
 
+/** Reassignment from the calendar on, two tries per write-back, 5 s apart on `clock`. */
+function reassigning(clock: ManualClock): Promise<Harness> {
+  return twoWay(
+    (c) => (c.sync = { ...c.sync, writeback: { reassign: true } }),
+    { maxAttempts: 2, baseMs: 5_000 },
+    clock,
+  );
+}
+
 /** Lets every pending webhook, calendar change and write-back finish. */
 async function settle(x: Harness): Promise<void> {
   for (let i = 0; i < 3; i++) {
@@ -308,11 +317,7 @@ describe("write-back", () => {
 
   it("a reassignment that keeps failing is put back in its own calendar and removed from the other one", async () => {
     const clock = new ManualClock(Date.now());
-    h = await twoWay(
-      (c) => (c.sync = { ...c.sync, writeback: { reassign: true } }),
-      { maxAttempts: 2, baseMs: 5_000 },
-      clock,
-    );
+    h = await reassigning(clock);
     const m = await mirrored(h, "th_1");
     const cal2 = h.world.calendarOf("th_2");
     h.world.booking.faults.failNext(1000, 503, { method: "PATCH" });
@@ -348,11 +353,7 @@ describe("write-back", () => {
 
   it("a reassignment whose last answer was lost is looked up, found taken, and not undone", async () => {
     const clock = new ManualClock(Date.now());
-    h = await twoWay(
-      (c) => (c.sync = { ...c.sync, writeback: { reassign: true } }),
-      { maxAttempts: 2, baseMs: 5_000 },
-      clock,
-    );
+    h = await reassigning(clock);
     const m = await mirrored(h, "th_1");
     const cal2 = h.world.calendarOf("th_2");
     // The booking service is out for the first attempt; on the last one it takes the PATCH, and then goes down before
