@@ -14,6 +14,7 @@ import {
   PER_PAGE,
   USER_AGENT,
 } from "./constants.ts";
+import { listDates } from "./date-range.ts";
 import { BookingApiError } from "./errors.ts";
 import { type Priority, RateLimitGate } from "./gate.ts";
 import { type BookingMetrics, bookingMetrics } from "./metrics.ts";
@@ -126,17 +127,22 @@ export class BookingClient {
     });
   }
 
-  /** Every page of a filtered list, `per_page=100`, as the server returned it (duplicates across pages possible). */
+  /**
+   * Every page of a filtered list, `per_page=100`, as the server returned it (duplicates across pages possible). The
+   * dates sent are plain dates a little wider than `dateFrom`..`dateTo` (see date-range.ts), so the pages may hold
+   * appointments just outside the window: `listAppointments` drops them.
+   */
   listAppointmentPages(query: AppointmentQuery, opts: CallOptions = {}): AsyncGenerator<Page<Appointment>> {
     const priority = opts.priority ?? "reconcile";
+    const dates = listDates(query);
     const fetchPage = async (page: number): Promise<Page<Appointment>> => {
       const body = await this.#call({
         input: {
           method: "GET",
           path: "/v1/appointments",
           query: {
-            date_from: query.dateFrom,
-            date_to: query.dateTo,
+            date_from: dates.date_from,
+            date_to: dates.date_to,
             therapist_id: query.therapistId,
             status: query.status,
             customer_id: query.customerId,
@@ -159,11 +165,14 @@ export class BookingClient {
    * numbers over a list that moves), so an appointment can come on two pages: an identical copy is skipped, but one
    * that differs is yielded again, since the later page was read later and its copy is the fresher (confirmed on page
    * 1, cancelled by the time page 2 was read). Consumers keep the last copy of an id; counting yields over-counts.
+   * Only appointments starting within `dateFrom`..`dateTo` (both included) are yielded.
    */
   async *listAppointments(query: AppointmentQuery, opts: CallOptions = {}): AsyncGenerator<Appointment> {
     const yielded = new Map<string, Appointment>();
+    const { within } = listDates(query);
     for await (const page of this.listAppointmentPages(query, opts)) {
       for (const a of page.items) {
+        if (!within(a)) continue;
         const earlier = yielded.get(a.id);
         if (earlier !== undefined && isDeepStrictEqual(earlier, a)) continue;
         yielded.set(a.id, a);

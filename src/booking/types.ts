@@ -33,7 +33,9 @@ export interface CallOptions {
 }
 
 export interface AppointmentQuery {
+  /** Earliest start, an ISO 8601 instant (included); sent as a plain date a little earlier (date-range.ts). */
   dateFrom?: string;
+  /** Latest start, an ISO 8601 instant (included); sent as a plain date a little later. */
   dateTo?: string;
   therapistId?: string;
   status?: string;

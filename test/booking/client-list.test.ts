@@ -53,11 +53,12 @@ describe("listAppointments", () => {
     expect(want.length).toBeGreaterThan(10);
     expect(got.map((a) => a.id).sort()).toEqual(want.map((a) => a.id as string).sort());
     const q = new URLSearchParams(pair.sim.requests.at(-1)!.query);
+    // The window goes out as plain dates, two days wider on each side; the client narrows the answer back.
     expect(Object.fromEntries(q)).toMatchObject({
       therapist_id: "th_anna",
       status: "confirmed",
-      date_from: from,
-      date_to: to,
+      date_from: new Date(T0 - 2 * DAY).toISOString().slice(0, 10),
+      date_to: new Date(T0 + 9 * DAY).toISOString().slice(0, 10),
     });
 
     const customer = all[0]!.customer_id as string;
@@ -68,6 +69,38 @@ describe("listAppointments", () => {
         .map((a) => a.id)
         .sort(),
     );
+  });
+
+  it("yields exactly the window's appointments however the service reads its dates (zone, date_to excluded)", async () => {
+    pair = await startPair({ sim: { therapists: ["th_anna"] } });
+    const p = pair;
+    // The window: 09:00 UTC on T0's day to 07:30 UTC six days later; appointments on both edges, just outside
+    // them, and spread over the days around.
+    const from = T0;
+    const to = T0 + 6 * DAY - 90 * 60_000;
+    const starts = [from - 60_000, from, from + 60_000, to - 60_000, to, to + 60_000];
+    for (let h = -72; h <= 9 * 24; h += 5) starts.push(T0 + h * 3_600_000);
+    for (const start of starts) p.sim.create({ start_time: new Date(start).toISOString() });
+    const want = p.sim
+      .all()
+      .filter((a) => Date.parse(a.start_time as string) >= from && Date.parse(a.start_time as string) <= to)
+      .map((a) => a.id as string)
+      .sort();
+    expect(want.length).toBeGreaterThan(20);
+    const readings = [
+      { utcOffsetMinutes: 0, dateToExclusive: false },
+      { utcOffsetMinutes: 0, dateToExclusive: true },
+      { utcOffsetMinutes: 14 * 60, dateToExclusive: true },
+      { utcOffsetMinutes: 14 * 60, dateToExclusive: false },
+      { utcOffsetMinutes: -12 * 60, dateToExclusive: true },
+      { utcOffsetMinutes: -12 * 60, dateToExclusive: false },
+    ];
+    for (const reading of readings) {
+      Object.assign(p.sim.dateReading, reading);
+      const window = { dateFrom: new Date(from).toISOString(), dateTo: new Date(to).toISOString() };
+      const got = await drive(p.clock, collect(p.client.listAppointments(window)));
+      expect({ reading, ids: got.map((a) => a.id).sort() }).toEqual({ reading, ids: want });
+    }
   });
 
   it("dedupes ids when pages drift while the data changes (new bookings shift later pages)", async () => {

@@ -100,6 +100,35 @@ describe("booking simulator: HTTP", () => {
     expect(bad.json.error).toMatchObject({ code: "invalid_request", details: { field: "date_from" } });
   });
 
+  it('takes only plain dates for date_from/date_to (the spec: "start date"), and reads them as it is told', async () => {
+    await start();
+    // A date-time, a date with an offset, an impossible date: each refused, naming the field.
+    for (const [field, value] of [
+      ["date_from", new Date(T0).toISOString()],
+      ["date_to", "2026-11-22T00:00:00+01:00"],
+      ["date_to", "2026-02-30"],
+    ] as const) {
+      const r = await call("GET", `/v1/appointments?${field}=${encodeURIComponent(value)}`);
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatchObject({ code: "invalid_request", details: { field } });
+    }
+    // Around the end of 2026-11-23 UTC: 23:30 UTC on the 23rd, 00:30 UTC on the 24th.
+    const late = sim!.create({ start_time: "2026-11-23T23:30:00Z" }).id as string;
+    const early = sim!.create({ start_time: "2026-11-24T00:30:00Z" }).id as string;
+    const ids = async (query: string) =>
+      (await call("GET", `/v1/appointments?per_page=100&${query}`)).json.data.map((a: Json) => a.id).sort();
+    expect(await ids("date_from=2026-11-23&date_to=2026-11-23")).toEqual([late]);
+    sim!.dateReading.dateToExclusive = true;
+    expect(await ids("date_from=2026-11-23&date_to=2026-11-24")).toEqual([late]);
+    expect(await ids("date_from=2026-11-23&date_to=2026-11-23")).toEqual([]);
+    // Days of a zone 14 hours ahead: the 24th there runs from 10:00 UTC on the 23rd.
+    sim!.dateReading.dateToExclusive = false;
+    sim!.dateReading.utcOffsetMinutes = 14 * 60;
+    expect(await ids("date_from=2026-11-24&date_to=2026-11-24")).toEqual([late, early].sort());
+    sim!.dateReading.utcOffsetMinutes = -12 * 60;
+    expect(await ids("date_from=2026-11-23&date_to=2026-11-23")).toEqual([late, early].sort());
+  });
+
   it("creates, and refuses with each of the spec's codes", async () => {
     await start();
     const ok = await call("POST", "/v1/appointments", {

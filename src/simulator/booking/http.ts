@@ -5,7 +5,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { Clock } from "../../clock.ts";
 import type { Faults } from "./faults.ts";
 import { SimError } from "./model.ts";
-import { availability, listAppointments, paginate } from "./queries.ts";
+import { availability, type DateReading, listAppointments, paginate } from "./queries.ts";
 import type { Rng } from "./random.ts";
 import type { FixedWindowLimiter } from "./ratelimit.ts";
 import type { BookingStore } from "./store.ts";
@@ -41,6 +41,8 @@ export interface HttpContext {
   faults: Faults;
   webhooks: WebhookDispatcher;
   log: RequestLogEntry[];
+  /** How date_from/date_to are read (mutable: tests change it on a running simulator). */
+  dates: DateReading;
 }
 
 interface Reply {
@@ -56,7 +58,7 @@ const ROUTES: { method: string; pattern: RegExp; route: string; handler: Handler
     method: "GET",
     pattern: /^\/v1\/appointments$/,
     route: "GET /v1/appointments",
-    handler: (c, m) => ({ status: 200, ...listAppointments(c.store, m.query) }),
+    handler: (c, m) => ({ status: 200, ...listAppointments(c.store, m.query, c.dates) }),
   },
   {
     method: "POST",

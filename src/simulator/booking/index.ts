@@ -7,6 +7,7 @@ import { type Logger, silentLogger } from "../../log.ts";
 import { Faults } from "./faults.ts";
 import { createHandler, type RequestLogEntry } from "./http.ts";
 import { DEFAULT_SERVICES, type SimCustomer, type SimService, type SimTherapist } from "./model.ts";
+import { type DateReading, defaultDateReading } from "./queries.ts";
 import { Rng } from "./random.ts";
 import { FixedWindowLimiter, type RateLimitOptions } from "./ratelimit.ts";
 import { type SeedOptions, seedAppointments } from "./seed.ts";
@@ -17,7 +18,7 @@ import { type Delivery, WebhookDispatcher, type WebhookEndpoint, type WebhookEnd
 export type { FaultMatch } from "./faults.ts";
 export type { RequestLogEntry } from "./http.ts";
 export { SimError, type SimService } from "./model.ts";
-export { PER_PAGE_MAX } from "./queries.ts";
+export { type DateReading, PER_PAGE_MAX } from "./queries.ts";
 export type { RateLimitOptions } from "./ratelimit.ts";
 export type { SeedOptions } from "./seed.ts";
 export { signatureHeader, signatureHex } from "./signature.ts";
@@ -44,6 +45,8 @@ export interface BookingSimulatorOptions {
   webhookTimeScale?: number;
   /** Real ms an endpoint has to answer. Default 30 000 x webhookTimeScale, at least 1 000. */
   webhookTimeoutMs?: number;
+  /** How the list's date_from/date_to are read (default: UTC days, date_to included). */
+  dateReading?: Partial<DateReading>;
   host?: string;
   port?: number;
 }
@@ -82,6 +85,8 @@ export class BookingSimulator {
   /** Mutable: limit, windowMs, headers. */
   readonly rateLimit: FixedWindowLimiter;
   readonly requests: RequestLogEntry[];
+  /** Mutable: how the list's plain dates are read (the spec does not say; see queries.ts). */
+  readonly dateReading: DateReading;
   readonly #clock: Clock;
   readonly #store: BookingStore;
   readonly #webhooks: WebhookDispatcher;
@@ -98,7 +103,9 @@ export class BookingSimulator {
     server: Server;
     log: RequestLogEntry[];
     clock: Clock;
+    dates: DateReading;
   }) {
+    this.dateReading = parts.dates;
     this.#clock = parts.clock;
     this.url = parts.url;
     this.apiKey = parts.apiKey;
@@ -301,7 +308,8 @@ export async function startBookingSimulator(options: BookingSimulatorOptions = {
   const faults = new Faults(rng);
   const limiter = new FixedWindowLimiter(options.rateLimit ?? {}, clock);
   const log: RequestLogEntry[] = [];
-  const server = createServer(createHandler({ apiKey, clock, rng, store, limiter, faults, webhooks, log }));
+  const dates: DateReading = { ...defaultDateReading(), ...options.dateReading };
+  const server = createServer(createHandler({ apiKey, clock, rng, store, limiter, faults, webhooks, log, dates }));
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -318,5 +326,6 @@ export async function startBookingSimulator(options: BookingSimulatorOptions = {
     server,
     log,
     clock,
+    dates,
   });
 }

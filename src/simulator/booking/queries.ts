@@ -38,19 +38,42 @@ export function paginate<T>(all: T[], params: URLSearchParams): ListResult<T> {
 }
 
 /**
- * date_from / date_to filter on start_time, both inclusive. A plain date (YYYY-MM-DD) as date_to means the end of that
- * day. status, therapist_id and customer_id compare for equality (any status value is accepted).
+ * How the service reads the plain dates of `date_from`/`date_to`. The spec says "start date, ISO 8601" and no more, so
+ * the simulator takes only the strictest form, YYYY-MM-DD (a date-time is refused), and how it reads the day is
+ * settable, so that tests can check the client's window holds under any reading: a day begins at 00:00 at
+ * `utcOffsetMinutes` (default 0, UTC), `date_from` includes its day, and `date_to` includes its day or, with
+ * `dateToExclusive`, ends where its day begins.
  */
-export function listAppointments(store: BookingStore, params: URLSearchParams): ListResult<Record<string, unknown>> {
-  const bound = (name: string): number | undefined => {
+export interface DateReading {
+  utcOffsetMinutes: number;
+  dateToExclusive: boolean;
+}
+
+export const defaultDateReading = (): DateReading => ({ utcOffsetMinutes: 0, dateToExclusive: false });
+
+/**
+ * date_from / date_to filter on start_time, read as `reading` says. status, therapist_id and customer_id compare for
+ * equality (any status value is accepted).
+ */
+export function listAppointments(
+  store: BookingStore,
+  params: URLSearchParams,
+  reading: DateReading = defaultDateReading(),
+): ListResult<Record<string, unknown>> {
+  const dayStart = (name: string): number | undefined => {
     const raw = params.get(name);
     if (raw === null || raw === "") return undefined;
-    const ms = parseTime(raw);
-    if (ms === undefined) throw invalid(name, `${name} must be an ISO 8601 date or date-time`);
-    return name === "date_to" && !raw.includes("T") ? ms + DAY - 1 : ms;
+    const ms = /^\d{4}-\d{2}-\d{2}$/.test(raw) ? parseTime(raw) : undefined;
+    if (ms === undefined || iso(ms).slice(0, 10) !== raw)
+      throw invalid(
+        name,
+        `${name} must be a date, YYYY-MM-DD (the spec's "${name === "date_from" ? "start" : "end"} date")`,
+      );
+    return ms - reading.utcOffsetMinutes * 60_000;
   };
-  const from = bound("date_from");
-  const to = bound("date_to");
+  const from = dayStart("date_from");
+  const toDay = dayStart("date_to");
+  const to = toDay === undefined ? undefined : reading.dateToExclusive ? toDay - 1 : toDay + DAY - 1;
   const status = params.get("status") || undefined;
   const therapist = params.get("therapist_id") || undefined;
   const customer = params.get("customer_id") || undefined;

@@ -1,0 +1,49 @@
+// Owns how a window of instants becomes the list call's `date_from`/`date_to`. The spec names them "start date, ISO
+// 8601" and says nothing more: not whether a date-time is accepted, not whether `date_to` includes its day, not in
+// which time zone a day begins. So the safest form is sent, a plain date (YYYY-MM-DD), widened on each side by enough
+// days that any reading covers the window (inclusive or exclusive, any UTC offset from -12 to +14 hours), and the
+// appointments outside the window are dropped here, by their own start_time.
+import type { Appointment } from "./schemas.ts";
+import type { AppointmentQuery } from "./types.ts";
+
+const DAY_MS = 86_400_000;
+
+/**
+ * Days added on each side. `date_to` needs two: read as exclusive in a zone 14 hours ahead of UTC, the day after the
+ * window's last UTC day ends at 10:00 UTC of that last day, before the window does. `date_from` needs one (a day that
+ * begins 12 hours behind UTC); it gets two as well, in case the service reads it as exclusive too.
+ */
+export const DATE_SLACK_DAYS = 2;
+
+export interface ListDates {
+  date_from?: string;
+  date_to?: string;
+  /** Whether an appointment of the wider list starts within the window asked for (both ends included). */
+  within(appointment: Appointment): boolean;
+}
+
+/** The plain dates to send for `query`'s window, and the check that narrows the answer back to it. */
+export function listDates(query: Pick<AppointmentQuery, "dateFrom" | "dateTo">): ListDates {
+  const from = instant("dateFrom", query.dateFrom);
+  const to = instant("dateTo", query.dateTo);
+  return {
+    ...(from !== undefined ? { date_from: plainDate(from - DATE_SLACK_DAYS * DAY_MS) } : {}),
+    ...(to !== undefined ? { date_to: plainDate(to + DATE_SLACK_DAYS * DAY_MS) } : {}),
+    within(appointment) {
+      if (from === undefined && to === undefined) return true;
+      const start = appointment.start_time === undefined ? Number.NaN : Date.parse(appointment.start_time);
+      // An item without a readable start is kept: the server matched it, and the sync reads it in full anyway.
+      if (Number.isNaN(start)) return true;
+      return (from === undefined || start >= from) && (to === undefined || start <= to);
+    },
+  };
+}
+
+function instant(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = Date.parse(value);
+  if (Number.isNaN(ms)) throw new TypeError(`listAppointments: ${name} must be an ISO 8601 instant, got ${value}`);
+  return ms;
+}
+
+const plainDate = (ms: number) => new Date(ms).toISOString().slice(0, 10);
