@@ -14,7 +14,7 @@ import {
   PER_PAGE,
   USER_AGENT,
 } from "./constants.ts";
-import { listDates } from "./date-range.ts";
+import { listDates, RangeLimit, refusesDates } from "./date-range.ts";
 import { BookingApiError } from "./errors.ts";
 import { type Priority, RateLimitGate } from "./gate.ts";
 import { type BookingMetrics, bookingMetrics } from "./metrics.ts";
@@ -78,6 +78,8 @@ export function appointmentPath(id: string, suffix = ""): string {
 const AppointmentEnvelope = singleEnvelope(Appointment);
 const AppointmentList = listEnvelope(Appointment);
 const AvailabilityEnvelope = singleEnvelope(Availability);
+const DAY_MS = 86_400_000;
+const round2 = (n: number) => Math.round(n * 100) / 100;
 
 export class BookingClient {
   readonly gate: RateLimitGate;
@@ -89,6 +91,8 @@ export class BookingClient {
   readonly #maxRateLimitRetries: number;
   readonly #pageConcurrency: number;
   readonly #metrics: BookingMetrics;
+  /** How wide a list's window may be, as far as the service has said. */
+  readonly #rangeLimit = new RangeLimit();
   readonly #stats: BookingStats = {
     requests: 0,
     byStatusClass: {},
@@ -169,15 +173,49 @@ export class BookingClient {
    */
   async *listAppointments(query: AppointmentQuery, opts: CallOptions = {}): AsyncGenerator<Appointment> {
     const yielded = new Map<string, Appointment>();
+    for await (const a of this.#listWindow(query, opts)) {
+      const earlier = yielded.get(a.id);
+      if (earlier !== undefined && isDeepStrictEqual(earlier, a)) continue;
+      yielded.set(a.id, a);
+      yield a;
+    }
+  }
+
+  /**
+   * The window's appointments: listed whole, or in consecutive pieces no wider than the service has taken. A piece the
+   * service refuses for its dates before any of it was yielded is listed again, narrower (an appointment on the
+   * border of two pieces comes twice, identical: `listAppointments` yields it once).
+   */
+  async *#listWindow(query: AppointmentQuery, opts: CallOptions): AsyncGenerator<Appointment> {
+    const from = query.dateFrom === undefined ? Number.NaN : Date.parse(query.dateFrom);
+    const to = query.dateTo === undefined ? Number.NaN : Date.parse(query.dateTo);
+    if (Number.isNaN(from) || Number.isNaN(to) || to <= from) return yield* this.#listPiece(query, opts);
+    for (let f = from; ; ) {
+      const t = this.#rangeLimit.pieceEnd(f, to);
+      const piece = { ...query, dateFrom: new Date(f).toISOString(), dateTo: new Date(t).toISOString() };
+      let started = false;
+      try {
+        for await (const a of this.#listPiece(piece, opts)) {
+          started = true;
+          yield a;
+        }
+      } catch (error) {
+        if (started || !refusesDates(error) || !this.#rangeLimit.refused(t - f)) throw error;
+        this.#log.warn(
+          { err: error, refused_days: round2((t - f) / DAY_MS), now_days: round2(this.#rangeLimit.maxMs / DAY_MS) },
+          "the booking service refused the date range of an appointment list (its limits are not in the spec); listing in narrower windows from now on",
+        );
+        continue;
+      }
+      if (t >= to) return;
+      f = t;
+    }
+  }
+
+  async *#listPiece(query: AppointmentQuery, opts: CallOptions): AsyncGenerator<Appointment> {
     const { within } = listDates(query);
     for await (const page of this.listAppointmentPages(query, opts)) {
-      for (const a of page.items) {
-        if (!within(a)) continue;
-        const earlier = yielded.get(a.id);
-        if (earlier !== undefined && isDeepStrictEqual(earlier, a)) continue;
-        yielded.set(a.id, a);
-        yield a;
-      }
+      for (const a of page.items) if (within(a)) yield a;
     }
   }
 

@@ -2,7 +2,9 @@
 // 8601" and says nothing more: not whether a date-time is accepted, not whether `date_to` includes its day, not in
 // which time zone a day begins. So the safest form is sent, a plain date (YYYY-MM-DD), widened on each side by enough
 // days that any reading covers the window (inclusive or exclusive, any UTC offset from -12 to +14 hours), and the
-// appointments outside the window are dropped here, by their own start_time.
+// appointments outside the window are dropped here, by their own start_time. Limits on date ranges are "not shown"
+// either: a window the service refuses is listed in narrower pieces (RangeLimit).
+import { BookingApiError } from "./errors.ts";
 import type { Appointment } from "./schemas.ts";
 import type { AppointmentQuery } from "./types.ts";
 
@@ -47,3 +49,47 @@ function instant(name: string, value: string | undefined): number | undefined {
 }
 
 const plainDate = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+/** The narrowest window a refused range is split down to; refused at this width, the refusal is the caller's. */
+export const MIN_SPLIT_MS = DAY_MS;
+
+/**
+ * Whether `error` is the service refusing the list's dates (the spec: "Limits on ... date ranges: not shown"): a 400 or
+ * 422, or an invalid_request, that names date_from/date_to as the field, or names no field and speaks of dates.
+ */
+export function refusesDates(error: unknown): error is BookingApiError {
+  if (!(error instanceof BookingApiError)) return false;
+  if (!(error.status === 400 || error.status === 422 || error.code === "invalid_request")) return false;
+  const field = error.details["field"];
+  if (field === "date_from" || field === "date_to") return true;
+  return field === undefined && /\bdate|\brange\b/i.test(error.message);
+}
+
+/**
+ * The widest window the service has taken since it refused one, learned per process: each refusal halves it, so a
+ * 97-day window against a 31-day limit costs three refused requests once, and the list calls after it are split from
+ * the start (the rate budget is small: 60 requests a minute on the Standard plan).
+ */
+export class RangeLimit {
+  #maxMs = Number.POSITIVE_INFINITY;
+
+  get maxMs(): number {
+    return this.#maxMs;
+  }
+
+  /**
+   * Where the piece of `from`..`to` that begins at `from` ends: `to` when the rest fits, else the rest is cut into as
+   * few equal pieces as fit and this is the end of the first.
+   */
+  pieceEnd(from: number, to: number): number {
+    const n = Math.ceil((to - from) / this.#maxMs);
+    return n <= 1 ? to : Math.round(from + (to - from) / n);
+  }
+
+  /** Learns from a refusal of a window `widthMs` wide; false when it is already as narrow as it may get. */
+  refused(widthMs: number): boolean {
+    if (widthMs <= MIN_SPLIT_MS) return false;
+    this.#maxMs = Math.max(MIN_SPLIT_MS, Math.min(this.#maxMs, widthMs / 2));
+    return true;
+  }
+}

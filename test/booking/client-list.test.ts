@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { BookingClient } from "../../src/booking/client.ts";
+import { captureLog } from "../support/log-capture.ts";
 import { API_KEY, collect, drive, type Pair, startPair, T0 } from "./support.ts";
 
 const DAY = 86_400_000;
@@ -101,6 +102,57 @@ describe("listAppointments", () => {
       const got = await drive(p.clock, collect(p.client.listAppointments(window)));
       expect({ reading, ids: got.map((a) => a.id).sort() }).toEqual({ reading, ids: want });
     }
+  });
+
+  it("lists a window wider than the service takes in narrower pieces, learns the width once, and says so", async () => {
+    const log = captureLog("warn");
+    pair = await startPair({ sim: { therapists: ["th_anna", "th_ben"] }, client: { logger: log.logger } });
+    const p = pair;
+    p.sim.seed({ therapists: ["th_anna", "th_ben"], count: 600, from: T0 - 10 * DAY, to: T0 + 100 * DAY });
+    p.sim.dateReading.maxRangeDays = 31;
+    const from = T0 - 7 * DAY;
+    const to = T0 + 90 * DAY;
+    const window = { dateFrom: new Date(from).toISOString(), dateTo: new Date(to).toISOString() };
+    const want = p.sim
+      .all()
+      .filter((a) => Date.parse(a.start_time as string) >= from && Date.parse(a.start_time as string) <= to)
+      .map((a) => a.id as string)
+      .sort();
+    const refused = () => p.sim.requests.filter((r) => r.route === "GET /v1/appointments" && r.status === 400).length;
+
+    const first = await drive(p.clock, collect(p.client.listAppointments(window)));
+    expect(first.map((a) => a.id).sort()).toEqual(want);
+    // 97 days refused, then 48.5; 24.25-day pieces (28.25 days with the slack) are taken.
+    expect(refused()).toBe(2);
+    expect(log.lines.filter((l) => String(l["msg"]).includes("refused the date range"))).toHaveLength(2);
+    for (const r of p.sim.requests.filter((x) => x.status === 200)) {
+      const q = new URLSearchParams(r.query);
+      expect((Date.parse(q.get("date_to")!) - Date.parse(q.get("date_from")!)) / DAY + 1).toBeLessThanOrEqual(31);
+    }
+
+    // Learned: the next list is split from the start, and refused nothing.
+    const again = await drive(p.clock, collect(p.client.listAppointments(window)));
+    expect(again.map((a) => a.id).sort()).toEqual(want);
+    expect(refused()).toBe(2);
+  });
+
+  it("gives up on dates refused even one day wide, and never splits over a refusal that is not about dates", async () => {
+    pair = await startPair();
+    const p = pair;
+    const window = { dateFrom: new Date(T0).toISOString(), dateTo: new Date(T0 + 20 * DAY).toISOString() };
+    p.sim.dateReading.maxRangeDays = 0;
+    const error = await drive(p.clock, collect(p.client.listAppointments(window))).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "invalid_request", details: { field: "date_to" } });
+    // 20 days, 10, 5, 2.5, 1.25, then a day: six refusals, then the error.
+    const lists = () => p.sim.requests.filter((r) => r.route === "GET /v1/appointments");
+    expect(lists()).toHaveLength(6);
+
+    p.sim.dateReading.maxRangeDays = undefined;
+    p.sim.requests.length = 0;
+    p.sim.faults.refuseNext(1, "invalid_request", { status: 400, match: { path: "/v1/appointments" } });
+    const other = await drive(p.clock, collect(p.client.listAppointments(window))).catch((e: unknown) => e);
+    expect(other).toMatchObject({ code: "invalid_request", details: {} });
+    expect(lists()).toHaveLength(1);
   });
 
   it("dedupes ids when pages drift while the data changes (new bookings shift later pages)", async () => {

@@ -36,6 +36,36 @@ describe("reconciliation", () => {
     expect(h.world.booking.requests.length - before).toBe(Math.ceil(1000 / 100));
   });
 
+  it("reconciles the whole window when the booking service refuses lists that wide (its limits are not in the spec)", async () => {
+    h = await harness({ therapists: 3 });
+    const sim = h.world.booking;
+    sim.dateReading.maxRangeDays = 31;
+    const now = Date.now();
+    // The default window: 7 days back, 90 ahead; appointments over all of it and a little beyond.
+    sim.seed({ therapists: h.world.therapists, count: 300, from: now - 9 * DAY, to: now + 92 * DAY });
+    const report = await h.app.reconcile();
+    expect(report.ok).toBe(true);
+    const inWindow = sim.all().filter((a) => {
+      const start = Date.parse(a.start_time as string);
+      return a.status !== "cancelled" && start >= now - 7 * DAY && start <= now + 90 * DAY;
+    });
+    expect(inWindow.length).toBeGreaterThan(200);
+    expect(
+      h
+        .allLive()
+        .map((ev) => ev.id)
+        .sort(),
+    ).toEqual(inWindow.map((a) => eventIdFor(String(a.id))).sort());
+    const refused = () => sim.requests.filter((r) => r.route === "GET /v1/appointments" && r.status === 400).length;
+    expect(refused()).toBeGreaterThan(0);
+    const before = refused();
+    const writes = h.writes();
+    const second = await h.app.reconcile();
+    expect(second.plan).toEqual([]);
+    expect(h.writes()).toBe(writes);
+    expect(refused()).toBe(before);
+  });
+
   it("repairs every kind of drift in one run", async () => {
     h = await harness({
       therapists: 3,
