@@ -16,6 +16,7 @@ import type { SyncMetrics } from "./metrics.ts";
 import { misplaced } from "./placement.ts";
 import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
+import { earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
 
 export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
 
@@ -186,24 +187,18 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     await Promise.all(
       strays.map(async (s) => {
         const link = await ctx.links.get(s.id);
-        // Marked with the appointment but not its event (an occurrence of a series made of it, a copy): not ours.
-        if (s.event.id !== (link?.eventId ?? eventIdFor(s.id))) return;
+        // Marked with the appointment but not its event: an occurrence of a series made of it or a copy (left alone),
+        // or calbridge's own earlier generation back from the Bin beside the event that replaced it (removed).
+        if (s.event.id !== (link?.eventId ?? eventIdFor(s.id))) {
+          if (earlierGeneration(link, s)) removeStray(plan, planned, s, STRAY_REASONS.earlier);
+          return;
+        }
         // Its therapist's mapping names another calendar now: the appointment's own sync moves it (relocate.ts).
         if (misplaced(link, mapping.therapist(link?.therapistId))) return;
         if (link?.present && link.therapistId !== s.therapistId && appointments.has(s.id)) {
           // A copy left in another calendar after a reassignment: remove it, unless its own calendar lost the event
           // (then the therapist moved it across calendars, and the appointment's own decision handles it).
-          const own = planned.get(s.id);
-          if (own?.kind === "writeback_cancel") return;
-          const action: PlanEntry = {
-            kind: "delete",
-            appointmentId: s.id,
-            therapistId: s.therapistId,
-            eventId: s.event.id!,
-            reason: "copy left behind in another calendar",
-          };
-          plan.push(action);
-          planned.set(`${s.therapistId}/${s.event.id}`, action);
+          if (planned.get(s.id)?.kind !== "writeback_cancel") removeStray(plan, planned, s, STRAY_REASONS.copy);
           return;
         }
         if (!appointments.has(s.id)) {
@@ -243,7 +238,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     // side by side, each within its own Google quota) rather than after everything listed before it.
     await inPool(interleaved(plan), APPLY_IN_FLIGHT, async (action) => {
       if (tripped && isDestructive(action)) return;
-      if (action.kind === "delete" && action.reason === "copy left behind in another calendar") {
+      if (action.kind === "delete" && isStrayReason(action.reason)) {
         const deleted = await mapping
           .calendar(action.therapistId)
           .delete(action.eventId)

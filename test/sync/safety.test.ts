@@ -343,6 +343,74 @@ describe("an event Google will not restore (issue #14, case 4)", () => {
   });
 });
 
+describe("the event Google would not restore, brought back from the Bin after all", () => {
+  const startOf = (ev: Record<string, unknown>) => String((ev["start"] as { dateTime: string }).dateTime);
+
+  it("beside its next generation is removed by the reconciliation: one event, nothing sent", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [id] = await mirrored(x, clock, 1);
+    const cal = x.world.calendarOf("th_1");
+    x.world.booking.faults.refuseNext(1000, "past_booking", { match: { path: `/v1/appointments/${id}/cancel` } });
+    x.world.google.userDelete(cal, eventIdFor(id!));
+    await pollAll(x);
+    await pass(x, clock, 90_000);
+    await pollAll(x);
+    expect(liveOf(x, cal, id!).map((e) => e.id)).toEqual([eventIdFor(id!, 1)]);
+
+    // Two minutes on, the therapist restores the original from the Bin: two live events show one appointment.
+    await pass(x, clock, 120_000);
+    x.world.google.userRestoreFromBin(cal, eventIdFor(id!));
+    await pollAll(x);
+    await pass(x, clock, 120_000);
+    const report = await x.app.reconcile();
+    expect(report.plan).toEqual([
+      expect.objectContaining({
+        kind: "delete",
+        eventId: eventIdFor(id!),
+        reason: expect.stringMatching(/earlier generation/),
+      }),
+    ]);
+    await pollAll(x);
+    await pass(x, clock, 60_000);
+    expect(liveOf(x, cal, id!).map((e) => e.id)).toEqual([eventIdFor(id!, 1)]);
+    expect(cancels(x)).toBe(1);
+    expect(x.world.booking.get(id!)!.status).toBe("confirmed");
+    expect((await x.app.reconcile()).plan).toEqual([]);
+  });
+
+  it("at the time the booking had before it moved is removed, and the event at the new time stays", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [id] = await mirrored(x, clock, 1);
+    const cal = x.world.calendarOf("th_1");
+    const old = startOf(x.world.google.event(cal, eventIdFor(id!))!);
+    x.world.google.userDelete(cal, eventIdFor(id!));
+    await pollAll(x);
+    await pass(x, clock, 10_000);
+    // The customer moves the appointment meanwhile: the booking wins, and the event is put back at the new time.
+    const moved = iso(Date.parse(old) + 2 * DAY);
+    x.world.booking.move(id!, moved, { force: true });
+    await pass(x, clock, 90_000);
+    await pollAll(x);
+    expect(liveOf(x, cal, id!).map((e) => [e.id, Date.parse(startOf(e))])).toEqual([
+      [eventIdFor(id!, 1), Date.parse(moved)],
+    ]);
+
+    x.world.google.userRestoreFromBin(cal, eventIdFor(id!));
+    await pollAll(x);
+    await x.app.reconcile();
+    await pollAll(x);
+    await pass(x, clock, 60_000);
+    expect(cancels(x) + patches(x)).toBe(0);
+    expect(liveOf(x, cal, id!).map((e) => [e.id, Date.parse(startOf(e))])).toEqual([
+      [eventIdFor(id!, 1), Date.parse(moved)],
+    ]);
+  });
+});
+
 describe("a series made of an event (issue #14, case 5)", () => {
   it("trips no guard, is not a stray, and becomes a single event again", async () => {
     const clock = new ManualClock(Date.now());
