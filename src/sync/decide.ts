@@ -5,10 +5,12 @@ import type { Appointment } from "../booking/schemas.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
+import { bookingChanged, calendarChange } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
 import { unwatchedChange } from "./watched.ts";
 
+export { bookingChanged, type CalendarChange, calendarChange } from "./changes.ts";
 export type { AsWritten, Desired } from "./desired.ts";
 
 export interface DecideInput {
@@ -44,42 +46,6 @@ export interface DecideInput {
 /** The event when it exists and is not deleted. */
 const live = (event: CalEvent | null | undefined): CalEvent | undefined =>
   event && event.status !== "cancelled" ? event : undefined;
-
-/** Whether the booking side changed since the link was written, in anything that the calendar shows. */
-export function bookingChanged(link: Link, appt: Appointment | Snapshot): boolean {
-  const before = link.booking;
-  return (
-    instant(before.start_time) !== instant(appt.start_time) ||
-    instant(before.end_time) !== instant(appt.end_time) ||
-    (before.status ?? "confirmed") !== (appt.status ?? "confirmed") ||
-    before.therapist_id !== appt.therapist_id
-  );
-}
-
-function instant(iso: string | undefined | null): number | undefined {
-  if (!iso) return undefined;
-  const ms = Date.parse(iso);
-  return Number.isNaN(ms) ? undefined : ms;
-}
-
-/** How the therapist changed the event since calbridge last wrote or accepted it. */
-export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day" | "repeating";
-
-export function calendarChange(link: Link, event: CalEvent | null | undefined): CalendarChange {
-  // null: the calendar did not find the id (404), which is not a deletion (see DecideInput.event).
-  if (event === undefined || event === null || !link.present) return "none";
-  if (event.status === "cancelled") return "deleted";
-  // A series made of the event: a booking is one appointment, so the event goes back to being a single one.
-  if (event.recurrence?.length) return "repeating";
-  if (event.start?.date || event.end?.date) return "all_day";
-  const start = instantOf(event.start);
-  const end = instantOf(event.end);
-  if (start === link.eventStart && end === link.eventEnd) return "none";
-  if (start === undefined || end === undefined || link.eventStart === undefined || link.eventEnd === undefined) {
-    return "resized";
-  }
-  return end - start === link.eventEnd - link.eventStart ? "moved" : "resized";
-}
 
 export function decide(input: DecideInput): Action {
   const { appointmentId: id, appt, link, event } = input;
@@ -124,8 +90,12 @@ export function decide(input: DecideInput): Action {
       }
       return none(appt.status === "cancelled" ? "cancelled" : "no event wanted");
     }
-    if (link && link.removedBy === "calendar" && appt.status === "cancelled") return none("removed by the therapist");
-    if (link && !link.present && link.removedBy === "calendar" && !bookingChanged(link, appt)) {
+    // A cancelled appointment's event the therapist removed and brought back (a late Undo, the Bin) is shown as
+    // cancelled below: bringing it back re-books nothing.
+    const broughtBack = appt.status === "cancelled" && live(event);
+    if (link?.removedBy === "calendar" && appt.status === "cancelled" && !broughtBack)
+      return none("removed by the therapist");
+    if (link && !link.present && link.removedBy === "calendar" && !bookingChanged(link, appt) && !broughtBack) {
       return none("deleted in the calendar; the write-back is pending or was declined");
     }
     const desired = bodyOf(wish);

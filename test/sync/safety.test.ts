@@ -343,10 +343,10 @@ describe("an event Google will not restore (issue #14, case 4)", () => {
   });
 });
 
-describe("the event Google would not restore, brought back from the Bin after all", () => {
+describe("events brought back from the Bin", () => {
   const startOf = (ev: Record<string, unknown>) => String((ev["start"] as { dateTime: string }).dateTime);
 
-  it("beside its next generation is removed by the reconciliation: one event, nothing sent", async () => {
+  it("the one Google would not restore, beside its next generation: removed by the reconciliation, nothing sent", async () => {
     const clock = new ManualClock(Date.now());
     const { x } = await daemon(clock);
     h = x;
@@ -380,7 +380,7 @@ describe("the event Google would not restore, brought back from the Bin after al
     expect((await x.app.reconcile()).plan).toEqual([]);
   });
 
-  it("at the time the booking had before it moved is removed, and the event at the new time stays", async () => {
+  it("the one Google would not restore, at the booking's time before it moved: removed, the new time stays", async () => {
     const clock = new ManualClock(Date.now());
     const { x } = await daemon(clock);
     h = x;
@@ -408,6 +408,33 @@ describe("the event Google would not restore, brought back from the Bin after al
     expect(liveOf(x, cal, id!).map((e) => [e.id, Date.parse(startOf(e))])).toEqual([
       [eventIdFor(id!, 1), Date.parse(moved)],
     ]);
+  });
+  it("after its deletion cancelled the appointment: shown as cancelled (kept events), never as a booking", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock, (c) => {
+      c.sync = { ...c.sync, cancelled_events: "keep" };
+    });
+    h = x;
+    const [id] = await mirrored(x, clock, 1);
+    const cal = x.world.calendarOf("th_1");
+    const ev = eventIdFor(id!);
+    x.world.google.userDelete(cal, ev);
+    await pollAll(x);
+    await pass(x, clock, 70_000);
+    expect(x.world.booking.get(id!)!.status).toBe("cancelled");
+
+    // Five minutes later (too late for the grace period) the therapist restores it from the Bin.
+    await pass(x, clock, 300_000);
+    x.world.google.userRestoreFromBin(cal, ev);
+    await pollAll(x);
+    await pass(x, clock, 60_000);
+    const shown = x.world.google.event(cal, ev)!;
+    expect(shown).toMatchObject({ status: "confirmed", summary: expect.stringMatching(/^Cancelled: /) });
+    expect(shown["transparency"]).toBe("transparent");
+    expect(cancels(x)).toBe(1);
+    expect(x.world.booking.get(id!)!.status).toBe("cancelled");
+    await pollAll(x);
+    expect((await x.app.reconcile()).plan).toEqual([]);
   });
 });
 

@@ -1,0 +1,41 @@
+// Owns telling what changed on each side since the link was written: the booking's times, status and therapist, and
+// how the therapist changed the event (deleted, moved, resized, made all-day or repeating).
+import type { Appointment } from "../booking/schemas.ts";
+import { instantOf } from "../calendar/fingerprint.ts";
+import type { CalEvent, Link, Snapshot } from "./types.ts";
+
+/** Whether the booking side changed since the link was written, in anything that the calendar shows. */
+export function bookingChanged(link: Link, appt: Appointment | Snapshot): boolean {
+  const before = link.booking;
+  return (
+    instant(before.start_time) !== instant(appt.start_time) ||
+    instant(before.end_time) !== instant(appt.end_time) ||
+    (before.status ?? "confirmed") !== (appt.status ?? "confirmed") ||
+    before.therapist_id !== appt.therapist_id
+  );
+}
+
+function instant(iso: string | undefined | null): number | undefined {
+  if (!iso) return undefined;
+  const ms = Date.parse(iso);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** How the therapist changed the event since calbridge last wrote or accepted it. */
+export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day" | "repeating";
+
+export function calendarChange(link: Link, event: CalEvent | null | undefined): CalendarChange {
+  // null: the calendar did not find the id (404), which is not a deletion (see DecideInput.event).
+  if (event === undefined || event === null || !link.present) return "none";
+  if (event.status === "cancelled") return "deleted";
+  // A series made of the event: a booking is one appointment, so the event goes back to being a single one.
+  if (event.recurrence?.length) return "repeating";
+  if (event.start?.date || event.end?.date) return "all_day";
+  const start = instantOf(event.start);
+  const end = instantOf(event.end);
+  if (start === link.eventStart && end === link.eventEnd) return "none";
+  if (start === undefined || end === undefined || link.eventStart === undefined || link.eventEnd === undefined) {
+    return "resized";
+  }
+  return end - start === link.eventEnd - link.eventStart ? "moved" : "resized";
+}
