@@ -20,7 +20,7 @@ import { type Priority, RateLimitGate } from "./gate.ts";
 import { type BookingMetrics, bookingMetrics } from "./metrics.ts";
 import { type Page, paginate } from "./pagination.ts";
 import { Appointment, Availability, listEnvelope, singleEnvelope } from "./schemas.ts";
-import { asList, asRecords, patchApplied } from "./shapes.ts";
+import { asList, asRecords, patchApplied, patchContradicted } from "./shapes.ts";
 import { type ExchangeInput, Transport } from "./transport.ts";
 import type {
   AppointmentQuery,
@@ -79,6 +79,7 @@ const AppointmentEnvelope = singleEnvelope(Appointment);
 const AppointmentList = listEnvelope(Appointment);
 const AvailabilityEnvelope = singleEnvelope(Availability);
 const DAY_MS = 86_400_000;
+const SERVING_TRUST_MS = 60_000;
 const round2 = (n: number) => Math.round(n * 100) / 100;
 
 export class BookingClient {
@@ -91,6 +92,8 @@ export class BookingClient {
   readonly #maxRateLimitRetries: number;
   readonly #pageConcurrency: number;
   readonly #metrics: BookingMetrics;
+  /** When the connection test last answered (see getAppointment). */
+  #servingAt = Number.NEGATIVE_INFINITY;
   /** How wide a list's window may be, as far as the service has said. */
   readonly #rangeLimit = new RangeLimit();
   readonly #stats: BookingStats = {
@@ -219,14 +222,43 @@ export class BookingClient {
     }
   }
 
+  /**
+   * One appointment, full form. "Not found" removes its event, so it is believed only while the service answers its
+   * connection test (GET /v1/services): a 404 for everything (a wrong base address, an API version no longer served)
+   * is an outage, retried as one (not_found_unverified), never a deletion.
+   */
   async getAppointment(id: string, opts: CallOptions = {}): Promise<Appointment> {
-    const body = await this.#call({
-      input: { method: "GET", path: appointmentPath(id), signal: opts.signal },
-      schema: AppointmentEnvelope,
-      priority: opts.priority ?? "webhook",
-      mode: "read",
-    });
-    return body.data;
+    try {
+      const body = await this.#call({
+        input: { method: "GET", path: appointmentPath(id), signal: opts.signal },
+        schema: AppointmentEnvelope,
+        priority: opts.priority ?? "webhook",
+        mode: "read",
+      });
+      return body.data;
+    } catch (e) {
+      if (!(e instanceof BookingApiError) || e.kind !== "not_found" || (await this.#serving(opts))) throw e;
+      throw new BookingApiError({
+        code: "not_found_unverified",
+        message: `${e.code} for the appointment, while the connection test (GET /v1/services) fails too: an outage, not a deleted appointment`,
+        status: 404,
+        method: e.method,
+        path: e.path,
+        cause: e,
+      });
+    }
+  }
+
+  /** Whether the connection test answers; a success is trusted for a minute (many appointments may be gone at once). */
+  async #serving(opts: CallOptions): Promise<boolean> {
+    if (this.#clock.now() - this.#servingAt < SERVING_TRUST_MS) return true;
+    try {
+      await this.listServices({ ...opts, priority: opts.priority ?? "webhook" });
+    } catch {
+      return false;
+    }
+    this.#servingAt = this.#clock.now();
+    return true;
   }
 
   /**
@@ -247,7 +279,8 @@ export class BookingClient {
         return patchApplied(now, wanted) ? { data: now } : undefined;
       },
     });
-    return result.data;
+    if (!patchContradicted(result.data, wanted)) return result.data;
+    return this.#lookAgain(id, appointmentPath(id), "PATCH", (now) => patchApplied(now, wanted), opts);
   }
 
   /**
@@ -270,7 +303,32 @@ export class BookingClient {
         return now.status === "cancelled" ? { data: now } : undefined;
       },
     });
-    return result.data;
+    // Only an answer still saying "confirmed" contradicts it (other status words than the spec's are not shown).
+    if (result.data.status !== "confirmed") return result.data;
+    return this.#lookAgain(id, appointmentPath(id, "/cancel"), "POST", (now) => now.status !== "confirmed", opts);
+  }
+
+  /**
+   * A success whose answer shows the appointment without the change asked for: a GET looks again (the answer may have
+   * been written before the change). Not there either, it is a refusal (not_applied): the write-back then puts the
+   * calendar back with a note, instead of recording a change the booking service did not make.
+   */
+  async #lookAgain(
+    id: string,
+    path: string,
+    method: string,
+    applied: (now: Appointment) => boolean,
+    opts: CallOptions,
+  ): Promise<Appointment> {
+    this.#log.warn({ method, path }, "booking API answered success without the change: looking again");
+    const now = await this.getAppointment(id, { ...opts, priority: opts.priority ?? "writeback" });
+    if (applied(now)) return now;
+    throw new BookingApiError({
+      code: "not_applied",
+      message: `the booking service answered success, but the appointment does not show the change (status ${now.status ?? "not given"}, start ${now.start_time ?? "not given"})`,
+      method,
+      path,
+    });
   }
 
   /**
@@ -367,7 +425,11 @@ export class BookingClient {
           // A resend refused ("already cancelled", "slot taken" by this very appointment) after an earlier attempt
           // whose fate was unknown, or a yes with an unreadable body: report the state the server is in if the change
           // is there, rather than a refusal of something that happened.
-          const applied = await this.#confirm(spec, e);
+          const yes = e.code === "invalid_response" && e.status !== undefined && e.status < 300;
+          const applied = await this.#confirm(spec, e).catch((error: unknown) => {
+            // A yes that cannot be checked may well have been applied: never to be reported as "not applied".
+            throw yes ? unconfirmedSuccess(e, error) : error;
+          });
           if (applied !== undefined) return applied;
         }
         throw e;
@@ -462,6 +524,18 @@ export class BookingClient {
 }
 
 /** Whether a failed exchange said the rate limit is exceeded (by its status or its error code). */
+/** A 2xx with a body that cannot be read, and a GET that could not tell whether the change was made. */
+function unconfirmedSuccess(answer: BookingApiError, lookFailed: unknown): BookingApiError {
+  return new BookingApiError({
+    code: "unconfirmed_success",
+    message: `answered ${answer.status} with a body that cannot be read, and reading the appointment back failed too (${lookFailed instanceof Error ? lookFailed.message : String(lookFailed)})`,
+    status: answer.status,
+    method: answer.method,
+    path: answer.path,
+    cause: answer,
+  });
+}
+
 function isRateLimited(e: unknown): boolean {
   return e instanceof BookingApiError && e.kind === "rate_limited";
 }

@@ -18,7 +18,9 @@ export type SynthesizedCode =
   | "server_error"
   | "network_error"
   | "timeout"
-  | "invalid_response";
+  | "invalid_response"
+  | "not_applied"
+  | "unconfirmed_success";
 
 /** Business refusals named by the spec: the request was understood and refused; retrying will not help. */
 const REJECTED_CODES = new Set([
@@ -41,14 +43,19 @@ export const RATE_LIMIT_CODES: ReadonlySet<string> = new Set(["rate_limited", "r
  */
 export function classify(code: string, status: number | undefined): BookingErrorKind {
   if (RATE_LIMIT_CODES.has(code)) return "rate_limited";
-  if (REJECTED_CODES.has(code)) return "rejected";
+  // not_applied: a success whose appointment, read again, does not show the change; the service did not make it.
+  if (REJECTED_CODES.has(code) || code === "not_applied") return "rejected";
   // invalid_appointment_id: refused by the client itself before sending (an id that would change the request path).
   if (code === "invalid_request" || code === "invalid_appointment_id") return "invalid_request";
   if (code === "network_error" || code === "timeout") return "transient";
   if (status === 401 || status === 403) return "auth";
   // "Gone" deletes the appointment's event, so only the service's own answer (its error envelope) may say it. A bare
   // 404 (a proxy or load balancer between deploys, an HTML page) is retried like an outage.
-  if (status === 404) return code === "not_found_unverified" ? "transient" : "not_found";
+  // The code must say so, too: a 404 naming something else (a route, an API version) is no deleted appointment.
+  if (status === 404) {
+    if (code === "not_found_unverified") return "transient";
+    return code === "not_found" || /appointment/i.test(code) ? "not_found" : "unknown";
+  }
   if (status === 429) return "rate_limited";
   if (status !== undefined && status >= 500) return "transient";
   return "unknown";

@@ -16,6 +16,27 @@ export function patchApplied(now: Appointment, wanted: PatchBody): boolean {
   return true;
 }
 
+/**
+ * Whether an answer to a PATCH shows a value other than the one asked for. A field the answer leaves out says nothing
+ * (the spec does not show the PATCH answer's fields).
+ */
+export function patchContradicted(answer: Appointment, wanted: PatchBody): boolean {
+  if (
+    wanted.start_time !== undefined &&
+    answer.start_time !== undefined &&
+    !sameInstant(answer.start_time, wanted.start_time)
+  )
+    return true;
+  if (
+    wanted.therapist_id !== undefined &&
+    answer.therapist_id !== undefined &&
+    answer.therapist_id !== wanted.therapist_id
+  )
+    return true;
+  if (wanted.status !== undefined && answer.status !== undefined && answer.status !== wanted.status) return true;
+  return false;
+}
+
 export function asList(body: unknown): unknown[] {
   if (Array.isArray(body)) return body;
   if (body && typeof body === "object" && "data" in body) {

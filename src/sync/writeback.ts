@@ -32,6 +32,9 @@ export async function applyWriteback(
     else await cancel(ctx, w);
   } catch (err) {
     if (err instanceof LeaveAsIs) throw err.cause;
+    // A yes from the booking service that could not be checked may have been applied: retried or a dead letter (the
+    // next attempt reads the booking again), never "not applied" with the event put back.
+    if (err instanceof BookingApiError && err.code === "unconfirmed_success") throw err;
     if (err instanceof BookingApiError && err.kind === "not_found" && (await appointmentGone(ctx, w.id))) {
       // The booking service no longer knows the appointment: nothing to restore it from.
       w.tell?.({ kind, result: "gone", error: err });

@@ -34,7 +34,11 @@ describe("error mapping", () => {
     expect(classify("invalid_request", 400)).toBe("invalid_request");
     expect(classify("whatever", 401)).toBe("auth");
     expect(classify("whatever", 403)).toBe("auth");
-    expect(classify("whatever", 404)).toBe("not_found");
+    expect(classify("not_found", 404)).toBe("not_found");
+    expect(classify("appointment_not_found", 404)).toBe("not_found");
+    // A 404 whose code names something else (an API version, a route) says nothing of the appointment.
+    expect(classify("api_version_not_found", 404)).toBe("unknown");
+    expect(classify("whatever", 404)).toBe("unknown");
     // A 404 without the service's envelope (a proxy's page) is no word from the service that anything is gone.
     expect(classify("not_found_unverified", 404)).toBe("transient");
     expect(classify("whatever", 429)).toBe("rate_limited");
@@ -184,6 +188,35 @@ describe("error mapping", () => {
       proxy.closeAllConnections();
       await new Promise<void>((r) => proxy.close(() => r()));
     }
+  });
+
+  it("believes 'appointment not found' only while the connection test answers (a wrong base address deletes nothing)", async () => {
+    pair = await startPair({ sim: { therapists: ["th_anna"] } });
+    const { sim, clock } = pair;
+    const gone = await failure(drive(clock, pair.client.getAppointment("apt_missing")));
+    expect(gone).toMatchObject({ code: "not_found", kind: "not_found" });
+    const again = await failure(drive(clock, pair.client.getAppointment("apt_missing_too")));
+    expect(again).toMatchObject({ code: "not_found", kind: "not_found" });
+    // One connection test for both: a success is trusted for a minute.
+    expect(sim.requests.filter((r) => r.route === "GET /v1/services")).toHaveLength(1);
+
+    // Behind a base address the service does not serve, every path answers the service's own 404 envelope.
+    const misrouted = new BookingClient({
+      baseUrl: `${sim.url}/v0`,
+      apiKey: API_KEY,
+      requestsPerMinute: 100,
+      maxRetries: 1,
+      clock,
+      registry: new Registry(),
+    });
+    const lost = await failure(drive(clock, misrouted.getAppointment("apt_1")));
+    expect(lost).toMatchObject({ code: "not_found_unverified", kind: "transient", retryable: true });
+    expect(lost.message).toContain("an outage, not a deleted appointment");
+
+    // A 404 whose code speaks of something else: not gone either.
+    sim.faults.refuseNext(1, "api_version_not_found", { status: 404, match: { method: "GET" } });
+    const version = await failure(drive(clock, pair.client.getAppointment("apt_missing")));
+    expect(version).toMatchObject({ code: "api_version_not_found", kind: "unknown" });
   });
 
   it("turns malformed bodies into invalid_response with the status, never a crash", async () => {

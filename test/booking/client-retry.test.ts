@@ -116,6 +116,35 @@ describe("retries", () => {
     expect(count(pair!, "POST /v1/appointments/:id/cancel")).toBe(1);
   });
 
+  it("takes no yes for a change the answer contradicts: looks again, and reports not_applied when it is not there", async () => {
+    const { sim, client, clock, id } = await setup();
+    const before = sim.get(id)!;
+    // A cancel answered 200 with the appointment still confirmed, and a PATCH answered 200 with the old start.
+    sim.faults.ignoreNext(1, { match: { method: "POST" } });
+    const cancel = await drive(clock, client.cancelAppointment(id, {})).catch((e: unknown) => e);
+    expect(cancel).toMatchObject({ code: "not_applied", kind: "rejected" });
+    sim.faults.ignoreNext(1, { status: 202, match: { method: "PATCH" } });
+    const patch = await drive(clock, client.patchAppointment(id, { start_time: at(30) })).catch((e: unknown) => e);
+    expect(patch).toMatchObject({ code: "not_applied", kind: "rejected" });
+    expect(sim.get(id)).toMatchObject({ status: "confirmed", start_time: before.start_time });
+    // Each was sent once and looked at once.
+    expect(count(pair!, "POST /v1/appointments/:id/cancel")).toBe(1);
+    expect(count(pair!, "PATCH /v1/appointments/:id")).toBe(1);
+    expect(count(pair!, "GET /v1/appointments/:id")).toBe(2);
+  });
+
+  it("reports a yes it cannot read nor check as unconfirmed_success, never as a failure to apply", async () => {
+    const { sim, client, clock, id } = await setup();
+    // Processed, answered 204 without a body; every GET that would confirm it fails.
+    sim.faults.malformedNext(1, { status: 204, body: "", match: { method: "POST" } });
+    sim.faults.failNext(10, 503, { method: "GET" });
+    const e = await drive(clock, client.cancelAppointment(id, {})).catch((x: unknown) => x);
+    expect(e).toMatchObject({ code: "unconfirmed_success", status: 204 });
+    expect((e as BookingApiError).kind).not.toBe("rejected");
+    expect(sim.get(id)!.status).toBe("cancelled");
+    expect(count(pair!, "POST /v1/appointments/:id/cancel")).toBe(1);
+  });
+
   it("checks a status PATCH with a GET after a lost answer", async () => {
     const { sim, client, clock, id } = await setup();
     sim.faults.dropResponseNext(1, { method: "PATCH" });

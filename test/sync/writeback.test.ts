@@ -184,6 +184,58 @@ describe("write-back", () => {
     await expectQuiet(h);
   });
 
+  it("a yes from the booking service that did not happen is no cancellation nor move: restored, visibly", async () => {
+    h = await twoWay();
+    const m = await mirrored(h);
+    // The cancel is answered 200 with the appointment still confirmed, and nothing was done.
+    h.world.booking.faults.ignoreNext(1, { match: { method: "POST", path: `/v1/appointments/${m.id}/cancel` } });
+    h.world.google.userDelete(m.cal, m.eventId);
+    await settle(h);
+    expect(h.world.booking.get(m.id)!.status).toBe("confirmed");
+    const back = liveOf(h, m.cal, m.id);
+    expect(back).toHaveLength(1);
+    expect(String(back[0]!.description)).toMatch(/deletion of this appointment was not applied: .*not_applied/);
+
+    // A move answered 202 with the old time, and nothing was done.
+    h.world.booking.faults.ignoreNext(1, { status: 202, match: { method: "PATCH" } });
+    const id = back[0]!.id as string;
+    h.world.google.userEdit(m.cal, id, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
+    const ev = h.world.google.event(m.cal, id)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
+    expect(String(ev.description)).toMatch(/move of this appointment was not applied: .*not_applied/);
+    const metric = await h.app.registry.getSingleMetricAsString("calbridge_writebacks_total");
+    expect(metric).toMatch(/kind="cancel",result="refused"} 1/);
+    expect(metric).toMatch(/kind="reschedule",result="refused"} 1/);
+    await expectQuiet(h);
+  });
+
+  it("a yes that can be neither read nor checked is never answered by putting the deleted event back", async () => {
+    h = await twoWay((c) => (c.sync = { ...c.sync, cancelled_events: "keep" }), { maxAttempts: 1, baseMs: 10 });
+    const m = await mirrored(h);
+    // Cancelled, answered 204 without a body; every read of the appointment fails for a while.
+    h.world.booking.faults.malformedNext(1, { status: 204, body: "", match: { method: "POST" } });
+    const cancelled = () => h!.world.booking.get(m.id)!.status === "cancelled";
+    h.world.booking.faults.failNext(1000, 503, { method: "GET", when: cancelled });
+    h.world.google.userDelete(m.cal, m.eventId);
+    await h.app.poller.poll("th_1");
+    await h.app.engine.idle();
+    expect(h.world.booking.get(m.id)!.status).toBe("cancelled");
+    // Not put back as "not applied": the write-back is left for the dead letters, the event stays deleted.
+    expect(liveOf(h, m.cal, m.id)).toEqual([]);
+    const metric = await h.app.registry.getSingleMetricAsString("calbridge_writebacks_total");
+    expect(metric).not.toMatch(/result="failed"} [1-9]/);
+    expect(metric).not.toMatch(/result="refused"} [1-9]/);
+    // Once the service answers again, the next sync lines the calendar up with the cancellation: nothing sent twice.
+    h.world.booking.faults.reset();
+    await settle(h);
+    await h.app.reconcile();
+    await settle(h);
+    expect(h.world.booking.requests.filter((r) => r.route.endsWith("/cancel"))).toHaveLength(1);
+    expect(liveOf(h, m.cal, m.id).every((e) => String(e.summary).startsWith("Cancelled"))).toBe(true);
+  });
+
   it("a change to an appointment that is not confirmed is restored with the reason", async () => {
     h = await twoWay();
     const m = await mirrored(h);

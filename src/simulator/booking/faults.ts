@@ -6,6 +6,8 @@ export interface FaultMatch {
   method?: string;
   /** Exact pathname (e.g. "/v1/appointments/apt_1/cancel") or a pattern. */
   path?: string | RegExp;
+  /** Only while this holds (e.g. once an appointment is cancelled): a fault that follows another. */
+  when?: () => boolean;
 }
 
 interface Planned {
@@ -21,6 +23,7 @@ interface Planned {
 
 export type Outcome =
   | { kind: "fail"; status: number; code?: string; retryAfter?: number }
+  | { kind: "ignore"; status: number }
   | { kind: "drop" }
   | { kind: "malformed"; status: number; body: string }
   | undefined;
@@ -33,6 +36,7 @@ export class Faults {
   /** Real milliseconds added before every answer (network latency; not the simulator's clock). */
   latencyMs = 0;
   readonly #fail: Planned[] = [];
+  readonly #ignore: Planned[] = [];
   readonly #drop: Planned[] = [];
   readonly #malformed: Planned[] = [];
   readonly #rng: Rng;
@@ -65,6 +69,15 @@ export class Faults {
     });
   }
 
+  /**
+   * The next `n` matching requests are answered `status` (default 200) with the appointment as it stands, unprocessed:
+   * a success that did not happen. The spec shows neither the success statuses nor whether a 2xx means "done" (a
+   * service may queue a change, or lose it); a client must not take a yes for the change.
+   */
+  ignoreNext(n: number, options: { status?: number; match?: FaultMatch } = {}): void {
+    this.#ignore.push({ remaining: n, match: options.match, status: options.status ?? 200, body: undefined });
+  }
+
   /** The next `n` matching requests are processed, then the connection is destroyed without an answer. */
   dropResponseNext(n: number, match?: FaultMatch): void {
     this.#drop.push({ remaining: n, match, status: 0, body: undefined });
@@ -77,13 +90,14 @@ export class Faults {
 
   /** Planned failures, drops and garbled answers not yet used up. */
   get planned(): number {
-    return [...this.#fail, ...this.#drop, ...this.#malformed].reduce((n, p) => n + p.remaining, 0);
+    return [...this.#fail, ...this.#ignore, ...this.#drop, ...this.#malformed].reduce((n, p) => n + p.remaining, 0);
   }
 
   reset(): void {
     this.errorRate = 0;
     this.latencyMs = 0;
     this.#fail.length = 0;
+    this.#ignore.length = 0;
     this.#drop.length = 0;
     this.#malformed.length = 0;
   }
@@ -99,6 +113,8 @@ export class Faults {
         ...(planned.retryAfter !== undefined ? { retryAfter: planned.retryAfter } : {}),
       };
     }
+    const ignored = take(this.#ignore, method, path);
+    if (ignored) return { kind: "ignore", status: ignored.status };
     if (this.errorRate > 0 && this.#rng.next() < this.errorRate) return { kind: "fail", status: 503 };
     return undefined;
   }
@@ -115,6 +131,7 @@ export class Faults {
 function matches(match: FaultMatch | undefined, method: string, path: string): boolean {
   if (!match) return true;
   if (match.method && match.method.toUpperCase() !== method) return false;
+  if (match.when && !match.when()) return false;
   if (match.path instanceof RegExp) return match.path.test(path);
   if (match.path !== undefined) return match.path === path;
   return true;

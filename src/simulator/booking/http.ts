@@ -179,6 +179,12 @@ async function handle(ctx: HttpContext, seq: number, req: IncomingMessage, res: 
       "fault",
     );
   }
+  if (before?.kind === "ignore") {
+    const id = hit?.m?.[1] === undefined ? undefined : decodeURIComponent(hit.m[1]);
+    const appt = id === undefined ? undefined : ctx.store.appointments.get(id);
+    const data = appt ? fullForm(appt, ctx.store) : null;
+    return send(before.status, JSON.stringify({ data, meta: { request_id: requestId } }), rl, "fault");
+  }
   if (!hit) {
     if (found.length > 0)
       return fail(new SimError(405, "method_not_allowed", `${method} not allowed on ${path}`), rl, "error");
