@@ -146,7 +146,7 @@ describe("write-back", () => {
     expect(h.world.google.event(m.cal, m.eventId)?.status).toBe("cancelled");
   });
 
-  it("a changed duration or an all-day event is restored from the booking, nothing is sent", async () => {
+  it("a changed duration, an all-day event or a move by seconds is restored from the booking, nothing is sent", async () => {
     h = await twoWay();
     const m = await mirrored(h);
     h.world.google.userEdit(m.cal, m.eventId, { end: shifted(m.start + 3 * HOUR) });
@@ -162,6 +162,17 @@ describe("write-back", () => {
     expect((ev.start as { dateTime?: string }).dateTime).toBeDefined();
     expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
     expect(String(ev.description)).toMatch(/calbridge|restored/i);
+    // Moved by seconds (a script, another sync tool: no calendar app does that): no reschedule to hh:mm:05.
+    h.world.google.userEdit(m.cal, m.eventId, {
+      start: shifted(m.start + 5_000),
+      end: shifted(m.start + HOUR + 5_000),
+    });
+    await settle(h);
+    ev = h.world.google.event(m.cal, m.eventId)!;
+    expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
+    expect(String(ev.description)).toMatch(/moves by whole minutes; times restored/);
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
+    expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
     await expectQuiet(h);
   });
 
