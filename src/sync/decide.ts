@@ -178,9 +178,9 @@ export function decide(input: DecideInput): Action {
     if (change === "resized") return restore("the booking service keeps an appointment's duration; times restored");
     if (!wb.reschedule) return restore("event moved in the calendar, and rescheduling from the calendar is turned off");
     const start = instantOf(event?.start);
-    // Calendar apps move events by whole minutes; seconds come from a script or another sync tool, not a person's intent.
-    if (((start ?? 0) - (link.eventStart ?? 0)) % 60_000 !== 0) {
-      return restore("an appointment moves by whole minutes; times restored");
+    // No calendar app moves an event by seconds: a script or another sync tool did, and nobody meant a reschedule.
+    if (Math.abs((start ?? 0) - (link.eventStart ?? 0)) < 60_000) {
+      return restore("moved by less than a minute, which is no reschedule; times restored");
     }
     return {
       kind: "writeback_reschedule",

@@ -170,7 +170,7 @@ describe("write-back", () => {
     await settle(h);
     ev = h.world.google.event(m.cal, m.eventId)!;
     expect(Date.parse(String((ev.start as { dateTime: string }).dateTime))).toBe(m.start);
-    expect(String(ev.description)).toMatch(/moves by whole minutes; times restored/);
+    expect(String(ev.description)).toMatch(/moved by less than a minute, which is no reschedule; times restored/);
     expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
     expect(h.world.booking.requests.filter((r) => r.method === "PATCH")).toHaveLength(0);
     await expectQuiet(h);
