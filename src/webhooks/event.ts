@@ -92,6 +92,14 @@ export function nestedDeeperThan(raw: Buffer, max: number): boolean {
  */
 export type ParsedBody = { ok: true; event: BookingWebhookEvent } | { ok: false; reason: string; limit?: true };
 
+/**
+ * A body's text. A leading UTF-8 byte order mark is dropped: JSON.parse refuses it, and RFC 8259 (8.1) lets a parser
+ * ignore it, so a signed delivery that starts with one is an event, not a malformed body (the signature is checked on
+ * the bytes as they came).
+ */
+const textOf = (raw: Buffer): string =>
+  raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf ? raw.toString("utf8", 3) : raw.toString("utf8");
+
 /** Parses a verified body; a failure is a malformed delivery (dead letter), not a transient error. */
 export function parseEventBody(raw: Buffer): ParsedBody {
   if (nestedDeeperThan(raw, MAX_JSON_DEPTH)) {
@@ -99,7 +107,7 @@ export function parseEventBody(raw: Buffer): ParsedBody {
   }
   let json: unknown;
   try {
-    json = JSON.parse(raw.toString("utf8"));
+    json = JSON.parse(textOf(raw));
   } catch {
     return { ok: false, reason: "body is not JSON" };
   }
@@ -119,7 +127,7 @@ export function parseEventBody(raw: Buffer): ParsedBody {
 export function peekEventId(raw: Buffer): string | undefined {
   if (raw.length > 1_000_000) return undefined;
   try {
-    const id = (JSON.parse(raw.toString("utf8")) as { id?: unknown } | null)?.id;
+    const id = (JSON.parse(textOf(raw)) as { id?: unknown } | null)?.id;
     return typeof id === "string" ? id.slice(0, MAX_ID_LENGTH) : undefined;
   } catch {
     return undefined;

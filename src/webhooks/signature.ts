@@ -46,7 +46,9 @@ export function parseSignatureHeader(header: string): SignatureHeader | undefine
     const key = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
     if (key === "t") {
-      if (timestamp !== undefined || !/^\d{1,12}$/.test(value)) return undefined;
+      // The header sent twice (a proxy, one line per secret while rotating) arrives joined: the same t= again is that,
+      // a different one is not one signature.
+      if (!/^\d{1,12}$/.test(value) || (timestamp !== undefined && timestamp !== Number(value))) return undefined;
       timestamp = Number(value);
     } else if (key === "v1" && value.length > 0) {
       signatures.push(value);

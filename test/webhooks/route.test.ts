@@ -171,6 +171,24 @@ describe("webhook route", () => {
     expect(h.sink.calls).toEqual([]);
   });
 
+  it("takes a signed body that starts with a byte order mark, and a signature header that came twice", async () => {
+    const h = await harness();
+    // JSON.parse refuses a BOM; RFC 8259 (8.1) lets a parser ignore it. Signed as sent, BOM included.
+    const bom = `\uFEFF${JSON.stringify(created("evt_bom"))}`;
+    expect(await h.post(bom, { raw: true })).toEqual({ status: 200, json: { received: true } });
+    // The header twice (a proxy, one line per secret while rotating) arrives joined by a comma: the same t= again.
+    const payload = JSON.stringify(created("evt_twice", "apt_2"));
+    const t = Math.floor(h.clock.now() / 1000);
+    const twice = `${sign(payload, OLD_SECRET, t)}, ${sign(payload, SECRET, t)}`;
+    expect((await h.post(payload, { raw: true, signature: twice })).status).toBe(200);
+    // Two different timestamps are not one signature.
+    const other = `${sign(payload, SECRET, t)}, ${sign(payload, SECRET, t - 1)}`;
+    expect((await h.post(payload, { raw: true, signature: other })).status).toBe(400);
+    await h.processor!.idle();
+    expect(await collect(h.inbox.deadLetters())).toEqual([]);
+    expect(h.sink.calls.map((c) => c.eventId).sort()).toEqual(["evt_bom", "evt_twice"]);
+  });
+
   it("processes a signed event whose hint fields are null or odd, instead of setting it aside", async () => {
     const h = await harness();
     const bodies = [
