@@ -226,6 +226,32 @@ function lineOf(doc: ReturnType<typeof parseDocument>, lc: LineCounter, path: Pa
   return undefined;
 }
 
+/**
+ * The parts of a webhook address that may quote its credential on their own: the whole address, its path and query (a
+ * receiver's error page echoes them: Express answers "Cannot POST /hooks/.../TOKEN") when they carry a token, each path
+ * segment or query value long enough to be one, and the password of the user info.
+ */
+function urlCredentials(address: string): string[] {
+  const parts = [address];
+  let url: URL;
+  try {
+    url = new URL(address);
+  } catch {
+    return parts;
+  }
+  if (url.password) parts.push(decodeURIComponent(url.password));
+  const tokens = [
+    ...url.pathname.split("/").filter((segment) => segment.length >= TOKEN_LENGTH),
+    ...[...url.searchParams.values()].filter((value) => value.length >= TOKEN_LENGTH),
+  ];
+  // A path without a token (/alerts) is no secret: scrubbing it would garble every line that names it.
+  if (tokens.length > 0) parts.push(`${url.pathname}${url.search}`, url.pathname, ...tokens);
+  return parts;
+}
+
+/** Shortest path segment or query value taken for a token (Slack's are 24 characters, hookshot's longer). */
+const TOKEN_LENGTH = 16;
+
 function registerSecrets(cfg: Config, resolved: string[], registry: SecretRegistry): void {
   registry.add(cfg.booking.api_key);
   for (const s of cfg.webhooks.signing_secrets) registry.add(s);
@@ -236,7 +262,7 @@ function registerSecrets(cfg: Config, resolved: string[], registry: SecretRegist
   for (const t of cfg.therapists) if (t.auth?.type === "oauth") registry.add(t.auth.refresh_token);
   // A chat's incoming-webhook address is its credential (Slack's, Teams' and hookshot's carry the token in the path).
   for (const target of cfg.notify.targets) {
-    if (target.type === "webhook") registry.add(target.url);
+    if (target.type === "webhook") for (const part of urlCredentials(target.url)) registry.add(part);
     else registry.add(target.smtp.auth?.pass);
   }
   for (const s of resolved) registry.add(s);

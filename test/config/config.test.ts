@@ -453,6 +453,26 @@ therapists:
     const literal = new SecretRegistry();
     parseConfig(`${minimal}notify:\n  targets: [{ type: webhook, url: "${hookUrl}" }]\n`, { env, secrets: literal });
     expect(literal.scrub(`to ${hookUrl}`)).toBe("to [REDACTED]");
+    // A receiver's error page that echoes the path (Express: "Cannot POST /path") carries the token without the host.
+    const token = "Xy7sEcReTtOkEn0123456789";
+    const echoing = new SecretRegistry();
+    parseConfig(
+      `${minimal}notify:\n  targets: [{ type: webhook, url: "https://chat.example/hooks/T0/B0/${token}?x=1" }]\n`,
+      {
+        env,
+        secrets: echoing,
+      },
+    );
+    expect(echoing.scrub(`HTTP 404 Cannot POST /hooks/T0/B0/${token}?x=1`)).not.toContain(token);
+    expect(echoing.scrub(`HTTP 404 Cannot POST /hooks/T0/B0/${token}`)).not.toContain(token);
+    expect(echoing.scrub(`token ${token}`)).toBe("token [REDACTED]");
+    // A path without a token is no secret: lines naming it stay readable.
+    const plain = new SecretRegistry();
+    parseConfig(`${minimal}notify:\n  targets: [{ type: webhook, url: "https://chat.example/webhooks" }]\n`, {
+      env,
+      secrets: plain,
+    });
+    expect(plain.scrub("POST /webhooks/booking 200")).toBe("POST /webhooks/booking 200");
 
     const bad = `notify:
   targets:
