@@ -5,7 +5,7 @@
 // to answer anyone (done marks) may also linger: its batch is stored a few milliseconds after its first write, or at
 // once when full, so a burst's writes share one statement. An entry that can never be stored (the store names it: a
 // value its serializer refuses) fails alone, and the rest of its batch is stored; a failure of the store itself fails
-// the batch, as every entry in it would meet it.
+// what was not stored yet of the batch, as every entry of it would meet it.
 import { type Table, UnstorableValueError } from "../store/store.ts";
 
 interface Waiter<R> {
@@ -132,7 +132,9 @@ function entriesOf<T>(chunk: [string, Entry<T>][]): { key: string; value: T; ttl
 /**
  * Writes `items` with `write` in slices of `size`, one after the other. Within a slice, entries the store names as
  * unstorable fail on their own and the others are written in one more call (nothing of a slice is written when its
- * values do not all serialize); any other error fails the whole call.
+ * values do not all serialize); any other error fails that slice and those after it, while the slices already written
+ * succeed: their callers must not be told "not stored" (a webhook answered 503 although stored is retried by its
+ * sender, found stored, answered "duplicate", and never processed).
  */
 async function inChunks<V, R>(
   items: [string, V][],
@@ -146,7 +148,11 @@ async function inChunks<V, R>(
       for (const value of await write(chunk)) out.push({ ok: true, value });
     } catch (error) {
       const bad = error instanceof UnstorableValueError ? new Set(error.keys) : undefined;
-      if (!bad || !chunk.some(([key]) => bad.has(key))) throw error;
+      if (!bad || !chunk.some(([key]) => bad.has(key))) {
+        if (i === 0) throw error;
+        for (let rest = i; rest < items.length; rest++) out.push({ ok: false, error });
+        return out;
+      }
       const rest = chunk.filter(([key]) => !bad.has(key));
       const written = rest.length > 0 ? await write(rest) : [];
       let next = 0;

@@ -10,7 +10,8 @@ async function gatedTable() {
   const inner = store.table<string>("inbox");
   const batches: string[][] = [];
   let gate: { open: () => void; promise: Promise<void> } | undefined;
-  let failNext = false;
+  /** Batches to let pass before one fails; undefined: none fails. */
+  let failAfter: number | undefined;
   const hold = () => {
     let open!: () => void;
     const promise = new Promise<void>((r) => {
@@ -22,8 +23,8 @@ async function gatedTable() {
   const pass = async (keys: string[]) => {
     batches.push(keys);
     await gate?.promise;
-    if (failNext) {
-      failNext = false;
+    if (failAfter !== undefined && failAfter-- === 0) {
+      failAfter = undefined;
       throw new Error("SQLITE_IOERR: disk I/O error");
     }
   };
@@ -52,8 +53,9 @@ async function gatedTable() {
     inner,
     batches,
     hold,
-    failNextBatch: () => {
-      failNext = true;
+    /** The next batch (or the one after `passing` more) fails. */
+    failNextBatch: (passing = 0) => {
+      failAfter = passing;
     },
   };
 }
@@ -184,5 +186,29 @@ describe("BatchedAdder", () => {
       "Error: SQLITE_IOERR: disk I/O error",
     ]);
     expect(await t.inner.get("j")).toBeUndefined();
+  });
+
+  it("answers the entries of a batch stored before the store failed as stored, and only the rest as failed", async () => {
+    const t = await gatedTable();
+    // Two entries a statement: a batch of five is written in three slices; the second one meets a full disk.
+    const adder = new BatchedAdder(t.table, 2);
+    t.failNextBatch(1);
+    const adds = ["a", "b", "c", "d", "e"].map((k) => settled(adder.add(k, k)));
+    await new Promise((r) => setTimeout(r, 5));
+    expect(t.batches).toEqual([
+      ["a", "b"],
+      ["c", "d"],
+    ]);
+    // Stored, so answered so: a webhook told 503 although stored is retried, found stored, and taken for a duplicate.
+    expect(adds.map((s) => (s.done && s.error === undefined ? s.value : String(s.error)))).toEqual([
+      true,
+      true,
+      "Error: SQLITE_IOERR: disk I/O error",
+      "Error: SQLITE_IOERR: disk I/O error",
+      "Error: SQLITE_IOERR: disk I/O error",
+    ]);
+    expect(await t.inner.getMany(["a", "b", "c", "e"])).toEqual(["a", "b", undefined, undefined]);
+    // The failed ones are stored when sent again.
+    expect(await Promise.all([adder.add("c", "c"), adder.add("e", "e")])).toEqual([true, true]);
   });
 });
