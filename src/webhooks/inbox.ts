@@ -217,6 +217,15 @@ export class WebhookInbox {
     await this.#writes.set(entry.id, { ...rest, event, attempts: entry.attempts + 1 });
   }
 
+  /**
+   * Takes back the start `countReplay` counted for `entry` (as read before it): the sink left it unfinished because the
+   * process was stopping, which is no crash, so an event that outlives a few deploys is not set aside as poisonous.
+   */
+  async uncountReplay(entry: InboxEntry): Promise<void> {
+    const { event, ...rest } = entry;
+    await this.#writes.set(entry.id, { ...rest, event, attempts: entry.attempts });
+  }
+
   /** Replaces the entry with its done mark: no longer pending, and later deliveries of the id are duplicates. */
   async markDone(id: string): Promise<void> {
     await this.#writes.set(id, { doneAt: this.#iso(this.#clock.now()) }, this.#seenTtlMs);

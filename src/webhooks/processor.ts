@@ -62,6 +62,8 @@ export class InboxProcessor {
   readonly #finishedDuringReads = new Set<string>();
   #readsInFlight = 0;
   readonly #warnedTypes = new Set<string>();
+  /** Replayed entries whose start was counted (countReplay) and not yet finished. */
+  readonly #counted = new Set<string>();
   /** Entries waiting for the next turn, in order, and the promise that turn settles. */
   #due: InboxEntry[] = [];
   #dueTurn: Promise<void> = Promise.resolve();
@@ -188,6 +190,7 @@ export class InboxProcessor {
         try {
           if (entry.attempts < this.#maxReplays) {
             await this.#inbox.countReplay(entry);
+            this.#counted.add(entry.id);
             again.push(entry);
             return;
           }
@@ -260,6 +263,7 @@ export class InboxProcessor {
         this.#warnedTypes.add(event.type);
         log.warn("webhook event of an unknown type acknowledged and ignored (logged once per type)");
       }
+      this.#counted.delete(entry.id);
       return this.#finish(entry, log, type, kind);
     }
     try {
@@ -267,8 +271,15 @@ export class InboxProcessor {
     } catch (error) {
       this.#metrics.processing.inc({ type, result: "unfinished" });
       log.warn({ err: error }, "webhook event not finished; it stays in the inbox and replays at the next start");
+      // The sink gives up only when stopping: an orderly stop, not a crash, so this start does not count.
+      if (this.#counted.delete(entry.id)) {
+        await this.#inbox
+          .uncountReplay(entry)
+          .catch((err: unknown) => log.warn({ err }, "replay count not taken back"));
+      }
       return;
     }
+    this.#counted.delete(entry.id);
     return this.#finish(entry, log, type, "ok");
   }
 

@@ -123,6 +123,34 @@ describe("inbox processor", () => {
     await store.close();
   });
 
+  it("does not count a start the sink left unfinished because the process was stopping (no crash, no poison)", async () => {
+    const clock = new ManualClock();
+    const store = await openTestStore(tmpStorePath());
+    const first = new WebhookInbox({ store, clock });
+    expect(await first.accept(apt("evt_slow", "appointment.created", "apt_1") as never)).toBe("accepted");
+    // Six deploys while the event waits (a calendar unavailable): the engine gives it up at each orderly stop.
+    for (let start = 1; start <= 6; start++) {
+      const inbox = new WebhookInbox({ store, clock });
+      const sink = new RecordingSink();
+      const gaveUp = deferred();
+      sink.behaviour = () =>
+        gaveUp.promise.then(() => {
+          throw Object.assign(new Error("the sync engine stopped before this request was finished"), {
+            name: "EngineStoppedError",
+          });
+        });
+      const processor = new InboxProcessor({ inbox, sink, clock, maxReplays: 2 });
+      await processor.start();
+      await until(() => sink.calls.length === 1, `the hand-over at start ${start}`);
+      const stopping = processor.stop(1000);
+      gaveUp.resolve();
+      await stopping;
+    }
+    expect(await collect(first.deadLetters())).toEqual([]);
+    expect(await new WebhookInbox({ store, clock }).get("evt_slow")).toMatchObject({ id: "evt_slow", attempts: 0 });
+    await store.close();
+  });
+
   it("dispatches by type: appointments and customers to the sink, payments acknowledged, unknown warned once", async () => {
     const h = await harness();
     await h.post(apt("e1", "appointment.no_show", "apt_1"));
