@@ -225,13 +225,8 @@ export class CredentialStore {
     const savedAt = typeof row.at === "number" ? row.at : 0;
     if (!SecretBox.isEnvelope(stored)) {
       logSecrets.add(stored);
-      if (this.#box) {
-        await this.saveRefreshToken(therapistId, stored, meta, savedAt);
-        this.#logger.info(
-          { therapist_id: therapistId },
-          "refresh token stored in clear by an earlier build: now encrypted with store.encryption_key",
-        );
-      } else if (!this.#warnedClear.has(therapistId)) {
+      if (this.#box) await this.#reseal(therapistId, stored, meta, savedAt, "clear");
+      else if (!this.#warnedClear.has(therapistId)) {
         this.#warnedClear.add(therapistId);
         this.#logger.warn(
           { therapist_id: therapistId },
@@ -254,14 +249,40 @@ export class CredentialStore {
       throw err;
     }
     logSecrets.add(token);
-    if (this.#box.isStale(stored)) {
-      await this.saveRefreshToken(therapistId, token, meta, savedAt);
-      this.#logger.info(
-        { therapist_id: therapistId },
-        "refresh token sealed under a previous key: now encrypted with the current store.encryption_key",
-      );
-    }
+    if (this.#box.isStale(stored)) await this.#reseal(therapistId, token, meta, savedAt, "stale");
     return { token, savedAt, meta };
+  }
+
+  /**
+   * Seals a token read in clear or under a previous key again under the current key, logging it; true when written.
+   * An upkeep step: when the store refuses the write (disk full, Redis over maxmemory) it is logged and left for the
+   * next read or start, and the token, which was readable, is still used.
+   */
+  async #reseal(
+    therapistId: string,
+    token: string,
+    meta: RefreshTokenMeta,
+    savedAt: number,
+    was: "clear" | "stale",
+  ): Promise<boolean> {
+    try {
+      await this.saveRefreshToken(therapistId, token, meta, savedAt);
+    } catch (err) {
+      this.#logger.warn(
+        { therapist_id: therapistId, err: err instanceof Error ? err.message : String(err) },
+        was === "clear"
+          ? "refresh token stored in clear by an earlier build could not be encrypted now (the store refused the write); it is used, and encrypted at the next read or start"
+          : "refresh token sealed under a previous key could not be sealed again now (the store refused the write); it is used, and sealed again at the next read or start",
+      );
+      return false;
+    }
+    this.#logger.info(
+      { therapist_id: therapistId },
+      was === "clear"
+        ? "refresh token stored in clear by an earlier build: now encrypted with store.encryption_key"
+        : "refresh token sealed under a previous key: now encrypted with the current store.encryption_key",
+    );
+    return true;
   }
 
   deleteRefreshToken(therapistId: string): Promise<boolean> {

@@ -12,7 +12,7 @@ import {
   SecretDecryptError,
   tokenDigest,
 } from "../../src/store/secrets.ts";
-import type { Store } from "../../src/store/store.ts";
+import type { Store, Table, TableName } from "../../src/store/store.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { openTestStore, tmpStorePath } from "../webhooks/support.ts";
 
@@ -42,6 +42,27 @@ function onDisk(path: string): string {
     }
   };
   return read(path) + read(`${path}-wal`);
+}
+
+/** The store as a full disk leaves it: reads work, every write fails. */
+function refusingWrites(inner: Store): Store {
+  const full = () => Promise.reject(new Error("SQLITE_FULL: database or disk is full"));
+  return {
+    ...inner,
+    table<T>(name: TableName): Table<T> {
+      const t = inner.table<T>(name);
+      return {
+        get: (k) => t.get(k),
+        getMany: (k) => t.getMany(k),
+        entries: () => t.entries(),
+        delete: (k) => t.delete(k),
+        deleteMany: (k) => t.deleteMany(k),
+        addMany: full,
+        set: full,
+        setMany: full,
+      };
+    },
+  };
 }
 
 const failure = async (work: Promise<unknown>) =>
@@ -173,5 +194,28 @@ describe("CredentialStore", () => {
     expect((await new CredentialStore({ store, box: new SecretBox(KEY_B) }).loadRefreshToken("th_ben"))?.token).toBe(
       TOKEN,
     );
+  });
+
+  it("still answers a token it could not seal again while the store refuses writes, and seals it later", async () => {
+    const { store } = await sqlite();
+    await new CredentialStore({ store, box: new SecretBox(KEY_A) }).saveRefreshToken("th_ben", TOKEN);
+    await store.table("credentials").set("oauth:th_anna", { refresh_token: TOKEN, at: 1 }); // an earlier build's
+    const log = captureLog();
+    const full = new CredentialStore({
+      store: refusingWrites(store),
+      box: new SecretBox(KEY_B, [KEY_A]),
+      logger: log.logger,
+    });
+    expect((await full.loadRefreshToken("th_ben"))?.token).toBe(TOKEN);
+    expect((await full.loadRefreshToken("th_anna"))?.token).toBe(TOKEN);
+    const warned = log.lines.filter((l) => l["level"] === 40 && String(l["msg"]).includes("at the next read or start"));
+    expect(warned.map((l) => l["therapist_id"]).sort()).toEqual(["th_anna", "th_ben"]);
+    expect(warned.every((l) => String(l["err"]).includes("SQLITE_FULL"))).toBe(true);
+    expect(JSON.stringify(log.lines)).not.toContain(TOKEN);
+    // Once the store takes writes again, the next read seals them under the current key.
+    const rotating = new CredentialStore({ store, box: new SecretBox(KEY_B, [KEY_A]) });
+    for (const id of ["th_ben", "th_anna"]) expect((await rotating.loadRefreshToken(id))?.token).toBe(TOKEN);
+    const current = new CredentialStore({ store, box: new SecretBox(KEY_B) });
+    for (const id of ["th_ben", "th_anna"]) expect((await current.loadRefreshToken(id))?.token).toBe(TOKEN);
   });
 });
