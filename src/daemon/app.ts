@@ -162,6 +162,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     logger: logger.child({ component: "calendar" }),
     registry,
   });
+  // Every stored token under the current key before any is used, also those of therapists not mapped now: after
+  // this start the previous key can be removed (README "The encryption key"). Upkeep: a failure does not stop a start.
+  await credentials.resealAll().catch((err: unknown) => {
+    logger.warn(
+      { component: "credentials", err: describeError(err) },
+      "stored refresh tokens not all sealed again under the current key; tried again at the next start",
+    );
+  });
   const gateways = new TherapistCalendars({ config, store, credentials, clock, logger, registry, metrics, quota });
   await gateways.open();
   const calendars = gateways.map;

@@ -184,7 +184,8 @@ export class CredentialDecryptError extends Error {
 /**
  * The OAuth refresh tokens kept in the store, one per therapist, encrypted with store.encryption_key. Tokens an
  * earlier build stored in clear are still read, and are encrypted as soon as a key is configured (logged once per
- * token); tokens sealed under a previous key are sealed again under the current one.
+ * token); tokens sealed under a previous key are sealed again under the current one, when read and, for every stored
+ * token, by resealAll() at start.
  */
 export class CredentialStore {
   readonly #table: Table<CredentialRow>;
@@ -285,11 +286,66 @@ export class CredentialStore {
     return true;
   }
 
+  /**
+   * Seals again under the current key every stored token sealed under a previous key or stored in clear by an earlier
+   * build, whether or not its therapist is in the mapping now (removed, on leave, or with a token in the file): what a
+   * start does, so that the old key can be removed after it and `calbridge purge --therapist ID` or a later re-mapping
+   * still finds the token. One line per token (the therapist id, never the token). A token that cannot be opened is
+   * left as it is and logged; a write the store refuses is logged and left for the next read or start. Idempotent:
+   * replicas starting together each seal the same token under the same key, and each entry is read again just before
+   * it is written, so a token stored meanwhile (a connect) is not replaced by the one listed.
+   */
+  async resealAll(): Promise<{ resealed: number; failed: number; unreadable: number }> {
+    const result = { resealed: 0, failed: 0, unreadable: 0 };
+    const box = this.#box;
+    if (!box) return result;
+    const due = (row: CredentialRow | undefined): row is CredentialRow =>
+      typeof row?.refresh_token === "string" &&
+      row.refresh_token !== "" &&
+      (!SecretBox.isEnvelope(row.refresh_token) || box.isStale(row.refresh_token));
+    // Listed first, written after: no write while the listing is under way.
+    const ids: string[] = [];
+    for await (const [key, row] of this.#table.entries()) {
+      if (key.startsWith(KEY_PREFIX) && due(row)) ids.push(key.slice(KEY_PREFIX.length));
+    }
+    for (const therapistId of ids) {
+      const row = await this.#table.get(keyOf(therapistId));
+      if (!due(row)) continue; // sealed meanwhile (another replica, a connect) or deleted
+      const stored = row.refresh_token;
+      let token: string;
+      if (SecretBox.isEnvelope(stored)) {
+        try {
+          token = box.open(stored, contextOf(therapistId));
+        } catch (err) {
+          if (!(err instanceof SecretDecryptError)) throw err;
+          result.unreadable++;
+          this.#logger.warn(
+            { therapist_id: therapistId, err: new CredentialDecryptError(therapistId, err).message },
+            "stored refresh token not sealed again under the current key: it cannot be decrypted",
+          );
+          continue;
+        }
+      } else token = stored;
+      logSecrets.add(token);
+      const done = await this.#reseal(
+        therapistId,
+        token,
+        row.meta ?? {},
+        typeof row.at === "number" ? row.at : 0,
+        SecretBox.isEnvelope(stored) ? "stale" : "clear",
+      );
+      if (done) result.resealed++;
+      else result.failed++;
+    }
+    return result;
+  }
+
   deleteRefreshToken(therapistId: string): Promise<boolean> {
     return this.#table.delete(keyOf(therapistId));
   }
 }
 
-const keyOf = (therapistId: string) => `oauth:${therapistId}`;
+const KEY_PREFIX = "oauth:";
+const keyOf = (therapistId: string) => `${KEY_PREFIX}${therapistId}`;
 /** The record an envelope belongs to, bound into it: a token copied to another therapist's row does not decrypt. */
 const contextOf = (therapistId: string) => `credentials/oauth/${therapistId}`;

@@ -20,12 +20,12 @@ afterEach(async () => {
   world = undefined;
 });
 
-async function oauthWorld(key: string): Promise<World> {
+async function oauthWorld(key: string, previous: string[] = []): Promise<World> {
   const w = await startWorld({
     therapists: ["th_anna", "th_ben", "th_cleo"],
     configure: (c) => {
       c.google.oauth = { client_id: "placeholder", client_secret: "placeholder-secret" };
-      c.store = { ...c.store, encryption_key: key };
+      c.store = { ...c.store, encryption_key: key, previous_encryption_keys: previous };
       for (const t of c.therapists) {
         if (t.therapist_id !== "th_anna") t.auth = { type: "oauth" };
       }
@@ -74,5 +74,43 @@ describe("stored refresh tokens in the daemon", () => {
     );
     await app.reconcile();
     expect(world.google.events(world.calendarOf("th_ben")).filter((e) => e.status === "confirmed")).toHaveLength(1);
+  });
+
+  it("a start with a new key seals every stored token again, also of therapists not mapped or with a file token", async () => {
+    world = await oauthWorld(KEY_B, [KEY_A]);
+    const client = world.config.google.oauth!.client_id;
+    // th_cleo's token comes from the file; her stored one waits for the file token to be removed.
+    const cleo = world.config.therapists.find((t) => t.therapist_id === "th_cleo")!;
+    cleo.auth = { type: "oauth", refresh_token: world.google.issueRefreshToken(world.calendarOf("th_cleo"), client) };
+    let store = await openStore(world.config.store.url);
+    const old = new CredentialStore({ store, box: new SecretBox(KEY_A) });
+    await old.saveRefreshToken("th_ben", world.google.issueRefreshToken(world.calendarOf("th_ben"), client));
+    await old.saveRefreshToken("th_cleo", "1//cleo-stored-token-Kiwi5Tui2");
+    await old.saveRefreshToken("th_dora", "1//dora-left-the-mapping-Quokka7"); // removed: `purge` signs in with it
+    await store.table("credentials").set("oauth:th_emil", { refresh_token: "1//emil-clear-Koala9Emu4", at: 1 });
+    await store.close();
+
+    const log = captureLog("info");
+    app = await createApp(world.config, { logger: log.logger, oneShot: true, listen: "127.0.0.1:0" });
+    expect((await app.calendars.get("th_ben")!.checkAccess()).ok).toBe(true);
+    await app.stop(1000);
+    app = undefined;
+    const sealed = log.lines.filter((l) => String(l["msg"]).includes(": now encrypted with"));
+    expect(sealed.map((l) => l["therapist_id"]).sort()).toEqual(["th_ben", "th_cleo", "th_dora", "th_emil"]);
+    expect(JSON.stringify(log.lines)).not.toMatch(/cleo-stored|dora-left|emil-clear/);
+
+    // The old key removed, as the README says after that start: every stored token still reads.
+    store = await openStore(world.config.store.url);
+    try {
+      const current = new CredentialStore({ store, box: new SecretBox(KEY_B) });
+      expect((await current.loadRefreshToken("th_ben"))?.token).toBeDefined();
+      expect((await current.loadRefreshToken("th_cleo"))?.token).toBe("1//cleo-stored-token-Kiwi5Tui2");
+      expect((await current.loadRefreshToken("th_dora"))?.token).toBe("1//dora-left-the-mapping-Quokka7");
+      const emil = await store.table<{ refresh_token: string }>("credentials").get("oauth:th_emil");
+      expect(emil?.refresh_token).toMatch(/^enc:v1:/);
+      expect((await current.loadRefreshToken("th_emil"))?.token).toBe("1//emil-clear-Koala9Emu4");
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -196,6 +196,62 @@ describe("CredentialStore", () => {
     );
   });
 
+  it("seals every stale or clear token again at once, read or not, logging each by therapist id only", async () => {
+    const { store } = await sqlite();
+    const old = new CredentialStore({ store, box: new SecretBox(KEY_A) });
+    await old.saveRefreshToken("th_ben", `${TOKEN}-ben`, { source: "authorize" }, 1_700_000_000_000);
+    await old.saveRefreshToken("th_dora", `${TOKEN}-dora`);
+    await store.table("credentials").set("oauth:th_anna", { refresh_token: `${TOKEN}-anna`, at: 5 }); // in clear
+    const KEY_C = "key-c-00112233445566778899aabbccddeeff";
+    await new CredentialStore({ store, box: new SecretBox(KEY_C) }).saveRefreshToken("th_cleo", `${TOKEN}-cleo`);
+    await new CredentialStore({ store, box: new SecretBox(KEY_B) }).saveRefreshToken("th_eve", `${TOKEN}-eve`);
+    const eveBefore = await store.table<{ refresh_token: string }>("credentials").get("oauth:th_eve");
+
+    const log = captureLog();
+    const rotating = new CredentialStore({ store, box: new SecretBox(KEY_B, [KEY_A]), logger: log.logger });
+    expect(await rotating.resealAll()).toEqual({ resealed: 3, failed: 0, unreadable: 1 });
+    const said = (start: string) =>
+      log.lines
+        .filter((l) => String(l["msg"]).startsWith(start))
+        .map((l) => l["therapist_id"])
+        .sort();
+    expect(said("refresh token sealed under a previous key: now encrypted")).toEqual(["th_ben", "th_dora"]);
+    expect(said("refresh token stored in clear by an earlier build: now encrypted")).toEqual(["th_anna"]);
+    expect(said("stored refresh token not sealed again")).toEqual(["th_cleo"]); // under a key not configured: left
+    expect(JSON.stringify(log.lines)).not.toContain(TOKEN);
+    // Already current: not written again; a second pass finds nothing to do.
+    expect(await store.table("credentials").get("oauth:th_eve")).toEqual(eveBefore);
+    expect(await rotating.resealAll()).toEqual({ resealed: 0, failed: 0, unreadable: 1 });
+
+    // The previous key removed: every token still reads, with its time and metadata, none in clear.
+    const current = new CredentialStore({ store, box: new SecretBox(KEY_B) });
+    expect(await current.loadRefreshToken("th_ben")).toEqual({
+      token: `${TOKEN}-ben`,
+      savedAt: 1_700_000_000_000,
+      meta: { source: "authorize" },
+    });
+    for (const id of ["dora", "anna", "eve"])
+      expect((await current.loadRefreshToken(`th_${id}`))?.token).toBe(`${TOKEN}-${id}`);
+    for await (const [key, row] of store.table<{ refresh_token: string }>("credentials").entries())
+      if (key !== "oauth:th_cleo") expect(row.refresh_token).toMatch(/^enc:v1:/);
+  });
+
+  it("leaves every token readable when the store refuses the writes of sealing them all again", async () => {
+    const { store } = await sqlite();
+    await new CredentialStore({ store, box: new SecretBox(KEY_A) }).saveRefreshToken("th_dora", TOKEN);
+    const log = captureLog();
+    const full = new CredentialStore({
+      store: refusingWrites(store),
+      box: new SecretBox(KEY_B, [KEY_A]),
+      logger: log.logger,
+    });
+    expect(await full.resealAll()).toEqual({ resealed: 0, failed: 1, unreadable: 0 });
+    expect(log.find((l) => l["therapist_id"] === "th_dora" && l["level"] === 40)).toBeDefined();
+    expect(
+      (await new CredentialStore({ store, box: new SecretBox(KEY_B, [KEY_A]) }).loadRefreshToken("th_dora"))?.token,
+    ).toBe(TOKEN);
+  });
+
   it("still answers a token it could not seal again while the store refuses writes, and seals it later", async () => {
     const { store } = await sqlite();
     await new CredentialStore({ store, box: new SecretBox(KEY_A) }).saveRefreshToken("th_ben", TOKEN);
