@@ -1,6 +1,8 @@
 // Owns the recipients of notifications and how a message reaches each: a chat's incoming webhook (one JSON POST with
-// undici) or e-mail over SMTP (nodemailer). One channel per target, plus one per therapist an e-mail target writes to
-// about their own credentials. A failed delivery throws a DeliveryError that names the target, never its address.
+// undici) or e-mail over SMTP (nodemailer). One channel per target, made at start (targets change with a restart only),
+// plus one per therapist an e-mail target with `therapists: true` writes to about their own credentials. The
+// therapists' channels and addresses are read from the live mapping each time (a reload
+// changes them in place). A failed delivery throws a DeliveryError that names the target, never its address.
 import type { Transporter } from "nodemailer";
 import { request } from "undici";
 import { type Config, type NotifyTargetConfig, targetNameOf } from "../config/schema.ts";
@@ -72,12 +74,14 @@ function webhookChannel(
   };
 }
 
-function emailChannels(
+type EmailTarget = Extract<NotifyTargetConfig, { type: "email" }>;
+
+/** An e-mail target's channel to its admins, and a mailer to any address (the therapists') through its SMTP server. */
+function emailChannel(
   name: string,
-  target: Extract<NotifyTargetConfig, { type: "email" }>,
-  config: Config,
+  target: EmailTarget,
   timeoutMs: number,
-): Channel[] {
+): { channel: Channel; mail: (to: string[], message: Message, signal?: AbortSignal) => Promise<void> } {
   // nodemailer (and what it loads) comes with the first message: most daemons never send one.
   let transport: Promise<Transporter> | undefined;
   const transportOnce = () =>
@@ -92,7 +96,7 @@ function emailChannels(
         socketTimeout: timeoutMs,
       }),
     ));
-  const mailer = (to: string[]) => async (message: Message, signal?: AbortSignal) => {
+  const mail = async (to: string[], message: Message, signal?: AbortSignal) => {
     try {
       await (await transportOnce()).sendMail({
         from: target.from,
@@ -105,37 +109,76 @@ function emailChannels(
       throw new DeliveryError(`target ${name}: ${secrets.scrub((err as Error).message ?? String(err))}`);
     }
   };
-  const channels: Channel[] = [
-    {
+  return {
+    channel: {
       id: name,
       target: name,
       audience: "admins",
-      send: mailer(target.to),
+      send: (message, signal) => mail(target.to, message, signal),
       close: () => void transport?.then((t) => t.close()),
     },
-  ];
-  if (!target.therapists) return channels;
-  for (const t of config.therapists) {
-    // Only OAuth therapists can act on it themselves (reconnect); delegation is the admins' business.
-    if (!t.email || (t.auth?.type ?? config.google.auth.type) !== "oauth") continue;
-    channels.push({
-      id: `${name}:therapist:${t.therapist_id}`,
-      target: name,
-      audience: "therapist",
-      therapistId: t.therapist_id,
-      send: mailer([t.email]),
-      close() {},
-    });
-  }
-  return channels;
+    mail,
+  };
 }
 
-/** Every channel of the configured targets. */
-export function channelsFor(config: Config, timeoutMs = SEND_TIMEOUT_MS): Channel[] {
-  return config.notify.targets.flatMap((target, i) => {
+/** The therapist's own address in the mapping as it is now: OAuth therapists only (they can reconnect themselves). */
+function therapistAddress(config: Config, therapistId: string): string | undefined {
+  const t = config.therapists.find((x) => x.therapist_id === therapistId);
+  if (!t?.email || (t.auth?.type ?? config.google.auth.type) !== "oauth") return undefined;
+  return t.email;
+}
+
+export interface NotifyChannels {
+  /** Each target's channel to its admins: made once (the targets change with a restart only). */
+  readonly targets: readonly Channel[];
+  /**
+   * One channel per OAuth therapist with an `email` in the live mapping and e-mail target with `therapists: true`.
+   * Keyed `<target>:therapist:<id>`, so a therapist's queue and rate limit
+   * outlive a reload; the address is the mapping's at the time of sending.
+   */
+  therapists(): Channel[];
+  close(): void;
+}
+
+/** The channels of the configured targets; `config` is the live one (a reload changes its mapping in place). */
+export function notifyChannels(config: Config, timeoutMs = SEND_TIMEOUT_MS): NotifyChannels {
+  const targets: Channel[] = [];
+  const therapistMail: { name: string; mail: ReturnType<typeof emailChannel>["mail"] }[] = [];
+  config.notify.targets.forEach((target, i) => {
     const name = targetNameOf(target, i);
-    return target.type === "webhook"
-      ? [webhookChannel(name, target, timeoutMs)]
-      : emailChannels(name, target, config, timeoutMs);
+    if (target.type === "webhook") {
+      targets.push(webhookChannel(name, target, timeoutMs));
+      return;
+    }
+    const { channel, mail } = emailChannel(name, target, timeoutMs);
+    targets.push(channel);
+    if (target.therapists) therapistMail.push({ name, mail });
   });
+  const therapists = (): Channel[] =>
+    therapistMail.flatMap(({ name, mail }) =>
+      config.therapists
+        .filter((t) => therapistAddress(config, t.therapist_id) !== undefined)
+        .map(
+          (t): Channel => ({
+            id: `${name}:therapist:${t.therapist_id}`,
+            target: name,
+            audience: "therapist",
+            therapistId: t.therapist_id,
+            async send(message, signal) {
+              // Read again now: a reload since the check may have changed or removed the address (the link is theirs).
+              const to = therapistAddress(config, t.therapist_id);
+              if (!to) throw new DeliveryError(`target ${name}: therapist ${t.therapist_id} has no e-mail address now`);
+              await mail([to], message, signal);
+            },
+            close() {},
+          }),
+        ),
+    );
+  return {
+    targets,
+    therapists,
+    close() {
+      for (const c of targets) c.close();
+    },
+  };
 }

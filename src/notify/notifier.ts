@@ -9,7 +9,7 @@ import type { Config } from "../config/schema.ts";
 import { secrets as defaultSecrets, type Logger, type SecretRegistry, silentLogger } from "../log.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
-import { type Channel, channelsFor } from "./channels.ts";
+import { type Channel, type NotifyChannels, notifyChannels } from "./channels.ts";
 import { CONDITIONS, conditionById, type Notice, type Text } from "./conditions.ts";
 import { EndpointCheck } from "./endpoint-check.ts";
 import { type ConditionState, NotifyLedger, type Outbox } from "./ledger.ts";
@@ -34,7 +34,7 @@ export interface NotifierOptions {
   prepare?: () => Promise<unknown>;
   /** How often conditions are observed and queues delivered (default 15 s). */
   intervalMs?: number;
-  /** Recipients (default: from config.notify.targets). */
+  /** Fixed recipients (default: config.notify.targets, and the therapists of the live mapping). */
   channels?: Channel[];
   secrets?: SecretRegistry;
   random?: () => number;
@@ -51,8 +51,8 @@ export const BACKOFF_BASE_MS = 30_000;
 export const BACKOFF_MAX_MS = 30 * 60_000;
 
 export class Notifier {
-  readonly channels: readonly Channel[];
   readonly #o: NotifierOptions;
+  readonly #channels: NotifyChannels;
   readonly #config: Config;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -74,7 +74,16 @@ export class Notifier {
     this.#secrets = options.secrets ?? defaultSecrets;
     this.#ledger = new NotifyLedger(options.store);
     this.#metrics = notifyMetrics(options.registry);
-    this.channels = options.channels ?? channelsFor(options.config);
+    const fixed = options.channels;
+    this.#channels = fixed
+      ? {
+          targets: fixed,
+          therapists: () => [],
+          close: () => {
+            for (const c of fixed) c.close();
+          },
+        }
+      : notifyChannels(options.config);
     this.#endpoint = new EndpointCheck({
       url: options.config.webhooks.public_url,
       everyMs: options.config.notify.webhook_check_hours * 3_600_000,
@@ -112,8 +121,16 @@ export class Notifier {
     this.#stop = undefined;
   }
 
+  /**
+   * The recipients now: each target, and each therapist written to in the mapping as it is now (a reload changes it
+   * in place; a therapist's channel keeps its id, so its queue and rate limit carry over).
+   */
+  get channels(): readonly Channel[] {
+    return [...this.#channels.targets, ...this.#channels.therapists()];
+  }
+
   close(): void {
-    for (const c of this.channels) c.close();
+    this.#channels.close();
   }
 
   /** Observes, records and delivers once (one at a time); a no-op unless this replica leads. */
@@ -121,8 +138,10 @@ export class Notifier {
     const run = this.#chain.then(async () => {
       if (!this.#o.isLeader()) return;
       await this.#endpoint.runIfDue();
-      await this.#evaluate();
-      await Promise.all(this.channels.map((c) => this.#deliver(c)));
+      // Read once per check: what is queued is delivered to the same recipients (a removed therapist is not written to).
+      const channels = this.channels;
+      await this.#evaluate(channels);
+      await Promise.all(channels.map((c) => this.#deliver(c)));
     });
     this.#chain = run.catch(() => {});
     return run;
@@ -150,7 +169,7 @@ export class Notifier {
       0,
     );
     return Promise.all(
-      this.channels
+      this.#channels.targets
         .filter((c) => c.audience === "admins")
         .map(async (c): Promise<TestResult> => {
           try {
@@ -163,7 +182,7 @@ export class Notifier {
     );
   }
 
-  async #evaluate(): Promise<void> {
+  async #evaluate(channels: readonly Channel[]): Promise<void> {
     const now = this.#clock.now();
     const [reconcile, endpoint] = await Promise.all([this.#ledger.reconcileFacts(), this.#ledger.endpointFacts()]);
     const view: NotifyView = {
@@ -205,7 +224,7 @@ export class Notifier {
       );
     });
     const queued = new Map<string, Notice[]>();
-    for (const c of this.channels) {
+    for (const c of channels) {
       const mine = notices
         .filter((n) => c.audience === "admins" || (n.tellsTherapist && n.notice.therapistId === c.therapistId))
         .map((n) => n.notice);

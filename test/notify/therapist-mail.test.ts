@@ -1,0 +1,168 @@
+// Tests who the therapists' own e-mails reach, against real SMTP servers: the mapping as it is now, after a reload
+// (SIGHUP applies it in place, as src/daemon/reload.ts does) changed an address, added a therapist or removed one,
+// with each therapist's queue and rate limit carried over.
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/clock.ts";
+import { appliedConfig } from "../../src/config/changes.ts";
+import { type Config, type ConfigInput, ConfigSchema } from "../../src/config/schema.ts";
+import { SecretRegistry } from "../../src/log.ts";
+import { Notifier } from "../../src/notify/notifier.ts";
+import type { LiveView, TherapistView } from "../../src/notify/view.ts";
+import { openStore } from "../../src/store/store.ts";
+import { captureLog } from "../support/log-capture.ts";
+import { type MailSink, SMTP_PASS, SMTP_USER, startMailSink } from "./support.ts";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+});
+
+interface Mapped {
+  id: string;
+  email?: string;
+}
+
+function emailTarget(name: string, sink: MailSink, to: string, therapists: boolean) {
+  return {
+    type: "email" as const,
+    name,
+    smtp: { host: "127.0.0.1", port: sink.port, auth: { user: SMTP_USER, pass: SMTP_PASS } },
+    from: "calbridge@clinic.test",
+    to: [to],
+    therapists,
+  };
+}
+
+function rawConfig(therapists: Mapped[], targets: ReturnType<typeof emailTarget>[]): ConfigInput {
+  return {
+    booking: { base_url: "http://127.0.0.1:9", api_key: "bk_test_0123456789" },
+    webhooks: { signing_secrets: ["whsec_test_0123456789"] },
+    google: { auth: { type: "oauth" }, oauth: { client_id: "client", client_secret: "oauth-secret-0123" } },
+    therapists: therapists.map((t) => ({
+      therapist_id: t.id,
+      calendar_id: `${t.id}@clinic.test`,
+      ...(t.email ? { email: t.email } : {}),
+    })),
+    notify: { label: "unit", targets },
+  };
+}
+
+async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => ReturnType<typeof emailTarget>[]) {
+  const sinks = [await startMailSink(), await startMailSink()];
+  const config: Config = ConfigSchema.parse(rawConfig(therapists, targets(sinks)));
+  const store = await openStore("memory://");
+  const clock = new ManualClock(Date.UTC(2026, 10, 23, 8, 0, 0));
+  const registry = new Registry();
+  /** Credentials by therapist; the live view has the therapists the shared config maps now (as the daemon's). */
+  const credentials = new Map<string, Pick<TherapistView, "credentials" | "reason">>();
+  const links: string[] = [];
+  const notifier = new Notifier({
+    config,
+    store,
+    registry,
+    clock,
+    logger: captureLog("debug", new SecretRegistry()).logger,
+    isLeader: () => true,
+    live: (): LiveView => ({
+      deadLetters: 0,
+      therapists: config.therapists.map((t) => ({
+        id: t.therapist_id,
+        auth: "oauth",
+        calendarId: t.calendar_id,
+        ...(credentials.get(t.therapist_id) ?? { credentials: "ok" }),
+      })),
+    }),
+    listWebhooks: async () => [],
+    reconnectLink: async (id) => {
+      const link = `https://sync.clinic.example/connect?invite=${links.length + 1}-for-${id}`;
+      links.push(link);
+      return link;
+    },
+    random: () => 1,
+  });
+  cleanups.push(
+    ...sinks.map((s) => s.close),
+    () => store.close(),
+    async () => notifier.close(),
+  );
+  return {
+    sinks,
+    mails: () => sinks.flatMap((s) => s.mails),
+    to: (address: string) => sinks.flatMap((s) => s.mails).filter((m) => m.to.includes(address)),
+    notifier,
+    clock,
+    registry,
+    links,
+    broken(id: string) {
+      credentials.set(id, { credentials: "broken", reason: "invalid_grant" });
+    },
+    fixed(id: string) {
+      credentials.delete(id);
+    },
+    /** SIGHUP with this mapping: the shared config's sections replaced in place, as src/daemon/reload.ts does. */
+    reload(next: Mapped[]) {
+      Object.assign(config, appliedConfig(config, ConfigSchema.parse(rawConfig(next, targets(sinks)))));
+    },
+  };
+}
+
+const oneTarget = (sinks: MailSink[]) => [emailTarget("mail", sinks[0]!, "ops@clinic.test", true)];
+
+describe("therapists' own e-mail after a reload", () => {
+  it("goes to the address the mapping has now, with the therapist's queue and rate limit carried over", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna-old@former.example" }], oneTarget);
+    f.broken("th_a");
+    await f.notifier.check();
+    expect(f.to("anna-old@former.example")).toHaveLength(1); // hers at the time
+
+    // Her address changes; she is fixed 10 s later: the notice waits out her rate limit, then reaches the new address.
+    f.reload([{ id: "th_a", email: "anna@clinic.example" }]);
+    await f.clock.advance(10_000);
+    f.fixed("th_a");
+    await f.notifier.check();
+    expect(f.to("anna@clinic.example")).toHaveLength(0);
+    await f.clock.advance(50_000);
+    await f.notifier.check();
+    expect(f.to("anna@clinic.example")).toHaveLength(1);
+    expect(f.to("anna@clinic.example")[0]!.subject).toBe("[unit] Your Google Calendar is connected again");
+
+    // Broken again: the single-use link goes to the new address only.
+    await f.clock.advance(60_000);
+    f.broken("th_a");
+    await f.notifier.check();
+    expect(f.to("anna@clinic.example")).toHaveLength(2);
+    expect(f.to("anna@clinic.example")[1]!.text).toMatch(/invite=\d+-for-th_a/);
+    expect(f.to("anna-old@former.example")).toHaveLength(1); // the first message only
+  });
+
+  it("reaches a therapist the reload added, and not one it removed or whose address it removed", async () => {
+    const f = await fixture(
+      [
+        { id: "th_a", email: "anna@clinic.example" },
+        { id: "th_b", email: "ben@clinic.example" },
+      ],
+      oneTarget,
+    );
+    f.broken("th_b");
+    f.broken("th_a");
+    await f.notifier.check();
+    expect(f.to("ben@clinic.example")).toHaveLength(1);
+    expect(f.to("anna@clinic.example")).toHaveLength(1);
+
+    // Within their rate limit both are fixed (notices queued for them), then the reload removes Ben and Anna's
+    // address, and adds Cleo, whose credentials are broken.
+    await f.clock.advance(10_000);
+    f.fixed("th_b");
+    f.fixed("th_a");
+    await f.notifier.check();
+    f.reload([{ id: "th_a" }, { id: "th_c", email: "cleo@clinic.example" }]);
+    f.broken("th_c");
+    await f.clock.advance(60_000);
+    await f.notifier.check();
+    expect(f.to("cleo@clinic.example")).toHaveLength(1);
+    expect(f.to("cleo@clinic.example")[0]!.text).toContain("invite=");
+    expect(f.to("ben@clinic.example")).toHaveLength(1);
+    expect(f.to("anna@clinic.example")).toHaveLength(1);
+  });
+});
