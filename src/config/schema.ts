@@ -286,7 +286,9 @@ export const NotifyTargetSchema = z.discriminatedUnion("type", [
     therapists: z
       .boolean()
       .default(false)
-      .describe("Also e-mail each OAuth therapist with an `email` about their own credentials (off by default)."),
+      .describe(
+        "Also e-mail each OAuth therapist with an `email` about their own credentials (off by default; with several such targets, through the first only).",
+      ),
   }),
 ]);
 export type NotifyTargetConfig = z.infer<typeof NotifyTargetSchema>;

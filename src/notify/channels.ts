@@ -1,7 +1,7 @@
 // Owns the recipients of notifications and how a message reaches each: a chat's incoming webhook (one JSON POST with
 // undici) or e-mail over SMTP (nodemailer). One channel per target, made at start (targets change with a restart only),
-// plus one per therapist an e-mail target with `therapists: true` writes to about their own credentials. The
-// therapists' channels and addresses are read from the live mapping each time (a reload
+// plus one per therapist written to about their own credentials, through the first e-mail target with
+// `therapists: true`. The therapists' channels and addresses are read from the live mapping each time (a reload
 // changes them in place). A failed delivery throws a DeliveryError that names the target, never its address.
 import type { Transporter } from "nodemailer";
 import { request } from "undici";
@@ -132,8 +132,8 @@ export interface NotifyChannels {
   /** Each target's channel to its admins: made once (the targets change with a restart only). */
   readonly targets: readonly Channel[];
   /**
-   * One channel per OAuth therapist with an `email` in the live mapping and e-mail target with `therapists: true`.
-   * Keyed `<target>:therapist:<id>`, so a therapist's queue and rate limit
+   * One channel per OAuth therapist with an `email` in the live mapping, through the first e-mail target with
+   * `therapists: true` (none without one). Keyed `<target>:therapist:<id>`, so a therapist's queue and rate limit
    * outlive a reload; the address is the mapping's at the time of sending.
    */
   therapists(): Channel[];
@@ -143,7 +143,7 @@ export interface NotifyChannels {
 /** The channels of the configured targets; `config` is the live one (a reload changes its mapping in place). */
 export function notifyChannels(config: Config, timeoutMs = SEND_TIMEOUT_MS): NotifyChannels {
   const targets: Channel[] = [];
-  const therapistMail: { name: string; mail: ReturnType<typeof emailChannel>["mail"] }[] = [];
+  let therapistMail: { name: string; mail: ReturnType<typeof emailChannel>["mail"] } | undefined;
   config.notify.targets.forEach((target, i) => {
     const name = targetNameOf(target, i);
     if (target.type === "webhook") {
@@ -152,28 +152,30 @@ export function notifyChannels(config: Config, timeoutMs = SEND_TIMEOUT_MS): Not
     }
     const { channel, mail } = emailChannel(name, target, timeoutMs);
     targets.push(channel);
-    if (target.therapists) therapistMail.push({ name, mail });
+    // One therapist is written to once, however many targets ask for it: each message has a single-use link of its own.
+    if (target.therapists && !therapistMail) therapistMail = { name, mail };
   });
-  const therapists = (): Channel[] =>
-    therapistMail.flatMap(({ name, mail }) =>
-      config.therapists
-        .filter((t) => therapistAddress(config, t.therapist_id) !== undefined)
-        .map(
-          (t): Channel => ({
-            id: `${name}:therapist:${t.therapist_id}`,
-            target: name,
-            audience: "therapist",
-            therapistId: t.therapist_id,
-            async send(message, signal) {
-              // Read again now: a reload since the check may have changed or removed the address (the link is theirs).
-              const to = therapistAddress(config, t.therapist_id);
-              if (!to) throw new DeliveryError(`target ${name}: therapist ${t.therapist_id} has no e-mail address now`);
-              await mail([to], message, signal);
-            },
-            close() {},
-          }),
-        ),
-    );
+  const therapists = (): Channel[] => {
+    if (!therapistMail) return [];
+    const { name, mail } = therapistMail;
+    return config.therapists
+      .filter((t) => therapistAddress(config, t.therapist_id) !== undefined)
+      .map(
+        (t): Channel => ({
+          id: `${name}:therapist:${t.therapist_id}`,
+          target: name,
+          audience: "therapist",
+          therapistId: t.therapist_id,
+          async send(message, signal) {
+            // Read again now: a reload since the check may have changed or removed the address (the link is theirs).
+            const to = therapistAddress(config, t.therapist_id);
+            if (!to) throw new DeliveryError(`target ${name}: therapist ${t.therapist_id} has no e-mail address now`);
+            await mail([to], message, signal);
+          },
+          close() {},
+        }),
+      );
+  };
   return {
     targets,
     therapists,

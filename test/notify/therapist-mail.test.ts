@@ -1,6 +1,7 @@
 // Tests who the therapists' own e-mails reach, against real SMTP servers: the mapping as it is now, after a reload
 // (SIGHUP applies it in place, as src/daemon/reload.ts does) changed an address, added a therapist or removed one,
-// with each therapist's queue and rate limit carried over.
+// with each therapist's queue and rate limit carried over; and one message per therapist however many e-mail targets
+// have `therapists: true` (each message carries a single-use reconnect link of its own).
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/clock.ts";
@@ -164,5 +165,32 @@ describe("therapists' own e-mail after a reload", () => {
     expect(f.to("cleo@clinic.example")[0]!.text).toContain("invite=");
     expect(f.to("ben@clinic.example")).toHaveLength(1);
     expect(f.to("anna@clinic.example")).toHaveLength(1);
+  });
+});
+
+describe("two e-mail targets with therapists: true", () => {
+  it("write to a therapist once, through the first of them, with one link; each target's admins still hear", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], (sinks) => [
+      emailTarget("ops", sinks[0]!, "ops@clinic.test", true),
+      emailTarget("owners", sinks[1]!, "owner@clinic.test", true),
+    ]);
+    f.broken("th_a");
+    await f.notifier.check();
+    const anna = f.to("anna@clinic.example");
+    expect(anna).toHaveLength(1);
+    expect(f.sinks[0]!.mails.filter((m) => m.to.includes("anna@clinic.example"))).toHaveLength(1);
+    expect(f.to("ops@clinic.test")).toHaveLength(1);
+    expect(f.to("owner@clinic.test")).toHaveLength(1);
+    // Three messages, three links: no live link sits in a message nobody reads.
+    expect(f.links).toHaveLength(3);
+
+    // Her rate limit is one: fixed within it, she hears once it is over, once.
+    await f.clock.advance(10_000);
+    f.fixed("th_a");
+    await f.notifier.check();
+    expect(f.to("anna@clinic.example")).toHaveLength(1);
+    await f.clock.advance(60_000);
+    await f.notifier.check();
+    expect(f.to("anna@clinic.example")).toHaveLength(2);
   });
 });
