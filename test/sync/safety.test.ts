@@ -67,6 +67,22 @@ async function mirrored(x: Harness, clock: ManualClock, n: number, therapist = "
   return ids;
 }
 
+/**
+ * One appointment of th_1, mirrored; the therapist deletes its event and the booking service refuses the cancellation
+ * (past_booking) for good, so after the grace period the event is put back under the next generation of its id.
+ */
+async function deletedAndRefused(clock: ManualClock) {
+  const { x } = await daemon(clock);
+  h = x;
+  const [id] = await mirrored(x, clock, 1);
+  const cal = x.world.calendarOf("th_1");
+  x.world.booking.faults.refuseNext(1000, "past_booking", { match: { path: `/v1/appointments/${id}/cancel` } });
+  x.world.google.userDelete(cal, eventIdFor(id!));
+  await pollAll(x);
+  await pass(x, clock, 90_000);
+  return { x, id: id!, cal };
+}
+
 const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
 
@@ -316,14 +332,7 @@ describe("what a therapist adds to an event (issue #14, case 3)", () => {
 describe("an event Google will not restore (issue #14, case 4)", () => {
   it("comes back under the next generation of its id, and the refused cancel is sent once", async () => {
     const clock = new ManualClock(Date.now());
-    const { x } = await daemon(clock);
-    h = x;
-    const [id] = await mirrored(x, clock, 1);
-    const cal = x.world.calendarOf("th_1");
-    x.world.booking.faults.refuseNext(1000, "past_booking", { match: { path: `/v1/appointments/${id}/cancel` } });
-    x.world.google.userDelete(cal, eventIdFor(id!));
-    await pollAll(x);
-    await pass(x, clock, 90_000);
+    const { x, id, cal } = await deletedAndRefused(clock);
     for (let i = 0; i < 3; i++) {
       await pollAll(x);
       await x.app.reconcile();
@@ -348,14 +357,7 @@ describe("events brought back from the Bin", () => {
 
   it("the one Google would not restore, beside its next generation: removed by the reconciliation, nothing sent", async () => {
     const clock = new ManualClock(Date.now());
-    const { x } = await daemon(clock);
-    h = x;
-    const [id] = await mirrored(x, clock, 1);
-    const cal = x.world.calendarOf("th_1");
-    x.world.booking.faults.refuseNext(1000, "past_booking", { match: { path: `/v1/appointments/${id}/cancel` } });
-    x.world.google.userDelete(cal, eventIdFor(id!));
-    await pollAll(x);
-    await pass(x, clock, 90_000);
+    const { x, id, cal } = await deletedAndRefused(clock);
     await pollAll(x);
     expect(liveOf(x, cal, id!).map((e) => e.id)).toEqual([eventIdFor(id!, 1)]);
 
