@@ -50,6 +50,35 @@ describe("a series made by a person", () => {
     expect(second.recurrence).toBeUndefined();
   });
 
+  it("splits on 'this and following events': the series ends before, a new one under <id>_R<time> goes on", async () => {
+    await weekly();
+    const tail = f.emulator.userSplitSeries(calendarId, "series0001", Date.parse("2026-12-14T09:00:00Z"), {
+      summary: "Weekly, renamed",
+    });
+    expect(tail).toMatchObject({
+      id: "series0001_R20261214T090000Z",
+      summary: "Weekly, renamed",
+      recurrence: ["RRULE:FREQ=WEEKLY"],
+      extendedProperties: { private: { calbridge_managed: "1" } },
+    });
+    const master = (await f.api.events.get({ calendarId, eventId: "series0001" })).data;
+    expect(master.recurrence).toEqual(["RRULE:FREQ=WEEKLY;UNTIL=20261214T085959Z"]);
+    const single = await f.api.events.list({
+      calendarId,
+      singleEvents: true,
+      orderBy: "startTime",
+      timeMax: "2026-12-29T00:00:00Z",
+    });
+    expect(single.data.items?.map((e) => [e.id, e.recurringEventId, e.summary])).toEqual([
+      ["series0001_20261130T090000Z", "series0001", "Weekly"],
+      ["series0001_20261207T090000Z", "series0001", "Weekly"],
+      ["series0001_R20261214T090000Z_20261214T090000Z", "series0001_R20261214T090000Z", "Weekly, renamed"],
+      ["series0001_R20261214T090000Z_20261221T090000Z", "series0001_R20261214T090000Z", "Weekly, renamed"],
+      ["series0001_R20261214T090000Z_20261228T090000Z", "series0001_R20261214T090000Z", "Weekly, renamed"],
+    ]);
+    expect(() => f.emulator.userSplitSeries(calendarId, "series0001_20261130T090000Z", 0)).toThrow(/not a series/);
+  });
+
   it("matches privateExtendedProperty on every instance and filters each by its own times", async () => {
     await weekly();
     const managed = await f.api.events.list({

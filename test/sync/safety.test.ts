@@ -461,6 +461,33 @@ describe("a series made of an event (issue #14, case 5)", () => {
     expect(cancels(x)).toBe(0);
     expect((await x.app.reconcile()).plan).toEqual([]);
   });
+
+  it("split with 'this and following events' before calbridge looked: nothing is sent, the appointment keeps its time", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x } = await daemon(clock);
+    h = x;
+    const [id] = await mirrored(x, clock, 1);
+    const cal = x.world.calendarOf("th_1");
+    const ev = eventIdFor(id!);
+    const start = Date.parse(String((x.world.google.event(cal, ev)!["start"] as { dateTime: string }).dateTime));
+    const booked = x.world.booking.get(id!)!.start_time;
+    x.world.google.userEdit(cal, ev, { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=6"] });
+    // From the third week on, an hour later: the tail is a new series (<id>_R<time>) carrying the appointment's mark.
+    x.world.google.userSplitSeries(cal, ev, start + 14 * DAY, {
+      start: { dateTime: iso(start + 14 * DAY + HOUR) },
+      end: { dateTime: iso(start + 14 * DAY + 2 * HOUR) },
+    });
+    await pollAll(x);
+    await pass(x, clock, 120_000);
+    await x.app.reconcile();
+    await pollAll(x);
+    await pass(x, clock, 60_000);
+    expect(cancels(x) + patches(x)).toBe(0);
+    expect(x.world.booking.get(id!)).toMatchObject({ status: "confirmed", start_time: booked });
+    const own = x.world.google.event(cal, ev)!;
+    expect(own.recurrence ?? []).toEqual([]);
+    expect(Date.parse(String((own["start"] as { dateTime: string }).dateTime))).toBe(start);
+  });
 });
 
 describe("an event moved to a mapped therapist's calendar that calbridge cannot look at", () => {

@@ -267,6 +267,19 @@ export class CalendarEmulator {
     this.#changed(toCalendarId);
     return resource;
   }
+  /**
+   * "This and following events" on the occurrence of series `eventId` that starts at `fromMs`, with `changes`: the
+   * series ends before it, and a new one (`<eventId>_R<time>`) goes on from it (person.ts says what Google does).
+   */
+  userSplitSeries(calendarId: string, eventId: string, fromMs: number, changes: object = {}): Record<string, unknown> {
+    const cal = this.#calendar(calendarId);
+    const resource = toResource(
+      this.#person.splitSeries(cal, eventId, fromMs, changes as Record<string, unknown>),
+      cal,
+    );
+    this.#changed(cal.id);
+    return resource;
+  }
   /** A person creates an event of their own. */
   userInsert(calendarId: string, body: object): Record<string, unknown> {
     const cal = this.#calendar(calendarId);

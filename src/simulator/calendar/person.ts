@@ -82,6 +82,39 @@ export class PersonActions {
     return rec;
   }
 
+  /**
+   * "This and following events" on an occurrence of a series: the series ends before it (UNTIL), and a new series goes
+   * on from it with the change, under an id Google makes of the old one (`<id>_R<yyyymmddThhmmss>`), keeping the
+   * fields, extended properties included. The tail has another recurringEventId (googleapis/google-api-php-client
+   * #2009); the `_R` ids and the old occurrences left behind by a split (odoo/odoo #120798, #287171). A COUNT is
+   * dropped from the tail: it goes on without end, the harder case for a sync.
+   */
+  splitSeries(cal: CalendarRecord, masterId: string, fromMs: number, changes: Record<string, unknown>): EventRecord {
+    const master = live(this.#store.get(cal, masterId), "userSplitSeries");
+    const rule = master.fields.recurrence as string[] | undefined;
+    if (master.recurringEventId !== undefined || !rule?.[0]) {
+      throw new Error(`emulator: userSplitSeries ${masterId}: not a series`);
+    }
+    const line = rule[0].replace(/;(COUNT|UNTIL)=[^;]*/gi, "");
+    const stamp = (ms: number) =>
+      new Date(ms)
+        .toISOString()
+        .replace(/[-:]/g, "")
+        .replace(/\.\d{3}/, "");
+    const body = writableBody(master, cal.timeZone);
+    const duration = master.end.ms - master.start.ms;
+    const at = (ms: number, time: unknown) => ({ ...(time as object), dateTime: new Date(ms).toISOString() });
+    this.edit(cal, masterId, { recurrence: [`${line};UNTIL=${stamp(fromMs - 1000)}`] });
+    const tail = mergePatch(
+      { ...body, recurrence: [line], start: at(fromMs, body.start), end: at(fromMs + duration, body.end) },
+      changes,
+    );
+    const rec = this.#store.insert(cal, withSeriesZone(tail, cal), UI_SUPPORT, `${masterId}_R${stamp(fromMs)}`);
+    this.#store.counters.inserts -= 1;
+    this.#store.counters.userEdits += 1;
+    return rec;
+  }
+
   /** "Change calendar" in the UI is events.move (store.move says what Google does). */
   move(from: CalendarRecord, eventId: string, to: CalendarRecord): EventRecord {
     const rec = this.#store.move(from, eventId, to);

@@ -164,12 +164,13 @@ export class CalendarStore {
     if (rec.movedAway || rec.deletedBy === "person") throw new ApiError(403, "forbidden", "Forbidden");
   }
 
-  insert(cal: CalendarRecord, body: Record<string, unknown>, support: WriteSupport): EventRecord {
+  /** `googleId`: an id Google makes itself (a split series' `<id>_R<time>`), outside what a client may choose. */
+  insert(cal: CalendarRecord, body: Record<string, unknown>, support: WriteSupport, googleId?: string): EventRecord {
     if (body.id !== undefined && body.iCalUID !== undefined) {
       throw new ApiError(400, "invalid", "Specify either id or iCalUID, not both.");
     }
-    const id = body.id === undefined ? randomEventId() : String(body.id);
-    if (!VALID_ID.test(id)) throw new ApiError(400, "invalid", "Invalid resource id value.");
+    const id = googleId ?? (body.id === undefined ? randomEventId() : String(body.id));
+    if (googleId === undefined && !VALID_ID.test(id)) throw new ApiError(400, "invalid", "Invalid resource id value.");
     // An id a person deleted stays taken even after the Bin is emptied (taers232c/GAMADV-X #82: "you are still not able
     // to create an event with an ID, purge it and create another event with the same ID").
     if (cal.events.has(id) || cal.reservedIds.has(id)) throw new ApiError(409, "duplicate");
