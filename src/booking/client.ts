@@ -269,6 +269,7 @@ export class BookingClient {
    */
   async patchAppointment(id: string, body: PatchBody, opts: CallOptions = {}): Promise<Appointment> {
     const wanted = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined)) as PatchBody;
+    const applied = (now: Appointment) => patchApplied(now, wanted);
     const result = await this.#call({
       input: { method: "PATCH", path: appointmentPath(id), body: wanted, signal: opts.signal },
       schema: AppointmentEnvelope,
@@ -276,11 +277,11 @@ export class BookingClient {
       mode: wanted.status === undefined ? "idempotent" : "verify",
       confirm: async () => {
         const now = await this.getAppointment(id, { ...opts, priority: opts.priority ?? "writeback" });
-        return patchApplied(now, wanted) ? { data: now } : undefined;
+        return applied(now) ? { data: now } : undefined;
       },
     });
     if (!patchContradicted(result.data, wanted)) return result.data;
-    return this.#lookAgain(id, appointmentPath(id), "PATCH", (now) => patchApplied(now, wanted), opts);
+    return this.#lookAgain(id, appointmentPath(id), "PATCH", applied, opts);
   }
 
   /**
@@ -418,14 +419,11 @@ export class BookingClient {
           await this.#backoff(e, failures++, spec.input.signal);
           continue;
         }
-        if (
-          spec.confirm &&
-          (ambiguous || (e.code === "invalid_response" && e.status !== undefined && e.status < 300))
-        ) {
+        const yes = e.code === "invalid_response" && e.status !== undefined && e.status < 300;
+        if (spec.confirm && (ambiguous || yes)) {
           // A resend refused ("already cancelled", "slot taken" by this very appointment) after an earlier attempt
           // whose fate was unknown, or a yes with an unreadable body: report the state the server is in if the change
           // is there, rather than a refusal of something that happened.
-          const yes = e.code === "invalid_response" && e.status !== undefined && e.status < 300;
           const applied = await this.#confirm(spec, e).catch((error: unknown) => {
             // A yes that cannot be checked may well have been applied: never to be reported as "not applied".
             throw yes ? unconfirmedSuccess(e, error) : error;
@@ -523,7 +521,6 @@ export class BookingClient {
   }
 }
 
-/** Whether a failed exchange said the rate limit is exceeded (by its status or its error code). */
 /** A 2xx with a body that cannot be read, and a GET that could not tell whether the change was made. */
 function unconfirmedSuccess(answer: BookingApiError, lookFailed: unknown): BookingApiError {
   return new BookingApiError({
@@ -536,6 +533,7 @@ function unconfirmedSuccess(answer: BookingApiError, lookFailed: unknown): Booki
   });
 }
 
+/** Whether a failed exchange said the rate limit is exceeded (by its status or its error code). */
 function isRateLimited(e: unknown): boolean {
   return e instanceof BookingApiError && e.kind === "rate_limited";
 }

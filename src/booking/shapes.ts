@@ -21,20 +21,11 @@ export function patchApplied(now: Appointment, wanted: PatchBody): boolean {
  * (the spec does not show the PATCH answer's fields).
  */
 export function patchContradicted(answer: Appointment, wanted: PatchBody): boolean {
-  if (
-    wanted.start_time !== undefined &&
-    answer.start_time !== undefined &&
-    !sameInstant(answer.start_time, wanted.start_time)
-  )
-    return true;
-  if (
-    wanted.therapist_id !== undefined &&
-    answer.therapist_id !== undefined &&
-    answer.therapist_id !== wanted.therapist_id
-  )
-    return true;
-  if (wanted.status !== undefined && answer.status !== undefined && answer.status !== wanted.status) return true;
-  return false;
+  // The fields the answer shows, notes aside (a service may format them): those must be as asked.
+  const shown = Object.fromEntries(
+    Object.entries(wanted).filter(([key]) => key !== "notes" && answer[key as keyof Appointment] !== undefined),
+  ) as PatchBody;
+  return !patchApplied(answer, shown);
 }
 
 export function asList(body: unknown): unknown[] {
