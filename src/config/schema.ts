@@ -336,7 +336,15 @@ export const ConfigSchema = z
           .positive()
           .default(65_536)
           .describe(
-            "Largest webhook body: a larger Content-Length is answered 413 before the body is read, a chunked body is cut off at it.",
+            "Largest webhook body held and read as an event. A larger one is read on without being held, up to `max_verified_body_bytes`, to check its signature: correctly signed, it is acknowledged and kept in the dead letters (its appointment follows at the next reconciliation); otherwise 401.",
+          ),
+        max_verified_body_bytes: z
+          .number()
+          .int()
+          .positive()
+          .default(8_388_608)
+          .describe(
+            "Largest webhook body whose signature is checked: beyond it (or when it is at most `max_body_bytes`, for bodies over that) the answer is 413, which the booking service retries 7 times before it disables the endpoint.",
           ),
         max_connections: z
           .number()

@@ -668,6 +668,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             secrets: config.webhooks.signing_secrets,
             toleranceSec: config.webhooks.tolerance_seconds,
             maxBodyBytes: config.webhooks.max_body_bytes,
+            maxVerifiedBodyBytes: config.webhooks.max_verified_body_bytes,
             maxBufferedBytes: config.webhooks.max_buffered_bytes,
             inbox,
             clock,

@@ -5,8 +5,8 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 export interface WebhookMetrics {
   readonly registry: Registry;
   /**
-   * result: accepted | duplicate | rejected_signature | rejected_stale | too_large | over_budget | timeout | aborted |
-   * malformed | unprocessable | store_error | method_not_allowed | internal_error
+   * result: accepted | duplicate | rejected_signature | rejected_stale | too_large | oversized | over_budget | timeout |
+   * aborted | malformed | unprocessable | store_error | method_not_allowed | internal_error
    */
   readonly deliveries: Counter<"result">;
   /** result: ok | retry | dead | ignored | unknown | store_error */

@@ -13,7 +13,15 @@ export type RawBody =
       /** Gives the body's bytes back to the budget; call once the body is no longer needed. Idempotent. */
       release(): void;
     }
-  | { ok: false; reason: RawBodyFailure };
+  | {
+      ok: false;
+      reason: RawBodyFailure;
+      /**
+       * With "too_large" on a body that came without a Content-Length: the bytes read before it passed the limit, in
+       * order (the request is paused after them), for a caller that goes on reading it (oversized.ts).
+       */
+      consumed?: Buffer[];
+    };
 
 export interface BodyLimits {
   maxBytes: number;
@@ -63,19 +71,19 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
       finished = true;
       clearTimeout(timer);
     };
-    const fail = (reason: RawBodyFailure) => {
+    const fail = (reason: RawBodyFailure, consumed?: Buffer[]) => {
       if (finished) return;
       done();
-      // Stop reading; the caller answers and closes the connection.
+      // Stop reading; the caller answers and closes the connection (or reads on, without holding the bytes).
       req.pause();
       chunks.length = 0;
       release();
-      resolve({ ok: false, reason });
+      resolve(consumed ? { ok: false, reason, consumed } : { ok: false, reason });
     };
     const onData = (chunk: Buffer) => {
       if (finished) return;
       size += chunk.length;
-      if (size > maxBytes) return fail("too_large");
+      if (size > maxBytes) return fail("too_large", [...chunks, chunk]);
       if (budget && size > reserved) {
         // Streamed (or longer than declared, which node's parser does not allow): reserve as it comes.
         if (!budget.tryReserve(size - reserved)) return fail("over_budget");

@@ -13,6 +13,7 @@ import { ByteBudget } from "./byte-budget.ts";
 import { appointmentIdOf, parseEventBody, peekEventId } from "./event.ts";
 import type { WebhookInbox } from "./inbox.ts";
 import { webhookMetrics } from "./metrics.ts";
+import { drainOversized } from "./oversized.ts";
 import { declaredLength, readRawBody } from "./raw-body.ts";
 import { RejectionLog } from "./rejection-log.ts";
 import {
@@ -20,6 +21,7 @@ import {
   SIGNATURE_HEADER,
   type SignatureHeader,
   secretHints,
+  signatureDigest,
   verifySignature,
 } from "./signature.ts";
 
@@ -30,8 +32,14 @@ export interface WebhookHandlerOptions {
   secrets: string[];
   /** Accepted age (and advance) of the signature timestamp; default 300 s, as the booking service asks. */
   toleranceSec?: number;
-  /** Bodies above this are refused with 413; default 64 KiB. */
+  /** Bodies above this are not held: refused with 413, unless correctly signed and at most maxVerifiedBodyBytes. Default 64 KiB. */
   maxBodyBytes?: number;
+  /**
+   * A body over maxBodyBytes is still read up to this size without being held, to verify its signature; a correctly
+   * signed one is acknowledged and kept in the dead letters (oversized.ts says why). Default 8 MiB; at most
+   * maxBodyBytes turns it off.
+   */
+  maxVerifiedBodyBytes?: number;
   /** Bytes of bodies held at once across all requests in flight; beyond it, 503 with Retry-After. Default 32 MiB. */
   maxBufferedBytes?: number;
   /** A body that sends nothing for this long is answered 408 and its connection closed. Default 10 s. */
@@ -68,6 +76,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
   const secrets = [...options.secrets];
   const toleranceSec = options.toleranceSec ?? 300;
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024;
+  const maxVerifiedBodyBytes = options.maxVerifiedBodyBytes ?? 8 * 1024 * 1024;
   const budget = new ByteBudget(options.maxBufferedBytes ?? 32 * 1024 * 1024);
   const bodyIdleTimeoutMs = options.bodyIdleTimeoutMs ?? 10_000;
   const clock = options.clock ?? systemClock;
@@ -109,6 +118,11 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     }
     const read = await readRawBody(req, { maxBytes: maxBodyBytes, budget, idleTimeoutMs: bodyIdleTimeoutMs });
     if (!read.ok) {
+      if (read.reason === "too_large" && maxVerifiedBodyBytes > maxBodyBytes) {
+        const declared = declaredLength(req);
+        if (declared === undefined || declared <= maxVerifiedBodyBytes)
+          return oversized(req, res, pre, read.consumed ?? [], ok);
+      }
       count(read.reason);
       if (read.reason === "aborted") return void log.debug("webhook request aborted by the client");
       if (read.reason === "too_large") {
@@ -117,7 +131,8 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
           { remote, max_body_bytes: maxBodyBytes, content_length: declaredLength(req) },
           "webhook body too large",
         );
-        return refuse(res, 413, { error: "too_large", message: `body over ${maxBodyBytes} bytes` });
+        const limit = Math.max(maxBodyBytes, maxVerifiedBodyBytes);
+        return refuse(res, 413, { error: "too_large", message: `body over ${limit} bytes` });
       }
       if (read.reason === "timeout") {
         rejections.record(
@@ -144,6 +159,61 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     } finally {
       read.release();
     }
+  }
+
+  /** A body over max_body_bytes with a current signature header: read to its end unheld, and judged by its signature. */
+  async function oversized(
+    req: IncomingMessage,
+    res: ServerResponse,
+    header: SignatureHeader,
+    consumed: readonly Buffer[],
+    ok: (text: string) => void,
+  ): Promise<void> {
+    const remote = req.socket.remoteAddress;
+    const drained = await drainOversized(req, {
+      consumed,
+      maxBytes: maxVerifiedBodyBytes,
+      idleTimeoutMs: bodyIdleTimeoutMs,
+      digest: signatureDigest(header, secrets),
+      toleranceSec,
+      now: () => clock.now(),
+    });
+    if (!drained.ok) {
+      count(drained.reason);
+      if (drained.reason === "aborted") return void log.debug("webhook request aborted by the client");
+      if (drained.reason === "timeout") {
+        rejections.record("timeout", { remote, idle_ms: bodyIdleTimeoutMs }, "webhook body stalled; connection closed");
+        return refuse(res, 408, { error: "timeout", message: "the body stopped arriving" });
+      }
+      rejections.record(
+        "too_large",
+        { remote, max_verified_body_bytes: maxVerifiedBodyBytes, content_length: declaredLength(req) },
+        "webhook body too large",
+      );
+      return refuse(res, 413, { error: "too_large", message: `body over ${maxVerifiedBodyBytes} bytes` });
+    }
+    const { verdict, bytes } = drained;
+    if (!verdict.ok) {
+      const timing = verdict.reason === "stale" || verdict.reason === "future";
+      count(timing ? "rejected_stale" : "rejected_signature");
+      rejections.record(verdict.reason, { remote, bytes }, verdict.message);
+      return reply(res, 401, { error: verdict.reason, message: SHORT_REASON[verdict.reason] });
+    }
+    const key = `oversized:${drained.sha256.slice(0, 32)}`;
+    const reason = `over webhooks.max_body_bytes (${bytes} bytes, at most ${maxBodyBytes} are kept): not read as an event`;
+    try {
+      await inbox.deadLetter(key, { reason, bytes });
+    } catch (error) {
+      count("store_error");
+      log.error({ err: error, bytes }, "oversized webhook not stored: the store failed; answering 503");
+      return reply(res, 503, { error: "unavailable", message: "try again later" }, { "retry-after": "60" });
+    }
+    count("oversized");
+    log.error(
+      { dead_letter: key, bytes, max_body_bytes: maxBodyBytes },
+      "correctly signed webhook over webhooks.max_body_bytes: acknowledged without reading it as an event (a refusal would have the sender retry it and then disable the endpoint) and kept in the dead letters; the next reconciliation brings its appointment in step. Raise webhooks.max_body_bytes if such bodies are expected",
+    );
+    ok(RECEIVED);
   }
 
   async function verified(

@@ -120,27 +120,49 @@ function matches(candidate: string, expected: Buffer): boolean {
 }
 
 export function verifySignature(input: VerifyInput): VerifyResult {
-  const { rawBody, header, secrets, toleranceSec, nowMs } = input;
-  const parsed = readHeader(header);
+  const parsed = readHeader(input.header);
   if (!parsed.ok) return parsed;
-  const { timestamp, signatures } = parsed;
-  // Every (secret, v1) pair is compared, so the time taken does not depend on which one matched.
-  let matched = false;
-  for (const secret of secrets) {
-    // An empty key would make signatures anyone can compute: it never verifies anything.
-    if (secret === "") continue;
-    const expected = Buffer.from(hmacHex(rawBody, secret, timestamp), "utf8");
-    for (const candidate of signatures) if (matches(candidate, expected)) matched = true;
-  }
-  if (!matched) {
-    return {
-      ok: false,
-      reason: "mismatch",
-      message:
-        "No signatures found matching the expected signature for payload. Are you passing the raw request body you " +
-        "received from the booking service (not re-serialized JSON)? Is the signing secret the one of this endpoint?",
-    };
-  }
+  return signatureDigest(parsed, input.secrets).update(input.rawBody).verdict(input.toleranceSec, input.nowMs);
+}
+
+/** A body's signature checked as its bytes arrive, so a body need not be held to be verified (see oversized.ts). */
+export interface SignatureDigest {
+  update(chunk: Buffer): SignatureDigest;
+  /** Once, after the last chunk. */
+  verdict(toleranceSec: number, nowMs: number): VerifyResult;
+}
+
+export function signatureDigest(header: SignatureHeader, secrets: string[]): SignatureDigest {
+  const { timestamp, signatures } = header;
+  // An empty key would make signatures anyone can compute: it never verifies anything.
+  const hmacs = secrets.filter((s) => s !== "").map((s) => createHmac("sha256", s).update(`${timestamp}.`));
+  const digest: SignatureDigest = {
+    update(chunk) {
+      for (const hmac of hmacs) hmac.update(chunk);
+      return digest;
+    },
+    verdict(toleranceSec, nowMs) {
+      // Every (secret, v1) pair is compared, so the time taken does not depend on which one matched.
+      let matched = false;
+      for (const hmac of hmacs) {
+        const expected = Buffer.from(hmac.digest("hex"), "utf8");
+        for (const candidate of signatures) if (matches(candidate, expected)) matched = true;
+      }
+      return matched ? timely(timestamp, toleranceSec, nowMs) : MISMATCH;
+    },
+  };
+  return digest;
+}
+
+const MISMATCH: VerifyResult = {
+  ok: false,
+  reason: "mismatch",
+  message:
+    "No signatures found matching the expected signature for payload. Are you passing the raw request body you " +
+    "received from the booking service (not re-serialized JSON)? Is the signing secret the one of this endpoint?",
+};
+
+function timely(timestamp: number, toleranceSec: number, nowMs: number): VerifyResult {
   const ageMs = nowMs - timestamp * 1000;
   const ageSec = Math.round(ageMs / 1000);
   if (ageMs > toleranceSec * 1000) {

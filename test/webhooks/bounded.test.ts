@@ -2,9 +2,11 @@
 // the body is read (refused at once, connection closed), a Content-Length over the limit is refused unread, the bytes
 // held across requests in flight have a budget (503 with Retry-After beyond it), a stalled body times out, and a
 // flood of refused requests is logged in a few lines while the metrics count every one.
+import { Readable } from "node:stream";
+import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { sign } from "../../src/webhooks/signature.ts";
-import { event, type Harness, PATH, rawUpload, SECRET, startHarness } from "./support.ts";
+import { collect, event, type Harness, PATH, rawUpload, SECRET, startHarness } from "./support.ts";
 
 const harnesses: Harness[] = [];
 afterEach(async () => {
@@ -50,14 +52,106 @@ describe("the signature header is judged before the body", () => {
     expect(text).toContain('calbridge_webhooks_total{result="rejected_stale"} 2');
   });
 
-  it("refuses a Content-Length over the limit with 413 before reading, even with a plausible header", async () => {
-    const h = await harness({ handler: { maxBodyBytes: 64 * 1024 } });
-    const upload = rawUpload(h.url, PATH, { "content-length": 64 * 1024 + 1, "x-service-signature": forged(h) });
+  it("refuses a Content-Length over the verified limit with 413 before reading, even with a plausible header", async () => {
+    const h = await harness({ handler: { maxBodyBytes: 64 * 1024, maxVerifiedBodyBytes: 256 * 1024 } });
+    const upload = rawUpload(h.url, PATH, { "content-length": 256 * 1024 + 1, "x-service-signature": forged(h) });
     expect((await upload.answer).status).toBe(413);
     await upload.closed;
     expect(upload.sent).toBe(0);
-    // One byte under it is read, and judged by its signature.
+    // With the second limit off (not above the first), so is one just over max_body_bytes.
+    const off = await harness({ handler: { maxBodyBytes: 64 * 1024, maxVerifiedBodyBytes: 64 * 1024 } });
+    const over = rawUpload(off.url, PATH, { "content-length": 64 * 1024 + 1, "x-service-signature": forged(off) });
+    expect((await over.answer).status).toBe(413);
+    await over.closed;
+    expect(over.sent).toBe(0);
+    // One byte under max_body_bytes is read, and judged by its signature.
     expect((await h.post(padded("evt_max", 64 * 1024), { raw: true })).status).toBe(200);
+  });
+});
+
+describe("a body over max_body_bytes", () => {
+  const limits = { maxBodyBytes: 64 * 1024, maxVerifiedBodyBytes: 4 * MIB };
+  const deadLetters = async (h: Harness) => {
+    const out: [string, Record<string, unknown>][] = [];
+    for await (const [key, letter] of h.inbox.deadLetters())
+      out.push([key, letter as unknown as Record<string, unknown>]);
+    return out;
+  };
+
+  it("is read to its end unheld and, correctly signed, acknowledged and set aside, never read as an event", async () => {
+    const h = await harness({ handler: limits });
+    // An authentic event made large by one long field (the spec names no limit on field lengths), 1 MiB.
+    const big = JSON.stringify(
+      event("evt_big", "appointment.updated", { id: "apt_1", status: "confirmed", notes: "n".repeat(MIB) }),
+    );
+    const first = await h.post(big, { raw: true });
+    expect(first).toEqual({ status: 200, json: { received: true } });
+    // The sender's retry of it (no answer reached it, say), and the same body sent chunked: one dead letter.
+    expect((await h.post(big, { raw: true })).status).toBe(200);
+    async function* chunks() {
+      for (let i = 0; i < big.length; i += 50_000) yield Buffer.from(big.slice(i, i + 50_000));
+    }
+    const signature = sign(big, SECRET, Math.floor(h.clock.now() / 1000));
+    const chunked = await request(h.url + PATH, {
+      method: "POST",
+      body: Readable.from(chunks()),
+      headers: { "content-type": "application/json", "x-service-signature": signature },
+    });
+    expect(chunked.statusCode).toBe(200);
+    await chunked.body.dump();
+
+    const letters = await deadLetters(h);
+    expect(letters).toHaveLength(1);
+    const [key, letter] = letters[0]!;
+    expect(key).toMatch(/^oversized:[0-9a-f]{32}$/);
+    expect(letter).toMatchObject({ bytes: Buffer.byteLength(big) });
+    expect(String(letter["reason"])).toContain("max_body_bytes");
+    expect(JSON.stringify(letter)).not.toContain("nnnn"); // never the body
+    // Nothing was read as an event: the inbox has no entry and the processor saw nothing.
+    expect(await collect(h.inbox.pending())).toEqual([]);
+    await h.processor!.idle();
+    expect(h.sink.calls).toEqual([]);
+    expect(await h.registry.metrics()).toContain('calbridge_webhooks_total{result="oversized"} 3');
+    const errors = h.log.lines.filter((l) => l["level"] === 50 && String(l["msg"]).includes("max_body_bytes"));
+    expect(errors).toHaveLength(3);
+    expect(errors[0]).toMatchObject({ bytes: Buffer.byteLength(big), max_body_bytes: 64 * 1024 });
+    // A small delivery after them is taken as usual.
+    expect((await h.post(event("evt_small", "appointment.created", { id: "apt_2" }))).status).toBe(200);
+  });
+
+  it("answers 401 when the signature does not match, and 413 once a chunked body passes the verified limit", async () => {
+    const h = await harness({ handler: { maxBodyBytes: 64 * 1024, maxVerifiedBodyBytes: 512 * 1024 } });
+    const body = padded("evt_forged", 300 * 1024);
+    expect((await h.post(body, { raw: true, signature: forged(h) })).status).toBe(401);
+    expect((await h.post(body, { raw: true, secret: "whsec_someone_else_entirely" })).status).toBe(401);
+    // Chunked with a current header: read, unheld, until it passes 512 KiB; then answered at once and closed.
+    const cut = rawUpload(h.url, PATH, { "transfer-encoding": "chunked", "x-service-signature": forged(h) });
+    let written = 0;
+    while (!(await Promise.race([cut.answer.then(() => true), settle().then(() => false)])) && written < 40) {
+      cut.write(`10000\r\n${" ".repeat(0x10000)}\r\n`);
+      written++;
+    }
+    const answer = await cut.answer;
+    expect(answer.status).toBe(413);
+    expect(answer.head).toContain("connection: close");
+    expect(written).toBeGreaterThanOrEqual(8); // not before 512 KiB had come
+    await cut.closed;
+    expect(await deadLetters(h)).toEqual([]);
+    const text = await h.registry.metrics();
+    expect(text).toContain('calbridge_webhooks_total{result="rejected_signature"} 2');
+    expect(text).toContain('calbridge_webhooks_total{result="too_large"} 1');
+    expect(text).not.toContain('result="oversized"');
+  });
+
+  it("times out when it stops arriving, as a held body does", async () => {
+    const h = await harness({ handler: { ...limits, bodyIdleTimeoutMs: 150 } });
+    const stalled = rawUpload(h.url, PATH, { "content-length": 200_000, "x-service-signature": forged(h) });
+    stalled.write(" ".repeat(100_000));
+    const answer = await stalled.answer;
+    expect(answer.status).toBe(408);
+    expect(answer.head).toContain("connection: close");
+    await stalled.closed;
+    expect(await h.registry.metrics()).toContain('calbridge_webhooks_total{result="timeout"} 1');
   });
 });
 

@@ -25,7 +25,8 @@ afterAll(async () => {
 
 describe("webhook route fuzz", () => {
   it("never answers 5xx to 500 random deliveries", async () => {
-    h = await startHarness({ handler: { maxBodyBytes: 4096 } });
+    // The big bodies (4,096-6,095 bytes) fall on both sides of the second limit: read unheld and judged by signature, or 413.
+    h = await startHarness({ handler: { maxBodyBytes: 4096, maxVerifiedBodyBytes: 5000 } });
     const random = rng(20261122);
     const int = (n: number) => Math.floor(random() * n);
     const pick = <T>(xs: T[]): T => xs[int(xs.length)]!;
@@ -100,7 +101,8 @@ describe("webhook route fuzz", () => {
     for (let i = 0; i < 500; i += 10) await Promise.all(Array.from({ length: 10 }, send));
 
     expect([...statuses.keys()].every((s) => [200, 400, 401, 405, 413].includes(s))).toBe(true);
-    for (const status of [200, 400, 401, 413]) expect(statuses.get(status)).toBeGreaterThan(20);
+    for (const status of [200, 400, 401]) expect(statuses.get(status)).toBeGreaterThan(20);
+    expect(statuses.get(413)).toBeGreaterThan(10);
     await h.processor!.idle();
     // Only correctly signed events were processed.
     for (const call of h.sink.calls) expect(signedIds.has(call.eventId)).toBe(true);

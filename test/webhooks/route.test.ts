@@ -113,7 +113,8 @@ describe("webhook route", () => {
   });
 
   it("refuses a body over the limit with 413, by Content-Length or while streaming", async () => {
-    const h = await harness({ handler: { maxBodyBytes: 1000 } });
+    // Over both limits: a body between them is read to its end and judged by its signature (bounded.test.ts).
+    const h = await harness({ handler: { maxBodyBytes: 1000, maxVerifiedBodyBytes: 2000 } });
     const big = JSON.stringify(created("evt_big")).padEnd(5000, " ");
     expect(await h.post(big, { raw: true })).toMatchObject({ status: 413, json: { error: "too_large" } });
     async function* chunks() {
