@@ -1,4 +1,4 @@
-// Owns what a customer's change means for the calendars: the customer's upcoming appointments in the sync window,
+// Owns what a customer's change means for the calendars: the customer's appointments in the sync window,
 // each to be re-rendered (the listing carries the name; contact details need a full read of each appointment).
 import type { Appointment } from "../booking/schemas.ts";
 import type { Config } from "../config/schema.ts";
@@ -14,13 +14,13 @@ export async function customerResyncs(
   now: number,
   base: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
 ): Promise<[string, SyncRequest][]> {
+  // The whole sync window, as the reconciliation lists it: events of the past days (today's earlier sessions) show
+  // the name too, and would otherwise keep the old one until the next reconciliation.
+  const dateFrom = new Date(now - config.sync.window.past_days * DAY).toISOString();
   const dateTo = new Date(now + config.sync.window.future_days * DAY).toISOString();
   // By id, the last copy kept: the listing yields an appointment again when a later page showed it changed.
   const upcoming = new Map<string, Appointment>();
-  for await (const appt of booking.listAppointments(
-    { customerId, dateFrom: new Date(now).toISOString(), dateTo },
-    { priority: base.priority },
-  )) {
+  for await (const appt of booking.listAppointments({ customerId, dateFrom, dateTo }, { priority: base.priority })) {
     upcoming.set(appt.id, appt);
   }
   // The listing lacks contact details; with them on the event, each appointment is read in full.

@@ -149,6 +149,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   // they are get their enrichment queued here (a restart forgets the queue, the links do not).
   const enrichments = new Set<string>();
   const resume: string[] = [];
+  const unasked: string[] = [];
   // Most appointments are decided from what was just read; the rest read for themselves (nothing written), as many at
   // once as syncs run.
   const reads = new PQueue({ concurrency: config.sync.concurrency });
@@ -160,7 +161,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
         (await reads.add(() => ctx.sync.plan(id, source, (hint) => (source.booking = hint))));
       if (leavesEnrichment(action, linkOf.get(id))) {
         enrichments.add(id);
-        if (action.kind === "none") resume.push(id);
+        // An enrichment is dropped unless the link asks for it: the "none" that saves it asking is applied first.
+        if (action.kind === "none") (linkOf.get(id)?.enrich ? resume : unasked).push(id);
       }
       const entry = planEntry(action);
       planned.set(id, entry);
@@ -257,7 +259,10 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     });
   }
 
-  if (!dryRun) for (const id of resume) ctx.sync.enrich(id);
+  if (!dryRun) {
+    for (const id of resume) ctx.sync.enrich(id);
+    await inPool(unasked, APPLY_IN_FLIGHT, async (id) => void (await ctx.sync.syncAppointment(id, sources.get(id)!)));
+  }
   const perMinute = ctx.enrichPerMinute();
   const enrichment = { pending: enrichments.size, minutes: Math.ceil(enrichments.size / perMinute), perMinute };
 

@@ -158,4 +158,36 @@ describe("full-form fields", () => {
       await app.stop(2000);
     }
   });
+  it("a name or title change only the reconciliation sees reaches events whose description needs the full form", async () => {
+    // A missed customer.updated (endpoint disabled for a while), then a title template changed by a reload: the list
+    // item shows the change next to notes it lacks, so the reconciliation leaves the rewrite to an enrichment. That
+    // enrichment was dropped as "nothing left to enrich", the link not asking for one, and the old name stayed.
+    h = await daemon();
+    const customer = { name: "Erika Geheim", email: "erika@example.test" };
+    const appt = h.world.booking.create(
+      { therapist_id: "th_1", start_time: iso(Date.now() + 2 * DAY + 10 * HOUR), customer, notes: "left knee" },
+      { force: true },
+    );
+    await settled(h);
+    const title = () =>
+      String(h!.world.google.event(h!.world.calendarOf("th_1"), eventIdFor(String(appt.id)))?.summary);
+    expect(title()).toBe("Massage 60 min: Erika Geheim");
+    for (const e of h.world.booking.webhookEndpoints()) h.world.booking.setWebhookEndpointEnabled(e.id, false);
+    h.world.booking.updateCustomer(String(appt.customer_id), { name: "Erika Neuname" });
+
+    const report = await h.app.reconcile();
+    expect(report.plan).toEqual([]);
+    expect(report.enrichment).toMatchObject({ pending: 1 });
+    await settled(h);
+    expect(title()).toBe("Massage 60 min: Erika Neuname");
+    expect(description(h, "th_1", appt.id)).toBe(`Booking ${appt.id}\nleft knee`);
+
+    const next = structuredClone(h.world.config);
+    next.event.title = "{service_name}: {customer_initials}";
+    await h.app.reload(next);
+    await h.app.reconcile();
+    await settled(h);
+    expect(title()).toBe("Massage 60 min: E.N.");
+    expect(description(h, "th_1", appt.id)).toBe(`Booking ${appt.id}\nleft knee`);
+  });
 });

@@ -73,23 +73,28 @@ describe("webhook hints", () => {
     );
   });
 
-  it("customer.updated re-renders that customer's upcoming events", async () => {
+  it("customer.updated re-renders that customer's events in the sync window, earlier sessions included", async () => {
     h = await harness({ therapists: 1 });
+    const customer = { name: "Ada Old", email: "ada@example.com" };
     const a = h.world.booking.create(
-      {
-        therapist_id: "th_1",
-        start_time: iso(Date.now() + DAY),
-        customer: { name: "Ada Old", email: "ada@example.com" },
-      },
+      { therapist_id: "th_1", start_time: iso(Date.now() + DAY), customer },
+      { force: true },
+    );
+    // This morning's session (the window keeps sync.window.past_days), same customer.
+    const earlier = h.world.booking.create(
+      { therapist_id: "th_1", start_time: iso(Date.now() - 3 * 3_600_000), customer },
       { force: true },
     );
     await h.app.reconcile();
     const cal = h.world.calendarOf("th_1");
-    expect(String(h.world.google.event(cal, eventIdFor(String(a.id)))?.summary)).toContain("Ada Old");
+    const title = (id: unknown) => String(h!.world.google.event(cal, eventIdFor(String(id)))?.summary);
+    expect(title(a.id)).toContain("Ada Old");
+    expect(title(earlier.id)).toContain("Ada Old");
     h.world.booking.updateCustomer(String(a.customer_id), { name: "Ada New" });
     const event = h.world.booking.events.at(-1) as unknown as BookingWebhookEvent;
     expect(event.type).toBe("customer.updated");
     await new EngineSink(h.app.engine).customerUpdated(event, silentLogger);
-    expect(String(h.world.google.event(cal, eventIdFor(String(a.id)))?.summary)).toContain("Ada New");
+    expect(title(a.id)).toContain("Ada New");
+    expect(title(earlier.id)).toContain("Ada New");
   });
 });
