@@ -65,6 +65,8 @@ export class CalendarHealth {
   #lastError: string | undefined;
   /** The reason label of the credentialsBroken series that is set, if any. */
   #brokenLabel: string | undefined;
+  /** The therapist's series are withdrawn (retire()): this calendar's standing is tracked but no longer exported. */
+  #retired = false;
 
   constructor(options: CalendarHealthOptions) {
     this.#o = options;
@@ -127,7 +129,7 @@ export class CalendarHealth {
     this.credentialsWork(admission.write ? "write" : "read");
     if (this.#pausedUntil !== undefined && admission.generation === this.#pauseGeneration) {
       this.#pausedUntil = undefined;
-      this.#o.metrics.paused.set({ therapist: this.#o.therapistId }, 0);
+      this.#gauge("paused", 0);
       this.#o.logger.info(this.#ids, "Google Calendar quota pause over: calendar resumed");
     }
     if (this.#calendarMissing) {
@@ -148,14 +150,14 @@ export class CalendarHealth {
     }
     this.#credentials = "ok";
     this.#brokenError = undefined;
-    this.#o.metrics.credentialsOk.set({ therapist: this.#o.therapistId }, 1);
+    this.#gauge("credentialsOk", 1);
     this.#setBrokenLabel(undefined);
   }
 
   /** Logged once per cause: again only when the reason changes. */
   markBroken(err: CalendarError): void {
     this.#lastError = err.message;
-    this.#o.metrics.credentialsOk.set({ therapist: this.#o.therapistId }, 0);
+    this.#gauge("credentialsOk", 0);
     const was = this.#credentials === "broken" ? this.#brokenError : undefined;
     // A failed probe already set the next one; failing reads while only writes are refused must not postpone it.
     if (this.#credentials !== "broken") this.#nextProbe = this.#o.clock.now() + this.#o.credentialProbeMs;
@@ -171,12 +173,32 @@ export class CalendarHealth {
   }
 
   #setBrokenLabel(reason: string | undefined): void {
+    if (this.#retired) return;
     const therapist = this.#o.therapistId;
     if (this.#brokenLabel !== undefined && this.#brokenLabel !== reason) {
       this.#o.metrics.credentialsBroken.remove({ therapist, reason: this.#brokenLabel });
     }
     if (reason !== undefined) this.#o.metrics.credentialsBroken.set({ therapist, reason }, 1);
     this.#brokenLabel = reason;
+  }
+
+  #gauge(name: "credentialsOk" | "paused", value: number): void {
+    if (!this.#retired) this.#o.metrics[name].set({ therapist: this.#o.therapistId }, value);
+  }
+
+  /**
+   * The gateway leaves the daemon (its therapist left the mapping, or a reload gave them another calendar or other
+   * credentials): the therapist's credentials and pause series go from /metrics, and whatever the gateway still does
+   * (a request in flight, stopping its push channel) sets none again. A gateway that replaces it starts without
+   * series, as at start-up. Only this process's registry is touched: every replica retires its own gateways.
+   */
+  retire(): void {
+    if (this.#retired) return;
+    this.#setBrokenLabel(undefined);
+    this.#retired = true;
+    const therapist = { therapist: this.#o.therapistId };
+    this.#o.metrics.credentialsOk.remove(therapist);
+    this.#o.metrics.paused.remove(therapist);
   }
 
   /** Clears the broken state (after re-authorization); the next call tries the credentials again. */
@@ -193,7 +215,7 @@ export class CalendarHealth {
     this.#pauseGeneration += 1;
     this.#pausedUntil = this.#o.clock.now() + this.#o.quotaPauseMs;
     this.#pauseReason = err.reason ?? "quotaExceeded";
-    this.#o.metrics.paused.set({ therapist: this.#o.therapistId }, 1);
+    this.#gauge("paused", 1);
     if (already) {
       this.#o.logger.info(
         { ...this.#ids, paused_until: new Date(this.#pausedUntil).toISOString() },

@@ -213,6 +213,14 @@ export class CalendarGateway {
     this.#auth.off("tokens", this.#onTokens);
   }
 
+  /**
+   * Takes the therapist's credentials and pause series off the registry, for good: the gateway leaves the daemon (see
+   * CalendarHealth.retire). Call it before a gateway that replaces this one is used.
+   */
+  retire(): void {
+    this.#health.retire();
+  }
+
   health(): GatewayHealth {
     return this.#health.snapshot();
   }

@@ -580,7 +580,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         backfill,
       },
       next,
-    ).finally(() => void upkeep.report().catch(() => {}));
+    ).finally(() => {
+      void upkeep.report().catch(() => {});
+      // The held gauge follows the new mapping now, not at the next count: a removed therapist with nothing held goes.
+      void refreshHolds();
+    });
 
   let leaderWork: Promise<void> = Promise.resolve();
   const lease: LeaderLease = new LeaderLease({

@@ -132,14 +132,23 @@ export class TherapistCalendars {
     return staged;
   }
 
-  /** Applies a staged change at once (the reload calls it between syncs); answers the gateways it took out. */
+  /**
+   * Applies a staged change at once (the reload calls it between syncs); answers the gateways it took out. Their
+   * therapists' per-therapist series go from /metrics first, so a removed therapist leaves no alert firing and a
+   * replacement gateway starts without series, as at start-up (the status snapshot sets therapist_credentials_ok
+   * again for a therapist still mapped).
+   */
   swap(staged: StagedCalendars): Map<string, CalendarGateway> {
     const retired = new Map<string, CalendarGateway>();
     for (const id of staged.dropped) {
       const gw = this.map.get(id);
-      if (gw) retired.set(id, gw);
+      if (gw) {
+        gw.retire();
+        retired.set(id, gw);
+      }
       this.map.delete(id);
       this.errors.delete(id);
+      this.#o.metrics.therapistCredentialsOk.remove({ therapist: id });
     }
     for (const [id, gw] of staged.made) this.map.set(id, gw);
     for (const [id, why] of staged.failed) {

@@ -16,6 +16,7 @@ interface HistogramLike {
 
 interface LabelledGaugeLike {
   set(labels: Record<string, string>, value: number): void;
+  remove(labels: Record<string, string>): void;
 }
 
 export interface SyncMetrics {
@@ -31,7 +32,7 @@ export interface SyncMetrics {
   deadLetters: GaugeLike;
 }
 
-const noop = { inc() {}, set() {}, observe() {} };
+const noop = { inc() {}, set() {}, observe() {}, remove() {} };
 
 export const noopSyncMetrics: SyncMetrics = {
   operations: noop,

@@ -30,7 +30,7 @@ export interface GuardLimits {
 }
 
 export interface GuardMetrics {
-  held: { set(labels: { therapist: string }, value: number): void };
+  held: { set(labels: { therapist: string }, value: number): void; remove(labels: { therapist: string }): void };
   tripped: { inc(labels: { therapist: string }): void };
 }
 
@@ -203,7 +203,10 @@ export class WritebackGuard {
     return this.held(therapistId);
   }
 
-  /** Sets the held gauge of every therapist from the store (another process may have released holds). */
+  /**
+   * Sets the held gauge of every therapist from the store (another process may have released holds): the mapped ones
+   * and any with holds; the series of one that is neither (removed from the mapping, nothing held) goes.
+   */
   async refreshAll(therapistIds: readonly string[]): Promise<Map<string, number>> {
     const counts = new Map(therapistIds.map((t) => [t, 0]));
     const held = await this.held();
@@ -212,6 +215,7 @@ export class WritebackGuard {
       this.#heldIds.add(h.appointmentId);
       counts.set(h.therapistId, (counts.get(h.therapistId) ?? 0) + 1);
     }
+    for (const t of this.#counts.keys()) if (!counts.has(t)) this.#o.metrics?.held.remove({ therapist: t });
     for (const [t, n] of counts) this.#o.metrics?.held.set({ therapist: t }, n);
     this.#counts = counts;
     return counts;
