@@ -2,9 +2,11 @@
 // 8601" and says nothing more: not whether a date-time is accepted, not whether `date_to` includes its day, not in
 // which time zone a day begins. So the safest form is sent, a plain date (YYYY-MM-DD), widened on each side by enough
 // days that any reading covers the window (inclusive or exclusive, any UTC offset from -12 to +14 hours), and the
-// appointments outside the window are dropped here, by their own start_time. Limits on date ranges are "not shown"
-// either: a window the service refuses is listed in narrower pieces (RangeLimit).
+// appointments that do not overlap the window are dropped here, by their own start_time and end_time (as Google's
+// timeMin/timeMax keeps the events that overlap it). Limits on date ranges are "not shown" either: a window the service
+// refuses is listed in narrower pieces (RangeLimit).
 import { BookingApiError } from "./errors.ts";
+import { bookingInstant } from "./instant.ts";
 import type { Appointment } from "./schemas.ts";
 import type { AppointmentQuery } from "./types.ts";
 
@@ -20,7 +22,10 @@ export const DATE_SLACK_DAYS = 2;
 export interface ListDates {
   date_from?: string;
   date_to?: string;
-  /** Whether an appointment of the wider list starts within the window asked for (both ends included). */
+  /**
+   * Whether an appointment of the wider list overlaps the window asked for: it starts at or before the window's end
+   * and ends after its start (one without an end: starts at or after it).
+   */
   within(appointment: Appointment): boolean;
 }
 
@@ -33,10 +38,14 @@ export function listDates(query: Pick<AppointmentQuery, "dateFrom" | "dateTo">):
     ...(to !== undefined ? { date_to: plainDate(to + DATE_SLACK_DAYS * DAY_MS) } : {}),
     within(appointment) {
       if (from === undefined && to === undefined) return true;
-      const start = appointment.start_time === undefined ? Number.NaN : Date.parse(appointment.start_time);
+      const start = bookingInstant(appointment.start_time);
       // An item without a readable start is kept: the server matched it, and the sync reads it in full anyway.
       if (Number.isNaN(start)) return true;
-      return (from === undefined || start >= from) && (to === undefined || start <= to);
+      // Kept while it overlaps the window, as Google's timeMin/timeMax listing keeps its event: an appointment in
+      // progress at the window's past edge is listed on both sides (else its event was a stray, read every run).
+      const end = bookingInstant(appointment.end_time);
+      const last = Number.isNaN(end) || end < start ? start : end;
+      return (from === undefined || last > from || start >= from) && (to === undefined || start <= to);
     },
   };
 }

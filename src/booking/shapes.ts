@@ -1,11 +1,12 @@
 // Owns the tolerant readings of shapes the spec leaves open: list bodies of services and webhooks, and whether an
 // appointment already shows a requested change.
+import { bookingInstant } from "./instant.ts";
 import type { Appointment } from "./schemas.ts";
 import type { PatchBody } from "./types.ts";
 
 function sameInstant(a: string | undefined, b: string): boolean {
   if (a === undefined) return false;
-  return a === b || Date.parse(a) === Date.parse(b);
+  return a === b || bookingInstant(a) === bookingInstant(b);
 }
 
 export function patchApplied(now: Appointment, wanted: PatchBody): boolean {

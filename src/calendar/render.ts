@@ -1,4 +1,5 @@
 // Owns the mapping of an appointment to the Google Calendar event body calbridge writes (a pure function).
+import { bookingInstant } from "../booking/instant.ts";
 import { APPOINTMENT_ID_PROPERTY, MANAGED_PROPERTY, MANAGED_VALUE } from "./ids.ts";
 import { PLACEHOLDER_NAMES, PLACEHOLDERS, type RenderableAppointment } from "./placeholders.ts";
 import { type EventReminders, type RemindersConfig, remindersBody, remindersPatch } from "./reminders.ts";
@@ -143,7 +144,7 @@ export class RenderError extends Error {
 
 function parseInstant(appt: RenderableAppointment, field: "start_time" | "end_time"): number {
   const text = appt[field];
-  const ms = text ? Date.parse(text) : Number.NaN;
+  const ms = bookingInstant(text);
   if (Number.isNaN(ms)) throw new RenderError(appt.id, `${field} is missing or not ISO 8601 (${String(text)})`);
   return ms;
 }

@@ -1,5 +1,6 @@
 // Owns telling what changed on each side since the link was written: the booking's times, status and therapist, and
 // how the therapist changed the event (deleted, moved, resized, made all-day or repeating).
+import { bookingInstant } from "../booking/instant.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
 import type { CalEvent, Link, Snapshot } from "./types.ts";
@@ -17,7 +18,7 @@ export function bookingChanged(link: Link, appt: Appointment | Snapshot): boolea
 
 function instant(iso: string | undefined | null): number | undefined {
   if (!iso) return undefined;
-  const ms = Date.parse(iso);
+  const ms = bookingInstant(iso);
   return Number.isNaN(ms) ? undefined : ms;
 }
 

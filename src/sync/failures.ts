@@ -1,5 +1,6 @@
 // Owns what a failed sync run becomes: retried under the one retry policy (a calendar that cannot be used waits
 // without spending tries), or given up on as exactly one dead letter; logged once, counted, shown in /status.
+import { bookingInstant } from "../booking/instant.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { DeadLetters } from "./dead-letters.ts";
@@ -55,7 +56,7 @@ export class Failures {
     this.#history.failed(key, p.request, err, { final, runs: p.runs });
     if (final) {
       log.error({ err: error, attempts: p.runs, reason: p.request.reason }, "sync failed for good: dead letter");
-      const endsAt = Date.parse(read?.appt.end_time ?? read?.appt.start_time ?? "");
+      const endsAt = bookingInstant(read?.appt.end_time ?? read?.appt.start_time);
       await this.#dead
         .record({
           key,

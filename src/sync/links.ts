@@ -1,6 +1,7 @@
 // Owns the link store: per appointment, what was last written or accepted on both sides (vdirsyncer's status
 // database), kept only while the appointment can still be synced, and the index from a managed event id back to its
 // appointment. A link never holds a customer detail: times, status, therapist, event, fingerprints and digests.
+import { bookingInstant } from "../booking/instant.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { Clock } from "../clock.ts";
@@ -53,7 +54,7 @@ export const MIN_LINK_TTL_MS = 3 * DAY;
 
 /** When a link stops being of use: the end of its appointment plus the window's past days and a margin. */
 export function linkExpiry(link: Pick<Link, "eventEnd" | "booking">, pastDays: number): number | undefined {
-  const end = link.eventEnd ?? Date.parse(link.booking.end_time ?? link.booking.start_time ?? "");
+  const end = link.eventEnd ?? bookingInstant(link.booking.end_time ?? link.booking.start_time);
   return Number.isFinite(end) ? end + (pastDays + MARGIN_DAYS) * DAY : undefined;
 }
 

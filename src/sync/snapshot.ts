@@ -1,6 +1,7 @@
 // Owns what calbridge knows of the booking side of one appointment: a hint or a read over what the link keeps (times,
 // status, therapist; a cancellation's payload has none of them), what the link may keep of it (never a customer
 // detail), and whether a hint is fresh enough to act on without a read.
+import { bookingInstant } from "../booking/instant.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import type { BookingCore, BookingHint, Link, Snapshot } from "./types.ts";
 
@@ -29,7 +30,7 @@ export function coreOf(appt: Snapshot | BookingCore): BookingCore {
 
 /** Epoch ms of the appointment's `updated_at`, or 0. */
 export function updatedAt(appt: Appointment): number {
-  const ms = appt.updated_at ? Date.parse(appt.updated_at) : Number.NaN;
+  const ms = bookingInstant(appt.updated_at);
   return Number.isNaN(ms) ? 0 : ms;
 }
 
@@ -52,8 +53,8 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
   if (!hint?.appt) return undefined;
   const applied = link?.sourceAt ?? 0;
   const merged = merge(link?.booking, hint.appt);
-  const start = merged.start_time ? Date.parse(merged.start_time) : Number.NaN;
-  const end = merged.end_time ? Date.parse(merged.end_time) : Number.NaN;
+  const start = bookingInstant(merged.start_time);
+  const end = bookingInstant(merged.end_time);
   const usable = end > start && merged.therapist_id && merged.status;
   // A webhook no newer than what was applied, or a listing read before the link was last written, may be older
   // than what calbridge already did: read instead.

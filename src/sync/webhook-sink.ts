@@ -2,6 +2,7 @@
 // than what was applied), everything else is fetched; customer changes re-render that customer's upcoming events.
 // Each call resolves when the engine is done with the request (synced, or recorded as a dead letter), so the inbox
 // marks the event done only then; it rejects when the engine stops first, and the event stays in the inbox.
+import { bookingInstant } from "../booking/instant.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import type { Logger } from "../log.ts";
 import type { BookingWebhookEvent } from "../webhooks/event.ts";
@@ -23,7 +24,7 @@ export class EngineSink implements EventSink {
       log.warn({ type: event.type }, "appointment event without data.object.id; nothing to sync");
       return;
     }
-    const at = event.created_at ? Date.parse(event.created_at) : Number.NaN;
+    const at = bookingInstant(event.created_at);
     const booking: BookingHint = Number.isNaN(at) ? {} : { at };
     if (event.type === "appointment.created") booking.appt = object as Appointment;
     else if (event.type === "appointment.cancelled") booking.appt = { ...(object as Appointment), status: "cancelled" };

@@ -2,6 +2,7 @@
 // deleted one a cancel, an event moved to another mapped calendar a reassignment. A refusal, or a failure that
 // outlives its retries, restores the event from the booking and says why in the event itself.
 import { BookingApiError } from "../booking/errors.ts";
+import { bookingInstant } from "../booking/instant.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isRefusal, isUnavailable } from "./errors.ts";
 import { findElsewhere, movedToOtherCalendar } from "./reassign.ts";
@@ -72,7 +73,7 @@ async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promi
   const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
   w.tell?.({ kind: "reschedule", result: "ok", status: res.status });
   const booking = merge(w.appt, res);
-  const sourceAt = Math.max(w.sourceAt, Date.parse(res.updated_at ?? "") || 0);
+  const sourceAt = Math.max(w.sourceAt, bookingInstant(res.updated_at) || 0);
   // The booking service took the move: a failure from here on is never answered by putting the old time back.
   await accept(ctx, w, w.link.therapistId, { ...w, appt: booking }, w.event ?? undefined, sourceAt).catch(leaveAsIs);
   ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });

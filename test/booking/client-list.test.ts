@@ -14,6 +14,16 @@ afterEach(async () => {
   pair = undefined;
 });
 
+/**
+ * What the window keeps (as Google's timeMin/timeMax listing keeps an event): an appointment that starts by the
+ * window's end and ends after its start.
+ */
+function overlaps(a: Record<string, unknown>, from: number, to: number): boolean {
+  const start = Date.parse(a.start_time as string);
+  const end = Date.parse((a.end_time ?? a.start_time) as string);
+  return start <= to && (end > from || start >= from);
+}
+
 describe("listAppointments", () => {
   it("walks 1,234 appointments in exactly ceil(N/100) requests and yields every id once", async () => {
     pair = await startPair();
@@ -45,11 +55,7 @@ describe("listAppointments", () => {
       ),
     );
     const want = all.filter(
-      (a) =>
-        a.therapist_id === "th_anna" &&
-        a.status === "confirmed" &&
-        Date.parse(a.start_time as string) >= T0 &&
-        Date.parse(a.start_time as string) <= T0 + 7 * DAY,
+      (a) => a.therapist_id === "th_anna" && a.status === "confirmed" && overlaps(a, T0, T0 + 7 * DAY),
     );
     expect(want.length).toBeGreaterThan(10);
     expect(got.map((a) => a.id).sort()).toEqual(want.map((a) => a.id as string).sort());
@@ -76,7 +82,8 @@ describe("listAppointments", () => {
     pair = await startPair({ sim: { therapists: ["th_anna"] } });
     const p = pair;
     // The window: 09:00 UTC on T0's day to 07:30 UTC six days later; appointments on both edges, just outside
-    // them, and spread over the days around.
+    // them (the one that starts a minute before the window is in progress at its start: kept, as Google keeps its
+    // event), and spread over the days around.
     const from = T0;
     const to = T0 + 6 * DAY - 90 * 60_000;
     const starts = [from - 60_000, from, from + 60_000, to - 60_000, to, to + 60_000];
@@ -84,7 +91,7 @@ describe("listAppointments", () => {
     for (const start of starts) p.sim.create({ start_time: new Date(start).toISOString() });
     const want = p.sim
       .all()
-      .filter((a) => Date.parse(a.start_time as string) >= from && Date.parse(a.start_time as string) <= to)
+      .filter((a) => overlaps(a, from, to))
       .map((a) => a.id as string)
       .sort();
     expect(want.length).toBeGreaterThan(20);
@@ -115,7 +122,7 @@ describe("listAppointments", () => {
     const window = { dateFrom: new Date(from).toISOString(), dateTo: new Date(to).toISOString() };
     const want = p.sim
       .all()
-      .filter((a) => Date.parse(a.start_time as string) >= from && Date.parse(a.start_time as string) <= to)
+      .filter((a) => overlaps(a, from, to))
       .map((a) => a.id as string)
       .sort();
     const refused = () => p.sim.requests.filter((r) => r.route === "GET /v1/appointments" && r.status === 400).length;
