@@ -99,17 +99,49 @@ const storeKey = (what: string) =>
     message: "must be at least 32 characters (random: `openssl rand -base64 32` gives 44)",
   });
 
-const timezone = z.string().refine(
-  (tz) => {
-    try {
-      new Intl.DateTimeFormat("en-US", { timeZone: tz });
-      return true;
-    } catch {
-      return false;
-    }
-  },
-  { message: "expected an IANA time zone such as Europe/Berlin" },
-);
+/**
+ * A therapist's zone is written as every event's timeZone, which Google takes only as "an IANA Time Zone Database name"
+ * (EventDateTime.timeZone) and answers anything else with 400 "Invalid time zone definition" (n8n-io/n8n#2995,
+ * phw198/OutlookGoogleCalendarSync#1525). Node's Intl also takes UTC offsets (`+01:00`, `+0100`, `-05`): refused here.
+ * Intl matches names whatever their case, Google's list need not: a name in another case is written as Intl spells it
+ * (`europe/berlin` becomes `Europe/Berlin`). A link written in mixed case is kept as written (Intl would give its CLDR
+ * target: `Asia/Kolkata` would become `Asia/Calcutta`); one written all in lower or upper case takes Intl's spelling.
+ */
+const IANA_HINT = "expected an IANA time zone such as Europe/Berlin";
+export function ianaZone(tz: string): { zone: string } | { problem: string } {
+  let resolved: string;
+  try {
+    resolved = new Intl.DateTimeFormat("en-US", { timeZone: tz }).resolvedOptions().timeZone;
+  } catch {
+    return { problem: IANA_HINT };
+  }
+  const offset = /^([+-])(\d{2}):(\d{2})$/.exec(resolved);
+  if (offset || /^[+\-\u2212]/.test(tz.trim())) {
+    const hours = offset && offset[3] === "00" ? Number(offset[2]) : undefined;
+    const sign = offset?.[1] === "+" ? "-" : "+"; // Etc/GMT-1 is one hour ahead of UTC
+    const fixed =
+      hours === 0
+        ? " (for +00:00: UTC)"
+        : hours !== undefined && hours <= (sign === "-" ? 14 : 12)
+          ? ` (a fixed ${resolved} is Etc/GMT${sign}${hours}, the sign inverted)`
+          : "";
+    return { problem: `${IANA_HINT}, not a UTC offset (${tz}): Google Calendar takes only zone names${fixed}` };
+  }
+  if (resolved === tz) return { zone: tz };
+  const oneCase = tz === tz.toLowerCase() || (tz.includes("/") && tz === tz.toUpperCase());
+  return { zone: oneCase || resolved.toLowerCase() === tz.toLowerCase() ? resolved : tz };
+}
+
+const timezone = z
+  .string()
+  .superRefine((tz, ctx) => {
+    const read = ianaZone(tz);
+    if ("problem" in read) ctx.addIssue({ code: "custom", message: read.problem });
+  })
+  .overwrite((tz) => {
+    const read = ianaZone(tz);
+    return "zone" in read ? read.zone : tz;
+  });
 
 const listen = z
   .string()
@@ -227,7 +259,11 @@ export const TherapistSchema = z.strictObject({
     .describe(
       "Domain-wide delegation subject (the therapist's address). With calendar_id `primary` the calendar is this account's own, so changing it moves the events.",
     ),
-  timezone: timezone.default("UTC").describe("IANA time zone of the therapist's events."),
+  timezone: timezone
+    .default("UTC")
+    .describe(
+      "IANA time zone name of the therapist's events, the only form Google takes: a UTC offset such as `+01:00` is refused, a name in another case is written as spelled in the database (`europe/berlin` becomes `Europe/Berlin`).",
+    ),
   auth: TherapistAuthSchema.optional().describe("Overrides google.auth for this therapist."),
   writeback: WritebackSchema.partial().optional().describe("Overrides sync.writeback for this therapist."),
   reminders: RemindersSchema.optional().describe("Overrides event.reminders for this therapist's events."),

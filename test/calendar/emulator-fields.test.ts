@@ -201,4 +201,19 @@ describe("attendees, attachments, event types", () => {
     );
     expect((await robot.events.insert({ calendarId, requestBody: body("x") })).status).toBe(200);
   });
+
+  it("refuses a UTC offset as an event's timeZone (400 invalid): Google takes only IANA names", async () => {
+    // EventDateTime.timeZone is "an IANA Time Zone Database name"; Google answers an offset with 400 "Invalid time zone
+    // definition for start time." (n8n-io/n8n#2995, phw198/OutlookGoogleCalendarSync#1525). Node's Intl takes it.
+    for (const timeZone of ["+01:00", "-05:00", "+0100"]) {
+      const requestBody = {
+        ...body("offset"),
+        start: { dateTime: "2026-11-23T09:00:00Z", timeZone },
+        end: { dateTime: "2026-11-23T10:00:00Z", timeZone },
+      };
+      await expectGoogleError(f.api.events.insert({ calendarId, requestBody }), 400, "invalid");
+    }
+    const named = { ...body("named"), start: { dateTime: "2026-11-23T09:00:00Z", timeZone: "Etc/GMT-1" } };
+    expect((await f.api.events.insert({ calendarId, requestBody: named })).data.start?.timeZone).toBe("Etc/GMT-1");
+  });
 });

@@ -73,6 +73,30 @@ describe("configuration", () => {
     expect(cfg.therapists[0]?.timezone).toBe("UTC");
   });
 
+  it("takes a therapist's time zone only as an IANA name: UTC offsets refused, names in another case spelled right", () => {
+    // Google takes an event's timeZone only as an IANA name (400 "Invalid time zone definition" otherwise); Node's
+    // Intl also takes UTC offsets, which were let through and written into every event.
+    const zone = (tz: string) => `${minimal}    timezone: "${tz}"\n`;
+    expect(problems(zone("+01:00"))).toEqual([
+      "therapists[0].timezone: expected an IANA time zone such as Europe/Berlin, not a UTC offset (+01:00): Google Calendar takes only zone names (a fixed +01:00 is Etc/GMT-1, the sign inverted) (line 12)",
+    ]);
+    for (const tz of ["-05:00", "+0100", "+05:30", "-03", "\u221205:00"]) {
+      expect(problems(zone(tz)), tz).toEqual([
+        expect.stringMatching(
+          /^therapists\[0\]\.timezone: expected an IANA time zone such as Europe\/Berlin, not a UTC offset/,
+        ),
+      ]);
+    }
+    const read = (tz: string) => parseConfig(zone(tz), { env, secrets: new SecretRegistry() }).therapists[0]?.timezone;
+    expect(read("europe/berlin")).toBe("Europe/Berlin");
+    expect(read("AMERICA/NEW_YORK")).toBe("America/New_York");
+    expect(read("utc")).toBe("UTC");
+    // Names written in their own case are kept as written, links included (not replaced by their target).
+    expect(read("Europe/Berlin")).toBe("Europe/Berlin");
+    expect(read("Asia/Kolkata")).toBe("Asia/Kolkata");
+    expect(read("Etc/GMT-1")).toBe("Etc/GMT-1");
+  });
+
   it("names a missing environment variable and reads ${file:} references", () => {
     expect(problems(minimal, { ...env, BOOKING_API_KEY: undefined })).toEqual([
       "booking.api_key: environment variable BOOKING_API_KEY is not set",

@@ -17,10 +17,15 @@ function offsetFormatter(zone: string): Intl.DateTimeFormat {
   return f;
 }
 
+/**
+ * Whether Google takes `zone` as an event's timeZone: "an IANA Time Zone Database name" (EventDateTime.timeZone).
+ * Node's Intl also takes UTC offsets (`+01:00`, `+0100`, `-05`), which Google answers with 400 "Invalid time zone
+ * definition for start time." (n8n-io/n8n#2995, phw198/OutlookGoogleCalendarSync#1525): refused here too.
+ */
 export function isValidZone(zone: string): boolean {
+  if (/^[+\-\u2212]/.test(zone.trim())) return false;
   try {
-    offsetFormatter(zone);
-    return true;
+    return !/^[+-]\d/.test(offsetFormatter(zone).resolvedOptions().timeZone);
   } catch {
     return false;
   }
