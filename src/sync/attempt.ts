@@ -68,7 +68,7 @@ export async function attemptSync(
   const stored = await deps.fx.links.get(id);
   // An event left in a calendar the mapping no longer names is moved first: nothing is decided from the old one.
   const readFull = async () => known(await deps.read.full(id, stored, request));
-  const link = deps.relocator ? await deps.relocator.settle(stored, log, readFull) : stored;
+  let link = deps.relocator ? await deps.relocator.settle(stored, log, readFull) : stored;
   if (link && stored && link.calendarId !== stored.calendarId) deps.history.relocated(id, request, link);
   if (request.only === "relocate") return { kind: "none", appointmentId: id, reason: "event in its calendar" };
   if (request.priority === "enrich" && !(link?.present && link.enrich)) {
@@ -81,7 +81,18 @@ export async function attemptSync(
   };
   let state = await deps.read.booking(id, link, request, signal);
   remember(state);
-  let event = await deps.read.event(link, state.appt, request);
+  // A deleted event beside a live later generation of it: the link is stale (a store put back from an older backup).
+  // The live one is adopted, and nothing is written back for the deletion of the old one.
+  const seen = await deps.read.decidable(link, state.appt, request);
+  if (seen.relinked) {
+    await deps.fx.links.save(seen.link!);
+    log.warn(
+      { stale_event_id: link?.eventId, event_id: seen.link?.eventId, generation: seen.link?.generation },
+      "the linked event was deleted, but a later generation of it is live in the calendar: the link names that one now, and nothing is written back",
+    );
+  }
+  link = seen.link;
+  let event = seen.event;
   for (let round = 0; ; round++) {
     const planned = await planReading(
       deps,

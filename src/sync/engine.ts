@@ -172,9 +172,10 @@ export class SyncEngine {
     const link = await this.#links.get(id);
     if (this.#relocator?.pending(link)) return this.#relocator.planned(link)!;
     const state = await this.#read.booking(id, link, request);
-    const event = await this.#read.event(link, state.appt, request);
+    // A live later generation of a deleted linked event is decided from, as the sync would (nothing saved here).
+    const { link: decided, event } = await this.#read.decidable(link, state.appt, request);
     const readAt = this.#clock.now(); // before the full read: a link written meanwhile is newer than it
-    const planned = await planReading(this.#deps, id, link, state, event, request, undefined, undefined, (full) => {
+    const planned = await planReading(this.#deps, id, decided, state, event, request, undefined, undefined, (full) => {
       if (full.appt) onRead?.({ appt: full.appt, readAt, full: true });
     });
     return planned.action;
@@ -193,6 +194,7 @@ export class SyncEngine {
     if (!state) return undefined;
     try {
       const event = this.#planner.eventOf(link, state.appt, cal);
+      if (link?.present && event?.status === "cancelled") return undefined; // a later generation may live: read it
       return this.#planner.plan(id, state, link, event, seenIn(request), request.priority);
     } catch {
       return undefined; // a full read is needed, or a rendering problem: the full path records it properly

@@ -2,6 +2,7 @@
 // a read) and the event (the one a hint carries, read again when it may be older than calbridge's own last write).
 import type { Effects } from "./effects.ts";
 import { isNotFound } from "./errors.ts";
+import { laterGeneration, relinked } from "./generations.ts";
 import { type BookingState, hintState, merge, updatedAt } from "./snapshot.ts";
 import type { BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
 
@@ -81,5 +82,25 @@ export class StateReader {
       return this.#fx.calendar(link.therapistId).get(link.eventId);
     }
     return event;
+  }
+
+  /**
+   * The link and the event to decide from: the event (see event()), unless the linked event was deleted while a later
+   * generation of it is live in the link's calendar (a store put back from a backup older than the restore that made
+   * it, src/sync/generations.ts): then that event, and a link naming it (`relinked`; not saved, the caller saves it).
+   */
+  async decidable(
+    link: Link | undefined,
+    appt: BookingState["appt"] | null,
+    request: SyncRequest,
+  ): Promise<{ link: Link | undefined; event: CalEvent | null | undefined; relinked?: true }> {
+    const event = await this.event(link, appt, request);
+    if (!link?.present || event?.status !== "cancelled" || !this.#fx.mapping.therapist(link.therapistId)) {
+      return { link, event };
+    }
+    const found = await laterGeneration(this.#fx.calendar(link.therapistId), link);
+    return found
+      ? { link: relinked(this.#fx.links, link, found), event: found.event, relinked: true }
+      : { link, event };
   }
 }
