@@ -82,10 +82,11 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       return;
     }
     case "adopt": {
+      const eventId = action.event.id ?? eventIdFor(id);
       await fx.record({
-        appointmentId: id,
+        // The link's event adopted keeps its generation (a later one's earlier generations are told by it, strays.ts).
+        ...eventAt(id, link, eventId),
         therapistId: action.therapistId,
-        eventId: action.event.id ?? eventIdFor(id),
         booking: snapshot,
         sourceAt,
         event: action.event,

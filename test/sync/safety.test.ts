@@ -382,6 +382,30 @@ describe("events brought back from the Bin", () => {
     expect((await x.app.reconcile()).plan).toEqual([]);
   });
 
+  it("the one Google would not restore, after the next generation was edited and adopted: still removed", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, id, cal } = await deletedAndRefused(clock);
+    await pollAll(x);
+    // The therapist adds a room to the event calbridge put back: nothing calbridge owns, so the link adopts it.
+    x.world.google.userEdit(cal, eventIdFor(id, 1), { location: "Room 2" });
+    await pollAll(x);
+    await x.app.reconcile();
+    await quiet(x);
+    expect(await x.app.sync.links.get(id)).toMatchObject({ eventId: eventIdFor(id, 1), generation: 1 });
+
+    x.world.google.userRestoreFromBin(cal, eventIdFor(id));
+    await pollAll(x);
+    await pass(x, clock, 120_000);
+    const report = await x.app.reconcile();
+    expect(report.plan).toEqual([
+      expect.objectContaining({ kind: "delete", eventId: eventIdFor(id), reason: expect.stringMatching(/earlier/) }),
+    ]);
+    await quiet(x);
+    expect(liveOf(x, cal, id).map((e) => e.id)).toEqual([eventIdFor(id, 1)]);
+    expect(liveOf(x, cal, id)[0]).toMatchObject({ location: "Room 2" });
+    expect(x.world.booking.get(id)!.status).toBe("confirmed");
+  });
+
   it("the one Google would not restore, at the booking's time before it moved: removed, the new time stays", async () => {
     const clock = new ManualClock(Date.now());
     const { x } = await daemon(clock);
