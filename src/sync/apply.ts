@@ -34,6 +34,8 @@ export interface ApplyContext {
 export interface Applied {
   /** The event id written (another generation of the appointment's ids when Google refused to restore one). */
   eventId?: string;
+  /** Google refused the id of an event calbridge had no record of: a person's deletion, not sent, noted in the event. */
+  unsent?: true;
   /** Google's answer to a deletion, or that the calendar is no longer mapped (the event was left). */
   deleted?: "deleted" | "already_gone" | "not_mapped";
   /** A write-back's answer from the booking service. */
@@ -102,15 +104,32 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "update":
     case "restore": {
       const undone = action.notice ? { text: action.notice, at: fx.clock.now() } : undefined;
+      // Google refusing the id of an event calbridge has no record of says a person deleted it: that deletion was
+      // never sent, and the event written under the next id says so (the note stays like any other, see noticeFor).
+      const unsent = action.unsent ? { text: action.unsent, at: fx.clock.now() } : undefined;
+      const noted =
+        unsent && appt ? () => fx.render({ appt, full: c.full }, link, action.therapistId, unsent)?.body : undefined;
       const w = await fx.write(
         action.therapistId,
         action.kind,
         action.body,
         eventAt(id, link, action.eventId),
         action.ifMatch,
+        noted,
       );
-      c.tell?.({ eventId: w.eventId });
-      await recordWritten(fx, action, action.therapistId, w, { booking: snapshot, sourceAt, notice: undone ?? notice });
+      c.tell?.({ eventId: w.eventId, ...(w.instead ? { unsent: true as const } : {}) });
+      const written = w.instead ? { ...action, body: w.instead } : action;
+      await recordWritten(fx, written, action.therapistId, w, {
+        booking: snapshot,
+        sourceAt,
+        notice: w.instead ? unsent : (undone ?? notice),
+      });
+      if (w.instead) {
+        log.warn(
+          { therapist_id: action.therapistId, event_id: w.eventId },
+          "event deleted in the calendar while calbridge had no record of it: the appointment was not cancelled; the event is back under a new id with a note",
+        );
+      }
       log.info(
         { action: action.kind, therapist_id: action.therapistId, reason: action.reason },
         `event ${VERB[action.kind]}`,

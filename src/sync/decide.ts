@@ -100,6 +100,9 @@ export function decide(input: DecideInput): Action {
     }
     const desired = bodyOf(wish);
     const existing = live(event);
+    // No record at all (the store was lost, or a crash before the link was written): should Google refuse the id, a
+    // person deleted that event and the deletion was never sent. The event comes back saying so, never a cancellation.
+    const unsent = !link && (appt.status ?? "confirmed") === "confirmed" ? { unsent: unsentNotice(input) } : {};
     if (existing) {
       if (fingerprint(existing, owned) === printOf(desired)) {
         return {
@@ -118,6 +121,7 @@ export function decide(input: DecideInput): Action {
         body: desired,
         ifMatch: existing.etag ?? undefined,
         reason: "event exists without a record",
+        ...unsent,
       };
     }
     return {
@@ -127,6 +131,7 @@ export function decide(input: DecideInput): Action {
       eventId: input.eventId,
       body: desired,
       reason: link ? "recreated" : "new appointment",
+      ...unsent,
     };
   }
 
@@ -270,4 +275,19 @@ export function decide(input: DecideInput): Action {
     };
   };
   return withNotice(pushBooking());
+}
+
+/**
+ * The note of an event a person deleted while calbridge had no record of it (see the `unsent` of an Action); one string
+ * for every action, which a cold reconciliation plans by the thousand.
+ */
+const LOST =
+  "calbridge: this event was deleted in the calendar while calbridge had lost its records of it, so the appointment was not cancelled.";
+const UNSENT = {
+  cancel: `${LOST} Delete it again to cancel it.`,
+  noCancel: `${LOST} Cancelling from the calendar is turned off: cancel it in the booking service.`,
+};
+
+function unsentNotice(input: DecideInput): string {
+  return input.writeback.cancel ? UNSENT.cancel : UNSENT.noCancel;
 }

@@ -26,6 +26,8 @@ export interface Written {
   event: CalEvent;
   eventId: string;
   generation: number;
+  /** The body written instead of the one asked for, after Google refused an id (see `write`'s `ifRefused`). */
+  instead?: RenderedEvent;
 }
 
 /** Ids a person deleted are skipped one after another; more than this in a row is not a refusal but a fault. */
@@ -68,7 +70,8 @@ export class Effects {
    * Makes the appointment's event in a therapist's calendar carry `body`, writing only the fields calbridge owns. An
    * update with the etag last seen changes the event only if nobody changed it since (412 otherwise); anything else
    * inserts, or patches/restores the id in place. When Google refuses to bring back an id a person deleted, the next
-   * generation of the id is used: the result says which id (and generation) now holds the event.
+   * generation of the id is used: the result says which id (and generation) now holds the event. `ifRefused` gives the
+   * body to write there instead (one that says a person's deletion was not sent); the result carries it.
    */
   async write(
     therapistId: string,
@@ -76,6 +79,7 @@ export class Effects {
     body: RenderedEvent,
     at: EventAt,
     ifMatch?: string,
+    ifRefused?: () => RenderedEvent | undefined,
   ): Promise<Written> {
     const cal = this.calendar(therapistId);
     let written: Written | undefined;
@@ -88,14 +92,17 @@ export class Effects {
     }
     let generation = at.generation ?? 0;
     let eventId = at.eventId;
+    let instead: RenderedEvent | undefined;
     for (let tries = 0; !written; tries++) {
       try {
         const options = ifMatch && eventId === at.eventId && kind !== "update" ? { ifMatch } : {};
-        written = { event: (await cal.upsert(eventId, body, options)).event, eventId, generation };
+        const event = (await cal.upsert(eventId, instead ?? body, options)).event;
+        written = { event, eventId, generation, ...(instead ? { instead } : {}) };
       } catch (err) {
         if (!(err instanceof RestoreRefusedError) || tries >= MAX_GENERATION_STEPS) throw err;
         generation += 1;
         eventId = eventIdFor(at.appointmentId, generation);
+        instead ??= ifRefused?.();
         this.metrics.operations.inc({ kind: "new_generation", result: "ok" });
       }
     }

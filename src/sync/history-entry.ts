@@ -100,6 +100,9 @@ const KIND = {
   adopt: "event_adopted",
 } as const;
 
+const UNSENT =
+  "the event was deleted in the calendar while calbridge had no record of it: the cancellation was not sent, and the event is back with a note";
+
 /**
  * The entry for an action carried out; undefined when there is nothing to tell (nothing to do, and the booking's status
  * did not change either): a warm reconciliation of thousands of unchanged appointments records nothing.
@@ -132,7 +135,7 @@ export function actionEntry(
       return {
         ...base,
         kind: KIND[action.kind],
-        reason: action.reason,
+        reason: applied.unsent ? `${action.reason}; ${UNSENT}` : action.reason,
         therapistId: action.therapistId,
         eventId: applied.eventId ?? action.eventId,
         ...times(action.body.start.dateTime, action.body.end.dateTime),

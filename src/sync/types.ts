@@ -198,6 +198,11 @@ export type Action =
       reason: string;
       /** Shown in the event's description: why a therapist's change was undone. */
       notice?: string;
+      /**
+       * Without a link: the note shown instead when Google refuses the event's id, proof that a person deleted that
+       * event, a deletion calbridge never saw stand with a link and so never sent (the store was lost, say).
+       */
+      unsent?: string;
       rendered?: Rendered;
     }
   | { kind: "delete"; appointmentId: string; therapistId: string; eventId: string; reason: string }
@@ -222,7 +227,7 @@ export type ActionKind = Action["kind"];
  */
 export type PlanEntry = Action extends infer A
   ? A extends { body: RenderedEvent }
-    ? Omit<A, "body" | "ifMatch" | "rendered"> & { start: string; end: string }
+    ? Omit<A, "body" | "ifMatch" | "rendered" | "unsent"> & { start: string; end: string }
     : A extends { event: CalEvent }
       ? Omit<A, "event" | "rendered"> & { eventId: string }
       : Omit<A, "rendered" | "enrich">
@@ -234,8 +239,9 @@ export function planEntry(action: Action): PlanEntry {
       body,
       ifMatch: _,
       rendered: __,
+      unsent: ___,
       ...rest
-    } = action as Extract<Action, { body: RenderedEvent }> & { ifMatch?: string };
+    } = action as Extract<Action, { body: RenderedEvent }> & { ifMatch?: string; unsent?: string };
     return { ...rest, start: body.start.dateTime, end: body.end.dateTime } as PlanEntry;
   }
   if (action.kind === "adopt") {
