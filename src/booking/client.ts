@@ -19,6 +19,7 @@ import { BookingApiError } from "./errors.ts";
 import { type Priority, RateLimitGate } from "./gate.ts";
 import { type BookingMetrics, bookingMetrics } from "./metrics.ts";
 import { type Page, paginate } from "./pagination.ts";
+import { BookingReachability } from "./reachability.ts";
 import { Appointment, Availability, listEnvelope, singleEnvelope } from "./schemas.ts";
 import { asList, asRecords, patchApplied, patchContradicted } from "./shapes.ts";
 import { type ExchangeInput, Transport } from "./transport.ts";
@@ -84,6 +85,8 @@ const round2 = (n: number) => Math.round(n * 100) / 100;
 
 export class BookingClient {
   readonly gate: RateLimitGate;
+  /** Whether the booking API answers, as this client's requests found it (what /readyz reports). */
+  readonly reachability: BookingReachability;
   readonly #transport: Transport;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -122,6 +125,10 @@ export class BookingClient {
       userAgent: USER_AGENT,
       timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
       dispatcher: options.dispatcher,
+    });
+    this.reachability = new BookingReachability({
+      clock: this.#clock,
+      probe: () => this.listServices({ priority: "reconcile" }),
     });
     this.gate = new RateLimitGate({
       requestsPerMinute: options.requestsPerMinute,
@@ -461,6 +468,8 @@ export class BookingClient {
       res = await this.#transport.send(input);
     } catch (e) {
       permit.done();
+      // No answer (network error, timeout); an abort by the caller says nothing about the service.
+      if (e instanceof BookingApiError) this.reachability.failed(e);
       const cls = e instanceof BookingApiError ? (e.code === "timeout" ? "timeout" : "network") : "aborted";
       this.#count(input.method, cls);
       this.#log.debug({ method: input.method, path: input.path, outcome: cls }, "booking API request failed");
@@ -474,6 +483,7 @@ export class BookingClient {
     } catch (error) {
       result = { ok: false, error };
     }
+    this.reachability.record(!result.ok && result.error instanceof BookingApiError ? result.error : undefined);
     const limited = res.status === 429 || (!result.ok && isRateLimited(result.error));
     permit.done({
       status: res.status,

@@ -296,7 +296,6 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     const stored = await meta.get("last_reconcile_success");
     if (stored !== undefined && (lastReconcileAt === undefined || stored > lastReconcileAt)) lastReconcileAt = stored;
   };
-  let bookingState: { ok: boolean; detail?: string } = { ok: true, detail: "not checked yet" };
   const upkeep = new MappingUpkeep({ sync, tokens, clock, logger: syncLogger });
   // A reload in progress: reconciliations wait for it, so none plans on one mapping and applies on the other.
   let reloading: Promise<unknown> | undefined;
@@ -354,13 +353,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     const run = (async () => {
       try {
         const report = await reconcile(reconcileContext, opts);
-        bookingState = { ok: true };
         if (!opts.dryRun && report.ok) lastReconcileAt = clock.now();
         if (!opts.dryRun) await recordOutcome({ report });
         return report;
       } catch (err) {
         if (err instanceof BookingApiError && (err.kind === "auth" || err.kind === "transient")) {
-          bookingState = { ok: false, detail: describeError(err) };
+          booking.reachability.failedOutright(err);
         }
         logger.error({ err: describeError(err) }, "reconciliation failed; nothing was deleted");
         if (!opts.dryRun) await recordOutcome({ error: err });
@@ -715,7 +713,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
               ...(storeFolder ? { storeFolder } : {}),
               lastReconcileAt: () => lastReconcileAt,
               startedAt,
-              bookingReachable: () => bookingState,
+              // The booking client's own requests say whether the service answers (webhook reads, write-backs,
+              // reconciliations; a connection test while it does not). A standby makes none and needs none.
+              bookingReachable: () =>
+                options.oneShot === true || lease.isLeader
+                  ? booking.reachability.state({ recheck: true })
+                  : { ok: true, detail: "standby: the leader makes the booking API calls" },
               status,
             },
             registry,

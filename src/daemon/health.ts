@@ -23,7 +23,11 @@ export interface HealthSource {
   lastReconcileAt(): number | undefined;
   /** Epoch ms when the daemon started. */
   startedAt: number;
-  /** Whether the booking API's last answer proved it reachable (not a network or credentials failure). */
+  /**
+   * Whether the booking API answers, from the daemon's own requests to it (see src/booking/reachability.ts): not ready
+   * after a few failed requests in a row (no answer, 5xx, credentials refused) or a reconciliation failing on them,
+   * ready again at the next answer. A standby, which makes no booking calls, reports ok.
+   */
   bookingReachable(): { ok: boolean; detail?: string };
   status(): Promise<StatusSnapshot>;
 }
