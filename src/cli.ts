@@ -19,7 +19,7 @@ import { type App, createApp } from "./daemon/app.ts";
 import { ConfigReloader } from "./daemon/reload.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
-import { openStore, redactStoreUrl } from "./store/store.ts";
+import { missingStoreFile, openStore, probeWrite, redactStoreUrl, StoreMissingError } from "./store/store.ts";
 
 const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -147,6 +147,9 @@ export function program(): Command {
       async (o: { therapist?: string; appointment?: string; apply?: boolean; restore?: boolean; json?: boolean }) => {
         if (o.apply && o.restore) throw new ExitCode(2, "--apply and --restore: choose one");
         const config = load(cmd.opts());
+        // The daemon's store or none: a new empty one would list nothing held.
+        const missing = missingStoreFile(config.store.url);
+        if (missing) throw missing;
         const decision = o.apply ? "apply" : o.restore ? "restore" : undefined;
         const result = await withApp(config, quietLogger(), (app) =>
           writebackHeld(app, {
@@ -194,10 +197,11 @@ export function program(): Command {
       // The doctor and its checks load when it runs, not with every command (the daemon never needs them).
       const { formatChecks, runDoctor } = await import("./cli/doctor.ts");
       const config = load(cmd.opts());
-      // An unreachable store is one failed check, not the end: the other checks run on a stand-in store.
+      // An unreachable store is one failed check, not the end: the other checks run on a stand-in store. A missing
+      // SQLite file is not created (it would be an empty store to check, not the daemon's).
       let storeError: unknown;
       try {
-        await (await openStore(config.store.url, { connectTimeoutMs: 5000 })).close();
+        await (await openStore(config.store.url, { connectTimeoutMs: 5000, mustExist: true })).close();
       } catch (err) {
         storeError = err;
       }
@@ -251,16 +255,24 @@ export function program(): Command {
       // Checked before the consent: the therapist must not consent for a token that then cannot be kept.
       const box = secretBoxFor(config.store);
       if (!box) throw new ExitCode(2, new EncryptionKeyMissingError(t.therapist_id).message);
-      const result = await runConsentFlow({
-        clientId: config.google.oauth.client_id,
-        clientSecret: config.google.oauth.client_secret,
-        authUrl: config.google.auth_url,
-        tokenUrl: config.google.token_url,
-        port,
-        ...(t.impersonate ? { loginHint: t.impersonate } : {}),
-      });
-      const store = await openStore(config.store.url);
+      // So is the store: open, and taking a write, before the consent, and kept open through it to the save.
+      const store = await openStore(config.store.url, { connectTimeoutMs: 5000 });
       try {
+        try {
+          await probeWrite(store, `authorize:${process.pid}`);
+        } catch (err) {
+          throw new Error(
+            `store: ${redactStoreUrl(config.store.url)} refuses writes (${(err as Error).message}); nothing was asked of the therapist: fix the store first`,
+          );
+        }
+        const result = await runConsentFlow({
+          clientId: config.google.oauth.client_id,
+          clientSecret: config.google.oauth.client_secret,
+          authUrl: config.google.auth_url,
+          tokenUrl: config.google.token_url,
+          port,
+          ...(t.impersonate ? { loginHint: t.impersonate } : {}),
+        });
         await new CredentialStore({ store, box }).saveRefreshToken(t.therapist_id, result.refresh_token, {
           source: "authorize",
           scope: result.scopes.join(" "),
@@ -321,6 +333,11 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (err instanceof ConfigError) {
       process.stderr.write(`calbridge: invalid configuration ${err.message}\n`);
+      return 2;
+    }
+    // store.url names no store here (a relative path run from another folder): a configuration error, not a failure.
+    if (err instanceof StoreMissingError) {
+      process.stderr.write(`calbridge: ${err.message}\n`);
       return 2;
     }
     if (err instanceof ExitCode) {

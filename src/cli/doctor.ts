@@ -4,9 +4,12 @@
 import { request } from "undici";
 import { endpointState } from "../booking/endpoints.ts";
 import { BookingApiError } from "../booking/errors.ts";
+import type { TherapistConfig } from "../config/schema.ts";
 import type { App } from "../daemon/app.ts";
 import { connectCommand } from "../daemon/calendars.ts";
-import { redactStoreUrl } from "../store/store.ts";
+import { checkDisk, checkStore, checkStoreWrite, storeFolderOf } from "../daemon/health.ts";
+import { CredentialDecryptError } from "../store/secrets.ts";
+import { probeWrite, redactStoreUrl, StoreMissingError } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import { sharingCheck } from "./sharing-check.ts";
 
@@ -68,9 +71,7 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
           detail: `no usable credentials${why ? `: ${why}` : ""}`,
           fix:
             (t.auth?.type ?? config.google.auth.type) === "oauth"
-              ? options.storeError
-                ? "its refresh token is kept in the store, which is unreachable: fix the store first"
-                : `the therapist has not connected their calendar yet: run \`${connectCommand(config, t.therapist_id)}\`${config.connect ? " and send them the link" : ""}`
+              ? await oauthFix(app, t, options.storeError)
               : "check google.auth.key_file and the delegation of the service account",
         };
       }
@@ -109,23 +110,94 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
   );
   for (const c of sharing) if (c) checks.push(c);
 
-  const storeFix = "check store.url and that the folder or Redis is reachable and writable";
-  if (options.storeError !== undefined) {
-    checks.push({ name: "store", status: "fail", detail: describeError(options.storeError), fix: storeFix });
-  } else {
-    try {
-      await app.store.ping();
-      checks.push({ name: "store", status: "ok", detail: `${app.store.kind} answers (${storeUrl})` });
-    } catch (err) {
-      checks.push({ name: "store", status: "fail", detail: describeError(err), fix: storeFix });
-    }
-  }
+  checks.push(await storeCheck(app, options, storeUrl));
 
   checks.push(await clockCheck(config.booking.base_url, config.webhooks.tolerance_seconds, now));
   checks.push(options.storeError !== undefined ? storeUnread("write-backs") : await writebackCheck(app));
   if (options.notifyTest) checks.push(...(await notifyChecks(app)));
   checks.sort((a, b) => order(a.name) - order(b.name));
   return checks;
+}
+
+/**
+ * What the readiness checks (/readyz) say of the store: it answers, it takes a write (a ping alone does not show a
+ * full disk, a read-only file or Redis over its maxmemory, where every webhook is answered 503), and its folder has
+ * store.min_free_mb free. A missing SQLite file is a warning: the daemon creates it at its first start.
+ */
+async function storeCheck(app: App, options: DoctorOptions, storeUrl: string): Promise<Check> {
+  const name = "store";
+  const fix = "check store.url and that the folder or Redis is reachable and writable";
+  const err = options.storeError;
+  if (err instanceof StoreMissingError) {
+    return {
+      name,
+      status: "warn",
+      detail: err.message,
+      fix: "if the daemon has not run yet, nothing to do: it creates the store at its first start; if it has, this is not its store, and the other checks did not read it",
+    };
+  }
+  if (err !== undefined) return { name, status: "fail", detail: describeError(err), fix };
+  const timeoutMs = 5000;
+  const ping = await checkStore({ storePing: () => app.store.ping() }, timeoutMs);
+  if (!ping.ok) return { name, status: "fail", detail: ping.detail, fix };
+  const folder = storeFolderOf(options.storeUrl ?? app.config.store.url);
+  const [write, disk] = await Promise.all([
+    checkStoreWrite({ storeWrite: () => probeWrite(app.store, `doctor:${process.pid}`) }, timeoutMs),
+    checkDisk(folder, app.config.store.min_free_mb * 1024 * 1024),
+  ]);
+  const outage = "meanwhile /readyz fails and webhooks are answered 503 (the booking service retries them)";
+  if (!write.ok) {
+    return {
+      name,
+      status: "fail",
+      detail: `${app.store.kind} answers but ${write.detail} (${storeUrl})`,
+      fix:
+        app.store.kind === "redis"
+          ? `Redis refuses writes: look at its maxmemory and maxmemory-policy (INFO memory), or its disk and replication; ${outage}`
+          : `the store file or its folder${folder ? ` ${folder}` : ""} cannot be written: free space on the volume, or make the file and folder writable for calbridge's user; ${outage}`,
+    };
+  }
+  if (!disk.ok) {
+    return {
+      name,
+      status: "fail",
+      detail: disk.detail,
+      fix: `free space on the volume of ${folder} (or grow it), or lower store.min_free_mb; below it ${outage}`,
+    };
+  }
+  const room = folder ? `; ${disk.detail}` : "";
+  return { name, status: "ok", detail: `${app.store.kind} answers and takes a write (${storeUrl})${room}` };
+}
+
+/**
+ * The fix for an OAuth therapist without usable credentials, from what the store holds for them: no token (not
+ * connected yet), a token no configured key opens (the key, not the therapist), a damaged token, or no store at all.
+ */
+async function oauthFix(app: App, t: TherapistConfig, storeError: unknown): Promise<string> {
+  const { config } = app;
+  const therapistId = t.therapist_id;
+  const reconnect = `run \`${connectCommand(config, therapistId)}\`${config.connect ? " and send them the link" : ""}`;
+  if (storeError instanceof StoreMissingError)
+    return "its refresh token is kept in the store, which is not there: see the store check";
+  if (storeError !== undefined)
+    return "its refresh token is kept in the store, which is unreachable: fix the store first";
+  if (!config.google.oauth)
+    return "set google.oauth (client_id, client_secret): OAuth therapists sign in with that client";
+  if (t.auth?.type === "oauth" && t.auth.refresh_token)
+    return "check the refresh_token given in the file for this therapist";
+  try {
+    if ((await app.credentials.loadRefreshToken(therapistId)) === undefined) {
+      return `the therapist has not connected their calendar yet: ${reconnect}`;
+    }
+  } catch (err) {
+    if (err instanceof CredentialDecryptError) {
+      return err.reason === "no_key" || err.reason === "unknown_key"
+        ? `the stored token was encrypted with another key: set store.encryption_key to the key it was stored with (after a rotation, list that key in store.previous_encryption_keys); only if that key is lost, have the therapist reconnect: ${reconnect}`
+        : `the stored token is damaged or altered: have the therapist reconnect: ${reconnect}`;
+    }
+    return `the stored token could not be read (${describeError(err)}): check the store`;
+  }
+  return `have the therapist reconnect: ${reconnect}`;
 }
 
 function order(name: string): number {

@@ -17,7 +17,9 @@ export async function historyCommand(
   appointmentId: string,
   json: boolean,
 ): Promise<HistoryCommandResult> {
-  const store = await openStore(config.store.url, { connectTimeoutMs: 5000 });
+  // The daemon's store or none: a new empty one (run from another folder than the daemon's, a relative store.url
+  // points elsewhere) would answer "decided nothing about it", the wrong answer in a customer's dispute.
+  const store = await openStore(config.store.url, { connectTimeoutMs: 5000, mustExist: true });
   try {
     const history = await historyLog(store, config, systemClock).read(appointmentId);
     const retentionDays = config.history.retention_days;

@@ -41,7 +41,8 @@ interface Target {
 }
 
 export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Promise<PurgeOutcome> {
-  const store = await openStore(config.store.url);
+  // The daemon's store or none: an empty one knows no links or stored tokens, and would answer "nothing to remove".
+  const store = await openStore(config.store.url, { mustExist: true });
   try {
     const credentials = new CredentialStore({ store, box: secretBoxFor(config.store), logger: log });
     const links = new LinkStore(store, new Mapping(config, new Map()), systemClock);

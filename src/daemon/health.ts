@@ -82,7 +82,8 @@ function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-async function checkStore(source: HealthSource, timeoutMs: number): Promise<Check> {
+/** The store's round trip (also what `calbridge doctor` runs). */
+export async function checkStore(source: Pick<HealthSource, "storePing">, timeoutMs: number): Promise<Check> {
   try {
     await withTimeout(source.storePing(), timeoutMs);
     return { ok: true, detail: "store answered" };
@@ -91,7 +92,8 @@ async function checkStore(source: HealthSource, timeoutMs: number): Promise<Chec
   }
 }
 
-async function checkStoreWrite(source: HealthSource, timeoutMs: number): Promise<Check> {
+/** The store's write probe (also what `calbridge doctor` runs). */
+export async function checkStoreWrite(source: Pick<HealthSource, "storeWrite">, timeoutMs: number): Promise<Check> {
   try {
     await withTimeout(source.storeWrite(), timeoutMs);
     return { ok: true, detail: "store took a write" };
@@ -109,7 +111,8 @@ export function storeFolderOf(storeUrl: string, cwd = process.cwd()): string | u
   return path === ":memory:" ? undefined : dirname(resolve(cwd, path));
 }
 
-async function checkDisk(folder: string | undefined, minFreeBytes: number): Promise<Check> {
+/** Free space in the store's folder against store.min_free_mb (also what `calbridge doctor` runs). */
+export async function checkDisk(folder: string | undefined, minFreeBytes: number): Promise<Check> {
   if (folder === undefined) return { ok: true, detail: "no local store file" };
   if (minFreeBytes <= 0) return { ok: true, detail: "free space not checked (store.min_free_mb is 0)" };
   try {

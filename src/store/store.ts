@@ -1,6 +1,7 @@
 // Owns durable state behind keyv: named tables (links, sync tokens, webhook inbox, dead letters, histories, ...)
 // on an embedded SQLite file by default, or on Redis when two replicas share state. Errors are thrown, never swallowed.
-import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { isAbsolute, resolve } from "node:path";
 import type KeyvSqlite from "@keyv/sqlite";
 import Keyv, { type KeyvStoreAdapter } from "keyv";
 import type { createClient } from "redis";
@@ -264,6 +265,49 @@ export interface OpenStoreOptions {
   logger?: Logger;
   /** Redis: longest time one operation may take before it fails (default REDIS_COMMAND_TIMEOUT_MS). */
   commandTimeoutMs?: number;
+  /**
+   * SQLite: a missing database file is a StoreMissingError instead of a new, empty store (commands that read or decide
+   * from what the daemon stored: an empty store would answer "nothing recorded", "nothing held").
+   */
+  mustExist?: boolean;
+}
+
+/**
+ * The SQLite file store.url names is not there. Named with the absolute path looked at and, for a relative store.url,
+ * the working folder it was resolved against: run from another folder than the daemon's, a relative path points
+ * elsewhere.
+ */
+export class StoreMissingError extends Error {
+  readonly file: string;
+  constructor(url: string, file: string, cwd: string) {
+    const path = url.slice("sqlite://".length);
+    const how = isAbsolute(path) ? "" : ` (store.url ${url} is relative: resolved against the working folder ${cwd})`;
+    super(
+      `store: no SQLite store at ${file}${how}; nothing was created. Run the command from the daemon's working folder, or set store.url to the absolute path of the daemon's store (sqlite:///ABSOLUTE/PATH)`,
+    );
+    this.name = "StoreMissingError";
+    this.file = file;
+  }
+}
+
+/**
+ * The StoreMissingError for a sqlite:// store.url whose file does not exist (resolved as openStore resolves it), or
+ * undefined: the file is there, or the store is not a file (Redis, memory, sqlite://:memory:).
+ */
+export function missingStoreFile(url: string, cwd = process.cwd()): StoreMissingError | undefined {
+  if (!url.startsWith("sqlite://")) return undefined;
+  const path = url.slice("sqlite://".length);
+  if (path === ":memory:") return undefined;
+  const file = resolve(cwd, path);
+  return existsSync(file) ? undefined : new StoreMissingError(url, file, cwd);
+}
+
+/**
+ * Proves the store takes a write, which a ping does not (a full disk, a read-only file or volume, Redis over its
+ * maxmemory with noeviction): one small entry of its own in "meta", expiring by itself.
+ */
+export async function probeWrite(store: Store, who: string, ttlMs = 60_000): Promise<void> {
+  await store.table<number>("meta").set(`write_probe:${who}`, Date.now(), ttlMs);
 }
 
 /** Query parameters that may carry a credential in a store URL. */
@@ -286,6 +330,10 @@ export function redactStoreUrl(url: string): string {
 
 /** Opens the store named by `store.url`: sqlite://PATH, sqlite://:memory:, redis://..., rediss://..., memory:// */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
+  if (options.mustExist) {
+    const missing = missingStoreFile(url, options.cwd);
+    if (missing) throw missing;
+  }
   if (url.startsWith("sqlite://"))
     return openSqlite(url.slice("sqlite://".length), options.cwd, options.logger ?? silentLogger);
   if (url.startsWith("redis://") || url.startsWith("rediss://"))

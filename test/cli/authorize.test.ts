@@ -1,7 +1,7 @@
 // `calbridge authorize`: the OAuth consent flow against the emulator's consent page, the refresh token stored
 // encrypted with store.encryption_key, and a therapist with no token in the file then syncs with the stored one. A
-// consent without the calendar scope stores nothing and says which box to tick; without a key it refuses before any
-// consent; the store URL it prints never shows a password.
+// consent without the calendar scope stores nothing and says which box to tick; without a key, or with a store that
+// cannot be opened or refuses writes, it refuses before any consent; the store URL it prints never shows a password.
 import { readFileSync } from "node:fs";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
@@ -12,6 +12,7 @@ import { startWorld, type World } from "../../src/simulator/world.ts";
 import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
 import { openStore } from "../../src/store/store.ts";
 import { answerConsent, type ConsentChoice } from "../support/consent.ts";
+import { freePort } from "../support/ports.ts";
 import { redisTestsEnabled, startRedis } from "../support/redis.ts";
 import { runCliWatching, writeConfig } from "./support.ts";
 
@@ -143,6 +144,40 @@ describe("calbridge authorize", () => {
     expect(r.stderr).toMatch(/therapists\[\]\.auth\.refresh_token/);
     expect(world.google.requestLog.filter((req) => req.grantType === "authorization_code")).toEqual([]);
   });
+
+  it("refuses before asking for consent when the store cannot be opened (Redis down): no token issued to lose", async () => {
+    world = await oauthWorld();
+    const port = await freePort(); // nothing listens there
+    const file = writeConfig(world, (c) => {
+      c.store = { ...c.store, url: `redis://127.0.0.1:${port}`, encryption_key: KEY };
+    });
+    const r = await authorize(file);
+    expect(r.code).toBe(1);
+    expect(r.opened).toEqual([]);
+    expect(r.page).toBeUndefined();
+    expect(r.stderr.trimEnd().split("\n").at(-1)).toMatch(
+      new RegExp(`^calbridge: store: Redis at redis://127\\.0\\.0\\.1:${port} did not answer within 5000 ms`),
+    );
+    expect(world.google.requestLog.filter((req) => req.grantType === "authorization_code")).toEqual([]);
+  }, 20_000);
+
+  it.skipIf(!redisTestsEnabled("authorize"))(
+    "refuses before asking for consent when the store refuses writes (Redis over its maxmemory)",
+    async () => {
+      const server = await startRedis(["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
+      cleanups.push(() => server.stop());
+      world = await oauthWorld();
+      const file = writeConfig(world, (c) => {
+        c.store = { ...c.store, url: server.url, encryption_key: KEY };
+      });
+      const r = await authorize(file);
+      expect(r.code).toBe(1);
+      expect(r.opened).toEqual([]);
+      expect(r.stderr.trimEnd().split("\n").at(-1)).toMatch(
+        /^calbridge: store: redis:\/\/127\.0\.0\.1:\d+ refuses writes \(.*OOM.*\); nothing was asked of the therapist: fix the store first$/,
+      );
+    },
+  );
 
   it.skipIf(!redisTestsEnabled("authorize"))("prints a Redis store URL without its password", async () => {
     const password = "hunter2-redis-password";

@@ -1,7 +1,8 @@
 // Tests the command line through main(argv): exit codes, configuration errors as one line per problem,
-// config-schema, and `reconcile` (dry-run plan as JSON that writes nothing, the applied table, --therapist checks).
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+// config-schema, `reconcile` (dry-run plan as JSON that writes nothing, the applied table, --therapist checks), and
+// the commands that read the daemon's store refusing a SQLite store that is not there instead of creating an empty one.
+import { existsSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
@@ -231,5 +232,40 @@ describe("reconcile", () => {
     expect(r.code).toBe(1);
     expect(r.stderr).not.toMatch(STACK_LINE);
     expect(r.stderr.trimEnd().split("\n").at(-1)).toMatch(/^calbridge: .*ECONNREFUSED/);
+  });
+});
+
+describe("commands that read the daemon's store", () => {
+  it("history, writeback held and purge refuse a missing SQLite store (exit 2, the path and how it was resolved) and create nothing", async () => {
+    const w = await world();
+    // The default store.url is relative: run from another folder than the daemon's, it names a file that is not there.
+    const folder = `no-store-here-${process.pid}-${Date.now()}`;
+    const url = `sqlite://./${folder}/calbridge.sqlite`;
+    const file = writeConfig(w, (c) => {
+      c.store.url = url;
+    });
+    const path = resolve(process.cwd(), folder, "calbridge.sqlite");
+    for (const command of [
+      ["history", "apt_123"],
+      ["history", "apt_123", "--json"],
+      ["writeback", "held"],
+      ["writeback", "held", "--apply"],
+      ["purge", "--therapist", "th_anna", "--dry-run"],
+    ]) {
+      const r = await runCli(...command, "--config", file);
+      const said = command.join(" ");
+      expect(r.code, `${said}: ${r.stderr}`).toBe(2);
+      expect(r.stdout, said).toBe("");
+      expect(r.stderr, said).not.toMatch(STACK_LINE);
+      expect(r.stderr.trimEnd().split("\n"), said).toEqual([
+        `calbridge: store: no SQLite store at ${path} (store.url ${url} is relative: resolved against the working folder ${process.cwd()}); nothing was created. Run the command from the daemon's working folder, or set store.url to the absolute path of the daemon's store (sqlite:///ABSOLUTE/PATH)`,
+      ]);
+      expect(existsSync(join(process.cwd(), folder)), said).toBe(false);
+    }
+    // The daemon's store, where it is: found, and read.
+    await (await openStore(w.config.store.url)).close();
+    const found = await runCli("history", "apt_123", "--config", writeConfig(w));
+    expect(found.code).toBe(1);
+    expect(found.stderr).toMatch(/^No history of appointment apt_123: calbridge has decided nothing about it/);
   });
 });

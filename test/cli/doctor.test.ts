@@ -1,10 +1,17 @@
 // Tests `calbridge doctor` through main(argv) against a simulated world: every check ok on a healthy setup (exit 0),
 // and a loud failure with its fix-it hint (exit 1) for a disabled webhook endpoint, a missing one, a refused API key,
-// a calendar without access and an unreachable store; --json is machine-readable.
+// a calendar without access and an unreachable store; --json is machine-readable. The store check is /readyz's (a
+// store refusing writes, a folder short of store.min_free_mb fail it), a missing SQLite file is not created, and an
+// OAuth token the configured key does not open is a key to fix, not a therapist to reconnect.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Config } from "../../src/config/schema.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
+import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
+import { openStore } from "../../src/store/store.ts";
 import { SMTP_PASS, SMTP_USER, startHookSink, startMailSink } from "../notify/support.ts";
+import { redisTestsEnabled, startRedis } from "../support/redis.ts";
 import { runCli, writeConfig } from "./support.ts";
 
 const PUBLIC_URL = "https://sync.example/webhooks/booking";
@@ -37,6 +44,8 @@ async function healthy(
     c.webhooks.public_url = PUBLIC_URL;
     edit(c);
   });
+  // The daemon has run: its store is there (doctor does not create a missing one).
+  await (await openStore(world.config.store.url)).close();
   return { world, file, endpointId: endpoint.id };
 }
 
@@ -261,5 +270,126 @@ describe("calbridge doctor", () => {
       await mail.close();
       await hook.close();
     }
+  });
+});
+
+describe("calbridge doctor: the store, as /readyz sees it", () => {
+  const storeCheck = (checks: Check[]) => checks.find((c) => c.name === "store");
+
+  it("says how much room the store's folder has, and fails it below store.min_free_mb", async () => {
+    const ok = await healthy();
+    const good = storeCheck((await doctorJson(ok.file)).checks);
+    expect(good?.status).toBe("ok");
+    expect(good?.detail).toMatch(/^sqlite answers and takes a write \(sqlite:\/\/.*\); \d+ MiB free in \//);
+
+    const { file } = await healthy((c) => {
+      c.store.min_free_mb = 1_000_000_000; // a petabyte: more than any test machine has
+    });
+    const json = await doctorJson(file);
+    expect(json.code).toBe(1);
+    expect(storeCheck(json.checks)).toMatchObject({
+      status: "fail",
+      detail: expect.stringMatching(
+        /MiB free in \/.*, below store\.min_free_mb \(1000000000 MiB\): writes will soon fail$/,
+      ),
+      fix: expect.stringMatching(
+        /^free space on the volume of \/.* \(or grow it\), or lower store\.min_free_mb; .*503/,
+      ),
+    });
+  });
+
+  it.skipIf(!redisTestsEnabled("doctor"))(
+    "fails a store that answers but refuses writes (Redis over its maxmemory), with the write probe's detail and a fix",
+    async () => {
+      const server = await startRedis(["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
+      try {
+        const { file } = await healthy((c) => {
+          c.store.url = server.url;
+        });
+        const json = await doctorJson(file);
+        expect(json.code).toBe(1);
+        expect(storeCheck(json.checks)).toMatchObject({
+          status: "fail",
+          detail: expect.stringMatching(
+            /^redis answers but store refuses writes: .*OOM.* \(redis:\/\/127\.0\.0\.1:\d+\)$/,
+          ),
+          fix: expect.stringMatching(/^Redis refuses writes: look at its maxmemory and maxmemory-policy/),
+        });
+      } finally {
+        await server.stop();
+      }
+    },
+    30_000,
+  );
+
+  it("does not create a missing SQLite store: a warning naming the path, and nothing read from an empty stand-in", async () => {
+    const { world } = await healthy();
+    const missing = join(world.dir, "elsewhere", "calbridge.sqlite");
+    const elsewhere = writeConfig(
+      world,
+      (c) => {
+        c.webhooks.public_url = PUBLIC_URL;
+        c.store.url = `sqlite://${missing}`;
+      },
+      "elsewhere.yaml",
+    );
+    const json = await doctorJson(elsewhere);
+    expect(storeCheck(json.checks)).toMatchObject({
+      status: "warn",
+      detail: expect.stringMatching(new RegExp(`^store: no SQLite store at ${missing}; nothing was created`)),
+      fix: expect.stringMatching(
+        /^if the daemon has not run yet, nothing to do: it creates the store at its first start/,
+      ),
+    });
+    expect(byName(json.checks, "mapping")[0]?.detail).toMatch(/^not checked: the store could not be opened/);
+    expect(byName(json.checks, "write-backs")[0]?.detail).toMatch(/^not checked: the store could not be opened/);
+    expect(existsSync(join(world.dir, "elsewhere"))).toBe(false);
+  });
+});
+
+describe("calbridge doctor: OAuth therapists without usable credentials", () => {
+  const KEY = "doctor-test-key-0123456789abcdef0123";
+  const OTHER_KEY = "doctor-other-key-fedcba9876543210fedc";
+
+  it("a token the configured key does not open: the fix is store.encryption_key; no token: connect the calendar", async () => {
+    const world = await startWorld({
+      therapists: ["th_anna", "th_ben", "th_cleo"],
+      configure: (c) => {
+        c.google.oauth = { client_id: "placeholder", client_secret: "placeholder-secret" };
+        c.store = { ...c.store, encryption_key: KEY };
+        for (const t of c.therapists) if (t.therapist_id !== "th_anna") t.auth = { type: "oauth" };
+      },
+    });
+    worlds.push(world);
+    const client = world.google.registerOAuthClient();
+    world.config.google.oauth = client;
+    // th_ben connected under KEY; th_cleo never did.
+    const store = await openStore(world.config.store.url);
+    try {
+      await new CredentialStore({ store, box: new SecretBox(KEY) }).saveRefreshToken(
+        "th_ben",
+        world.google.issueRefreshToken(world.calendarOf("th_ben"), client.client_id),
+      );
+    } finally {
+      await store.close();
+    }
+    const right = await doctorJson(writeConfig(world, () => {}, "right.yaml"));
+    expect(byName(right.checks, "calendar of th_ben")[0]?.status).toBe("ok");
+
+    // A deploy carries another key.
+    const wrong = await doctorJson(
+      writeConfig(world, (c) => {
+        c.store.encryption_key = OTHER_KEY;
+      }),
+    );
+    const ben = byName(wrong.checks, "calendar of th_ben")[0];
+    expect(ben?.status).toBe("fail");
+    expect(ben?.detail).toMatch(/cannot be decrypted/);
+    expect(ben?.fix).toBe(
+      "the stored token was encrypted with another key: set store.encryption_key to the key it was stored with (after a rotation, list that key in store.previous_encryption_keys); only if that key is lost, have the therapist reconnect: run `calbridge authorize --therapist th_ben`",
+    );
+    expect(byName(wrong.checks, "calendar of th_cleo")[0]?.fix).toBe(
+      "the therapist has not connected their calendar yet: run `calbridge authorize --therapist th_cleo`",
+    );
   });
 });
