@@ -97,6 +97,7 @@ export function program(): Command {
           // A reload now would race the stop; a SIGHUP from here on is ignored (not Node's default: no kill).
           process.off("SIGHUP", onHangup);
           process.on("SIGHUP", () => {});
+          // The last resort: app.stop bounds each step by the 8 s grace, closing steps included.
           const hard = setTimeout(() => process.exit(1), 9_500);
           hard.unref();
           app.stop(8_000).then(resolve, (err) => {
@@ -107,6 +108,9 @@ export function program(): Command {
         process.once("SIGTERM", () => stop("SIGTERM"));
         process.once("SIGINT", () => stop("SIGINT"));
       });
+      // Work the stop gave up at the end of its grace (a request Google has not answered yet, a store that does not
+      // answer) may still hold a socket open: once the stop is over, the process ends without waiting for it.
+      setTimeout(() => process.exit(), 100).unref();
     });
 
   cmd

@@ -109,7 +109,10 @@ export interface App {
    */
   reload(next: Config): Promise<ConfigChanges>;
   start(): Promise<void>;
-  /** Stops accepting webhooks, drains the queues, closes the store; bounded by graceMs. */
+  /**
+   * Stops accepting webhooks, drains the queues, closes the store: bounded by graceMs, plus at most CLOSING_MS for the
+   * closing steps (work still running at the deadline is left, and logged as such).
+   */
   stop(graceMs?: number): Promise<void>;
 }
 
@@ -126,6 +129,16 @@ export const INBOX_ACCEPTED_CHANNEL = "calbridge:inbox:accepted";
 export const CREDENTIALS_CHANGED_CHANNEL = "calbridge:credentials:changed";
 /** The leader's look through the shared inbox for entries whose notice was lost (pub/sub delivers at most once). */
 const INBOX_SWEEP_MS = 30_000;
+/** A stop's deadline, and the steps still running at it (left unfinished). */
+interface StopGrace {
+  deadline: number;
+  late: string[];
+}
+/**
+ * How long past a stop's grace its closing steps (lease, history, store) may take together: they run even when the
+ * grace is over, and 8 s + 1 s stays inside `calbridge run`'s last-resort 9.5 s (and a container's 10 s).
+ */
+const CLOSING_MS = 1000;
 /** How often expired entries (webhook done marks after their 7 days, links of past appointments, ...) are removed. */
 const PURGE_MS = 3_600_000;
 
@@ -520,6 +533,35 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       notifier.start();
     }
   };
+  /** Set by stop(): when its grace ends, and the steps it left unfinished then (still running, no longer awaited). */
+  let stopGrace: StopGrace | undefined;
+  /**
+   * Waits for one step of the leader's or the daemon's stop: during a stop only for what is left of its grace (a
+   * closing step: of the grace and CLOSING_MS), noting a step still running then (left unfinished) instead of waiting.
+   */
+  const stopStep = async (name: string, work: Promise<unknown>, closing = false): Promise<void> => {
+    const grace = stopGrace;
+    if (!grace) {
+      await work;
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((r) => {
+      timer = setTimeout(() => r("late"), graceLeft(grace) + (closing ? CLOSING_MS : 0));
+    });
+    const outcome = await Promise.race([
+      work.then(
+        () => "done" as const,
+        (err: unknown) => ({ err }),
+      ),
+      late,
+    ]);
+    clearTimeout(timer);
+    if (outcome === "late") grace.late.push(name);
+    else if (outcome !== "done") throw outcome.err;
+  };
+  const graceLeft = (grace: StopGrace) => Math.max(0, grace.deadline - clock.now());
+
   const stopLeaderWork = async () => {
     metrics.leader.set(0);
     engine.setEnrichment(false);
@@ -529,11 +571,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     cron = undefined;
     poller.stop();
     push.stop();
-    await notifier.stop();
-    // Webhook events in flight get a moment to finish; whatever the engine still holds is given up (their events stay
-    // in the inbox, and the next leader replays and reconciles them).
-    await processor.stop();
-    await engine.abandon();
+    await stopStep("notifications", notifier.stop());
+    // Webhook events in flight get a moment to finish (a stop's: what is left of its grace); whatever the engine still
+    // holds is given up (their events stay in the inbox, and the next leader replays and reconciles them).
+    const grace = stopGrace;
+    await stopStep("webhook events in flight", processor.stop(grace ? graceLeft(grace) : undefined));
+    await stopStep("syncs in flight", engine.abandon());
   };
 
   /** A reload's leader follow-ups: the poller and cron start again with the new mapping and settings. */
@@ -783,10 +826,15 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       stopping = true;
       if (gauges) clearInterval(gauges);
       if (purge) clearInterval(purge);
-      const deadline = clock.now() + graceMs;
+      // One deadline for the whole stop, each step waited for only as long as is left of it: steps that each kept
+      // their own limit (the processor's 10 s, the syncs in flight none, the lease release 5 s) added up past a
+      // container's 10 s SIGKILL when Google answered slowly or Redis did not answer at all.
+      const grace: StopGrace = { deadline: clock.now() + graceMs, late: [] };
+      stopGrace = grace;
       app.http?.beginShutdown();
       app.admin?.beginShutdown();
-      await Promise.all([app.http?.close(Math.min(graceMs, 5000)), app.admin?.close(Math.min(graceMs, 5000))]);
+      const httpMs = Math.min(graceLeft(grace), 5000);
+      await Promise.all([app.http?.close(httpMs), app.admin?.close(httpMs)]);
       stopNotices?.();
       stopPushNotices?.();
       stopCredentialNotices?.();
@@ -795,24 +843,32 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       leaderWork = leaderWork
         .then(stopLeaderWork)
         .catch((err: unknown) => logger.error({ err: describeError(err) }, "leader work did not stop cleanly"));
-      await leaderWork;
-      await lease.stop();
-      await leaderWork;
+      // Its own steps keep to the grace and name what they left (a closing step: they get to say so).
+      await stopStep("leader work", leaderWork, true);
+      // For the same reason, a replica whose leader work is still running at the end of the grace does not release
+      // the lease: it lapses by itself (store.lease_seconds) after this process has exited.
+      await stopStep(
+        "leader lease",
+        lease.stop({ release: grace.late.length === 0, timeoutMs: graceLeft(grace) }),
+        true,
+      );
+      await stopStep("leader work", leaderWork, true);
       await stopLeaderWork();
       // The grace timer is cleared once the engine drained: left running, it kept the process alive for the whole
       // grace period after an orderly stop (20 s for `calbridge run`, past a container's 10 s SIGKILL deadline).
-      let graceTimer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        engine.stop(),
-        new Promise((r) => {
-          graceTimer = setTimeout(r, Math.max(0, deadline - clock.now()));
-        }),
-      ]);
-      clearTimeout(graceTimer);
-      await sync.history.log.close();
+      await stopStep("syncs in flight", engine.stop());
+      // Closed even when the grace is over: what was stored stays, and a store that does not answer is left.
+      await stopStep("history", sync.history.log.close(), true);
       gateways.close();
       notifier.close();
-      await store.close();
+      await stopStep("store", store.close(), true);
+      if (grace.late.length > 0) {
+        // Nothing is lost: a webhook is acknowledged only once stored in the inbox, and leaves it only once synced.
+        logger.warn(
+          { grace_ms: graceMs, unfinished: [...new Set(grace.late)] },
+          "stop grace exceeded: unfinished work stays in the inbox or is retried at next start",
+        );
+      }
       logger.info("calbridge stopped");
     },
   };

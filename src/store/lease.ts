@@ -105,9 +105,10 @@ export class LeaderLease {
 
   /**
    * Gives leadership up: onChange(false), then the key is deleted (only if still ours) and standbys are told.
-   * Call it after leader-only work has stopped, so a successor never overlaps with it.
+   * Call it after leader-only work has stopped, so a successor never overlaps with it; with `release: false` (that
+   * work is still running) the key is left to lapse. `timeoutMs` bounds the wait for Redis to answer the release.
    */
-  async stop(): Promise<void> {
+  async stop(options: { release?: boolean; timeoutMs?: number } = {}): Promise<void> {
     const stop = this.#stop;
     if (!stop) return;
     stop.abort();
@@ -116,12 +117,16 @@ export class LeaderLease {
     this.#stop = undefined;
     if (this.#leader) this.#set(false, "stopping");
     if (this.#store.kind !== "redis") return;
-    const released = await this.#call(
-      () => this.#redis.eval(RELEASE_SCRIPT, { keys: [this.#key], arguments: [this.holderId, RELEASED_CHANNEL] }),
-      this.#renewEveryMs,
-    );
-    if (released.kind === "ok" && Number(released.value) === 1) this.#log.info("released the leader lease");
-    else if (released.kind !== "ok") this.#log.warn({ err: errorOf(released) }, "could not release the leader lease");
+    if (options.release === false) {
+      this.#log.info("leader lease left to lapse: leader work still running");
+    } else {
+      const released = await this.#call(
+        () => this.#redis.eval(RELEASE_SCRIPT, { keys: [this.#key], arguments: [this.holderId, RELEASED_CHANNEL] }),
+        Math.min(this.#renewEveryMs, options.timeoutMs ?? Number.POSITIVE_INFINITY),
+      );
+      if (released.kind === "ok" && Number(released.value) === 1) this.#log.info("released the leader lease");
+      else if (released.kind !== "ok") this.#log.warn({ err: errorOf(released) }, "could not release the leader lease");
+    }
     if (this.#subscriber?.isOpen) this.#subscriber.destroy();
     this.#subscriber = undefined;
   }

@@ -56,6 +56,8 @@ export class StoreUnavailableError extends Error {
 
 /** How long one Redis operation may take before it is reported as a failure (the command may still complete). */
 export const REDIS_COMMAND_TIMEOUT_MS = 2000;
+/** How long a close waits for Redis to answer QUIT before it drops the connection. */
+const REDIS_QUIT_MS = 1000;
 
 export const TABLES = [
   "links",
@@ -708,7 +710,14 @@ async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs
       if (!client.isOpen) return;
       // A Redis that is away cannot take QUIT (it would fail, or wait): the connection is just dropped.
       if (!client.isReady) return client.destroy();
-      await client.quit().catch(() => client.destroy());
+      // Nor can one that stopped answering with the connection still open (a partition): QUIT gets a second.
+      let timer: NodeJS.Timeout | undefined;
+      const unanswered = new Promise<void>((r) => {
+        timer = setTimeout(r, REDIS_QUIT_MS);
+      });
+      await Promise.race([client.quit().catch(() => {}), unanswered]);
+      clearTimeout(timer);
+      if (client.isOpen) client.destroy();
     },
   };
 }
