@@ -30,6 +30,7 @@ import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/
 import type { RetryPolicy } from "../sync/retry.ts";
 import type { CalendarPort } from "../sync/types.ts";
 import { EngineSink } from "../sync/webhook-sink.ts";
+import { EngineStoppedError } from "../sync/work.ts";
 import { WebhookInbox } from "../webhooks/inbox.ts";
 import { InboxProcessor } from "../webhooks/processor.ts";
 import { createWebhookHandler } from "../webhooks/route.ts";
@@ -370,6 +371,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         if (!opts.dryRun) await recordOutcome({ report });
         return report;
       } catch (err) {
+        // A stop (a deploy) or a leader hand-over gives up the syncs the run waits for: no failure, so it neither
+        // counts toward notify.reconcile_failures nor reads as one in the log; the next leader's run does the work.
+        if (stopping || err instanceof EngineStoppedError) {
+          logger.info({ err: describeError(err) }, "reconciliation given up: stopping");
+          throw err;
+        }
         if (err instanceof BookingApiError && (err.kind === "auth" || err.kind === "transient")) {
           booking.reachability.failedOutright(err);
         }

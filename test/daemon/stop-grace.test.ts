@@ -1,11 +1,14 @@
 // An orderly stop keeps to its grace (README, Deployment: SIGTERM gives work in progress 8 s, closes the store and
-// exits 0 within Docker's 10-second stop deadline) however slowly Google or the store answer, and leaves what it could
-// not finish in the inbox.
+// exits 0 within Docker's 10-second stop deadline) however slowly Google or the store answer, leaves what it could not
+// finish in the inbox, and a stop during a reconciliation is not a failed reconciliation.
 import { afterEach, describe, expect, it } from "vitest";
+import { type App, createApp } from "../../src/daemon/app.ts";
+import { NotifyLedger } from "../../src/notify/ledger.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
 import { openStore } from "../../src/store/store.ts";
 import { WebhookInbox } from "../../src/webhooks/inbox.ts";
 import { type Daemon, daemonFor } from "../chaos/daemon.ts";
+import { captureLog } from "../support/log-capture.ts";
 import { type FreezableProxy, type RedisServer, redisTestsEnabled, startProxy, startRedis } from "../support/redis.ts";
 
 const DAY = 86_400_000;
@@ -115,4 +118,32 @@ describe("SIGTERM to `calbridge run` keeps to the 8-second grace", () => {
     },
     40_000,
   );
+});
+
+describe("a stop during a reconciliation", () => {
+  it("is logged as given up, not as failed, and does not count toward notify.reconcile_failures", async () => {
+    const world = await startWorld({ therapists: ["th_anna", "th_ben"], google: { latencyMs: 100 } });
+    cleanups.push(() => world.close());
+    for (let i = 0; i < 300; i++) book(world, i % 2 ? "th_anna" : "th_ben", i);
+    const log = captureLog("info");
+    const app: App = await createApp(world.config, {
+      logger: log.logger,
+      listen: "127.0.0.1:0",
+      adminListen: "127.0.0.1:0",
+    });
+    await app.start();
+    // The start's reconciliation is writing events when the deploy stops the daemon.
+    const writes = world.google.writes;
+    await waitFor("the reconciliation's first writes", () => world.google.writes > writes);
+    await app.stop(8_000);
+
+    const reader = await createApp(world.config, { logger: log.logger, oneShot: true });
+    const facts = await new NotifyLedger(reader.store).reconcileFacts();
+    await reader.stop(2000);
+    expect({
+      failures: facts?.failures ?? 0,
+      failedLines: log.lines.filter((l) => l.msg === "reconciliation failed; nothing was deleted").length,
+      givenUp: log.lines.filter((l) => l.msg === "reconciliation given up: stopping").map((l) => l.level),
+    }).toEqual({ failures: 0, failedLines: 0, givenUp: [30] });
+  }, 30_000);
 });
