@@ -1,0 +1,354 @@
+// Owns the command line: run, reconcile, writeback held, purge, doctor, history, demo, authorize, invite,
+// config-schema. Exit 0 ok, 1 failure, 2 usage or configuration error (printed one problem per line, never as a
+// stack trace). The entry is cli.ts, which loads this module.
+// First: how the heap grows is set before the rest loads.
+import "./heap.ts";
+import { readFileSync } from "node:fs";
+import { Command, CommanderError } from "commander";
+import { runConsentFlow } from "./calendar/auth.ts";
+import { historyCommand } from "./cli/history.ts";
+import { formatPlan, writeJsonInPieces } from "./cli/plan-output.ts";
+import { PurgeUsageError, runPurge } from "./cli/purge.ts";
+import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
+import { configJsonSchema } from "./config/json-schema.ts";
+import { ConfigError, loadConfig } from "./config/load.ts";
+import type { Config } from "./config/schema.ts";
+import { createInvite, inviteUrl, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
+import { type App, createApp } from "./daemon/app.ts";
+import { ConfigReloader } from "./daemon/reload.ts";
+import { createLogger, type Logger } from "./log.ts";
+import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
+import { missingStoreFile, openStore, probeWrite, redactStoreUrl, StoreMissingError } from "./store/store.ts";
+
+const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
+  .version;
+
+class ExitCode extends Error {
+  readonly code: number;
+  constructor(code: number, message = "") {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** A whole number in [min, max] given for `option`, or exit code 2 naming it (Number("abc") || 0 read as "none"). */
+function wholeNumber(option: string, value: string, min: number, max: number): number {
+  const n = /^\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ExitCode(2, `${option} ${value}: expected a whole number from ${min} to ${max}`);
+  }
+  return n;
+}
+
+function configPath(opts: { config?: string }): string {
+  return opts.config ?? process.env.CALBRIDGE_CONFIG ?? "./config/calbridge.yaml";
+}
+
+function load(opts: { config?: string }): Config {
+  return loadConfig(configPath(opts));
+}
+
+function logger(): Logger {
+  return createLogger();
+}
+
+/** A logger for one-shot commands: warnings and errors only, on stderr, so stdout stays the command's output. */
+function quietLogger(): Logger {
+  return createLogger({ level: process.env.LOG_LEVEL ?? "warn", destination: process.stderr as never });
+}
+
+async function withApp<T>(config: Config, log: Logger, fn: (app: App) => Promise<T>): Promise<T> {
+  const app = await createApp(config, { logger: log, oneShot: true });
+  try {
+    return await fn(app);
+  } finally {
+    await app.stop(2000);
+  }
+}
+
+export function program(): Command {
+  const cmd = new Command("calbridge")
+    .description(
+      "Mirrors booking-service appointments into therapists' Google Calendars, and pushes their changes back.",
+    )
+    .version(version)
+    .option("-c, --config <file>", "configuration file (default: $CALBRIDGE_CONFIG, then ./config/calbridge.yaml)")
+    .exitOverride()
+    .showHelpAfterError();
+
+  cmd
+    .command("run")
+    .description("run the daemon: webhooks, reconciliation, calendar polling, HTTP server")
+    .action(async () => {
+      const file = configPath(cmd.opts());
+      const config = loadConfig(file);
+      const log = logger();
+      const app = await createApp(config, { logger: log });
+      const started = app.start();
+      // SIGHUP reloads the file (Node's default would end the process); one arriving during the start waits for it.
+      const reloader = new ConfigReloader({ file, load: loadConfig, reload: app.reload, logger: log, after: started });
+      const onHangup = () => void reloader.request();
+      process.on("SIGHUP", onHangup);
+      await started;
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string) => {
+          log.info({ signal }, "stopping");
+          // A reload now would race the stop; a SIGHUP from here on is ignored (not Node's default: no kill).
+          process.off("SIGHUP", onHangup);
+          process.on("SIGHUP", () => {});
+          // The last resort: app.stop bounds each step by the 8 s grace, closing steps included.
+          const hard = setTimeout(() => process.exit(1), 9_500);
+          hard.unref();
+          app.stop(8_000).then(resolve, (err) => {
+            log.error({ err: (err as Error).message }, "unclean stop");
+            resolve();
+          });
+        };
+        process.once("SIGTERM", () => stop("SIGTERM"));
+        process.once("SIGINT", () => stop("SIGINT"));
+      });
+      // Work the stop gave up at the end of its grace (a request Google has not answered yet, a store that does not
+      // answer) may still hold a socket open: once the stop is over, the process ends without waiting for it.
+      setTimeout(() => process.exit(), 100).unref();
+    });
+
+  cmd
+    .command("reconcile")
+    .description("one reconciliation pass")
+    .option("--dry-run", "write nothing anywhere; print the plan")
+    .option("--therapist <id>", "only this therapist")
+    .option("--force", "apply deletions even when the mass-deletion guard would hold them")
+    .option("--json", "print the report as JSON")
+    .action(async (o: { dryRun?: boolean; therapist?: string; force?: boolean; json?: boolean }) => {
+      const config = load(cmd.opts());
+      if (o.therapist && !config.therapists.some((t) => t.therapist_id === o.therapist)) {
+        throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);
+      }
+      const report = await withApp(config, quietLogger(), (app) =>
+        app.reconcile({
+          dryRun: o.dryRun === true,
+          force: o.force === true,
+          ...(o.therapist ? { therapistId: o.therapist } : {}),
+        }),
+      );
+      if (o.json) await writeJsonInPieces(process.stdout, report);
+      else process.stdout.write(`${formatPlan(report)}\n`);
+      if (!report.ok && !(o.dryRun && report.failed === 0)) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("writeback")
+    .description("write-backs of therapists' calendar changes")
+    .command("held")
+    .description("list the write-backs the write-back guard holds; --apply sends them, --restore puts the events back")
+    .option("--therapist <id>", "only this therapist's")
+    .option("--appointment <id>", "only this appointment's")
+    .option("--apply", "send them to the booking service (cancel or reschedule the appointments)")
+    .option("--restore", "put the events back from the booking; send nothing")
+    .option("--json", "print the result as JSON")
+    .action(
+      async (o: { therapist?: string; appointment?: string; apply?: boolean; restore?: boolean; json?: boolean }) => {
+        if (o.apply && o.restore) throw new ExitCode(2, "--apply and --restore: choose one");
+        const config = load(cmd.opts());
+        // The daemon's store or none: a new empty one would list nothing held.
+        const missing = missingStoreFile(config.store.url);
+        if (missing) throw missing;
+        const decision = o.apply ? "apply" : o.restore ? "restore" : undefined;
+        const result = await withApp(config, quietLogger(), (app) =>
+          writebackHeld(app, {
+            ...(o.therapist ? { therapistId: o.therapist } : {}),
+            ...(o.appointment ? { appointmentId: o.appointment } : {}),
+            ...(decision ? { decision } : {}),
+          }),
+        );
+        process.stdout.write(`${o.json ? JSON.stringify(result, null, 2) : formatHeld(result, decision)}\n`);
+        if (result.decided.some((d) => !d.ok)) throw new ExitCode(1);
+      },
+    );
+
+  cmd
+    .command("purge")
+    .description(
+      "remove calbridge's own events of a therapist (no longer mapped, or leaving) from their calendar, and forget them",
+    )
+    .requiredOption("--therapist <id>", "therapist whose events to remove")
+    .option("--dry-run", "list what would be deleted; delete nothing")
+    .option("--force", "delete even when the mass-deletion guard would hold it")
+    .option("--calendar <id>", "the calendar to clean (default: the mapping's, or the one the links name)")
+    .option("--impersonate <address>", "the account the service account acts as there (default: see README)")
+    .action(
+      async (o: { therapist: string; dryRun?: boolean; force?: boolean; calendar?: string; impersonate?: string }) => {
+        const config = load(cmd.opts());
+        let outcome: Awaited<ReturnType<typeof runPurge>>;
+        try {
+          outcome = await runPurge(config, o, quietLogger());
+        } catch (err) {
+          if (err instanceof PurgeUsageError) throw new ExitCode(2, err.message);
+          throw err;
+        }
+        process.stdout.write(`${outcome.text}\n`);
+        if (!outcome.ok) throw new ExitCode(1);
+      },
+    );
+
+  cmd
+    .command("doctor")
+    .description("check the configuration, credentials, webhook endpoint, calendars, store and clock")
+    .option("--json", "print the checks as JSON")
+    .option("--notify-test", "also send a test message to every notification target")
+    .action(async (o: { json?: boolean; notifyTest?: boolean }) => {
+      // The doctor and its checks load when it runs, not with every command (the daemon never needs them).
+      const { formatChecks, runDoctor } = await import("./cli/doctor.ts");
+      const config = load(cmd.opts());
+      // An unreachable store is one failed check, not the end: the other checks run on a stand-in store. A missing
+      // SQLite file is not created (it would be an empty store to check, not the daemon's).
+      let storeError: unknown;
+      try {
+        await (await openStore(config.store.url, { connectTimeoutMs: 5000, mustExist: true })).close();
+      } catch (err) {
+        storeError = err;
+      }
+      const usable = storeError === undefined ? config : { ...config, store: { ...config.store, url: "memory://" } };
+      const checks = await withApp(usable, quietLogger(), (app) =>
+        runDoctor(app, { storeError, storeUrl: config.store.url, notifyTest: o.notifyTest === true }),
+      );
+      process.stdout.write(
+        `${o.json ? JSON.stringify({ ok: checks.every((c) => c.status !== "fail"), checks }, null, 2) : formatChecks(checks)}\n`,
+      );
+      if (checks.some((c) => c.status === "fail")) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("history")
+    .description("print every decision calbridge took about an appointment, and which side caused it")
+    .argument("<appointment_id>", "the booking service's appointment id")
+    .option("--json", "print the entries as JSON")
+    .action(async (id: string, o: { json?: boolean }) => {
+      const result = await historyCommand(load(cmd.opts()), id, o.json === true);
+      (result.found || o.json ? process.stdout : process.stderr).write(`${result.output}\n`);
+      if (!result.found) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("demo")
+    .description("the daemon against the built-in simulators, with sample bookings flowing in (no credentials)")
+    .option("--duration <seconds>", "stop after this many seconds (default: run until Ctrl-C)", "0")
+    .action(async (o: { duration: string }) => {
+      const { runDemo } = await import("./cli/demo.ts");
+      const ctl = new AbortController();
+      process.once("SIGINT", () => ctl.abort());
+      process.once("SIGTERM", () => ctl.abort());
+      const durationSec = wholeNumber("--duration", o.duration, 0, 365 * 86_400);
+      const result = await runDemo({ durationSec, logger: quietLogger(), signal: ctl.signal });
+      if (!result.converged) throw new ExitCode(1);
+    });
+
+  cmd
+    .command("authorize")
+    .description("OAuth consent for a therapist's personal calendar; stores the refresh token")
+    .requiredOption("--therapist <id>", "therapist whose calendar to authorize")
+    .option("--port <port>", "loopback port for the redirect (default: any free port)", "0")
+    .action(async (o: { therapist: string; port: string }) => {
+      const port = wholeNumber("--port", o.port, 0, 65_535);
+      const config = load(cmd.opts());
+      const t = config.therapists.find((x) => x.therapist_id === o.therapist);
+      if (!t) throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);
+      if (!config.google.oauth)
+        throw new ExitCode(2, "google.oauth (client_id, client_secret) is required for authorize");
+      // Checked before the consent: the therapist must not consent for a token that then cannot be kept.
+      const box = secretBoxFor(config.store);
+      if (!box) throw new ExitCode(2, new EncryptionKeyMissingError(t.therapist_id).message);
+      // So is the store: open, and taking a write, before the consent, and kept open through it to the save.
+      const store = await openStore(config.store.url, { connectTimeoutMs: 5000 });
+      try {
+        try {
+          await probeWrite(store, `authorize:${process.pid}`);
+        } catch (err) {
+          throw new Error(
+            `store: ${redactStoreUrl(config.store.url)} refuses writes (${(err as Error).message}); nothing was asked of the therapist: fix the store first`,
+          );
+        }
+        const result = await runConsentFlow({
+          clientId: config.google.oauth.client_id,
+          clientSecret: config.google.oauth.client_secret,
+          authUrl: config.google.auth_url,
+          tokenUrl: config.google.token_url,
+          port,
+          ...(t.impersonate ? { loginHint: t.impersonate } : {}),
+        });
+        await new CredentialStore({ store, box }).saveRefreshToken(t.therapist_id, result.refresh_token, {
+          source: "authorize",
+          scope: result.scopes.join(" "),
+        });
+      } finally {
+        await store.close();
+      }
+      process.stdout.write(
+        `authorized ${t.therapist_id}; the refresh token is stored encrypted in ${redactStoreUrl(config.store.url)}\n`,
+      );
+    });
+
+  cmd
+    .command("invite")
+    .description("print a signed, single-use link where a therapist connects (or reconnects) their Google Calendar")
+    .requiredOption("--therapist <id>", "therapist the link is for")
+    .option("--ttl <duration>", "how long the link works: 7d, 12h or 90m (at most 30d)", "7d")
+    .action((o: { therapist: string; ttl: string }) => {
+      const config = load(cmd.opts());
+      if (!config.connect) {
+        throw new ExitCode(
+          2,
+          "connect (public_url, secret, clinic_name) is not configured: add it (see config/example.yaml), or use calbridge authorize",
+        );
+      }
+      const problem = notConnectable(config, o.therapist);
+      if (problem) throw new ExitCode(2, `--therapist ${o.therapist}: ${problem}`);
+      const ttlMs = parseTtl(o.ttl);
+      if (ttlMs === undefined || ttlMs > MAX_TTL_MS) {
+        throw new ExitCode(2, `--ttl ${o.ttl}: expected a duration such as 7d, 12h or 90m, at most 30d`);
+      }
+      const { token, invite } = createInvite(o.therapist, { secret: config.connect.secret, ttlMs });
+      const t = config.therapists.find((x) => x.therapist_id === o.therapist);
+      process.stdout.write(`${inviteUrl(config.connect.public_url, token)}\n`);
+      process.stderr.write(
+        `Send this link to ${t?.name ?? o.therapist}: it works once, until ${new Date(invite.expiresAt).toISOString()}, ` +
+          "and connects the Google account they choose. Anyone holding it can connect a calendar, so send it privately.\n",
+      );
+    });
+
+  cmd
+    .command("config-schema")
+    .description("print the JSON Schema of the configuration file")
+    .action(() => {
+      process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
+    });
+
+  return cmd;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await program().parseAsync(argv);
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 ? 0 : 2;
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`calbridge: invalid configuration ${err.message}\n`);
+      return 2;
+    }
+    // store.url names no store here (a relative path run from another folder): a configuration error, not a failure.
+    if (err instanceof StoreMissingError) {
+      process.stderr.write(`calbridge: ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof ExitCode) {
+      if (err.message) process.stderr.write(`calbridge: ${err.message}\n`);
+      return err.code;
+    }
+    process.stderr.write(`calbridge: ${(err as Error).message ?? String(err)}\n`);
+    if (process.env.CALBRIDGE_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
+    return 1;
+  }
+}
