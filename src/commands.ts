@@ -1,11 +1,12 @@
 // Owns the command line: run, reconcile, writeback held, purge, doctor, history, demo, authorize, invite,
 // config-schema. Exit 0 ok, 1 failure, 2 usage or configuration error (printed one problem per line, never as a
-// stack trace). The entry is cli.ts, which loads this module.
+// stack trace). The entry is cli.ts, which loads this module after catching `run`'s signals.
 // First: how the heap grows is set before the rest loads.
 import "./heap.ts";
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
+import { takeEarlySignals } from "./cli/early-signals.ts";
 import { historyCommand } from "./cli/history.ts";
 import { formatPlan, writeJsonInPieces } from "./cli/plan-output.ts";
 import { PurgeUsageError, runPurge } from "./cli/purge.ts";
@@ -16,7 +17,7 @@ import type { Config } from "./config/schema.ts";
 import { createInvite, inviteUrl, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
 import { type App, createApp } from "./daemon/app.ts";
 import { ConfigReloader } from "./daemon/reload.ts";
-import { createLogger, type Logger } from "./log.ts";
+import { createLogger, type Logger, LogLevelError, logLevel } from "./log.ts";
 import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
 import { missingStoreFile, openStore, probeWrite, redactStoreUrl, StoreMissingError } from "./store/store.ts";
 
@@ -54,7 +55,7 @@ function logger(): Logger {
 
 /** A logger for one-shot commands: warnings and errors only, on stderr, so stdout stays the command's output. */
 function quietLogger(): Logger {
-  return createLogger({ level: process.env.LOG_LEVEL ?? "warn", destination: process.stderr as never });
+  return createLogger({ level: logLevel(process.env.LOG_LEVEL, "warn"), destination: process.stderr as never });
 }
 
 async function withApp<T>(config: Config, log: Logger, fn: (app: App) => Promise<T>): Promise<T> {
@@ -80,36 +81,74 @@ export function program(): Command {
     .command("run")
     .description("run the daemon: webhooks, reconciliation, calendar polling, HTTP server")
     .action(async () => {
-      const file = configPath(cmd.opts());
-      const config = loadConfig(file);
-      const log = logger();
-      const app = await createApp(config, { logger: log });
-      const started = app.start();
-      // SIGHUP reloads the file (Node's default would end the process); one arriving during the start waits for it.
-      const reloader = new ConfigReloader({ file, load: loadConfig, reload: app.reload, logger: log, after: started });
-      const onHangup = () => void reloader.request();
+      // The signals are handled before the file is loaded and the store opened (seconds), and taken over from the
+      // entry, which held them while the modules loaded (early-signals.ts): Node's default for SIGHUP ends the process,
+      // and SIGTERM's skips the orderly stop. A SIGHUP before the daemon has started is answered by one reload once it
+      // has; a SIGTERM or SIGINT while the store opens closes it and exits 0 without starting, one during the start
+      // stops the daemon as soon as the start is over.
+      let reloader: ConfigReloader | undefined;
+      let hangupWaiting = false;
+      let stopSignal: string | undefined;
+      let stop: ((signal: string) => void) | undefined;
+      // Once the stop began, a SIGHUP is ignored (a reload would race the stop), not Node's default: no kill.
+      const onHangup = () => {
+        if (stopSignal) return;
+        if (reloader) void reloader.request();
+        else hangupWaiting = true;
+      };
+      const onStop = (signal: string) => {
+        if (!stopSignal) {
+          stopSignal = signal;
+          // However far the start got, the process ends within a container's 10-second stop deadline.
+          setTimeout(() => process.exit(1), 9_500).unref();
+        }
+        stop?.(signal);
+      };
+      const onTerm = () => onStop("SIGTERM");
+      const onInt = () => onStop("SIGINT");
       process.on("SIGHUP", onHangup);
-      await started;
-      await new Promise<void>((resolve) => {
-        const stop = (signal: string) => {
-          log.info({ signal }, "stopping");
-          // A reload now would race the stop; a SIGHUP from here on is ignored (not Node's default: no kill).
-          process.off("SIGHUP", onHangup);
-          process.on("SIGHUP", () => {});
-          // The last resort: app.stop bounds each step by the 8 s grace, closing steps included.
-          const hard = setTimeout(() => process.exit(1), 9_500);
-          hard.unref();
-          app.stop(8_000).then(resolve, (err) => {
-            log.error({ err: (err as Error).message }, "unclean stop");
-            resolve();
-          });
-        };
-        process.once("SIGTERM", () => stop("SIGTERM"));
-        process.once("SIGINT", () => stop("SIGINT"));
-      });
-      // Work the stop gave up at the end of its grace (a request Google has not answered yet, a store that does not
-      // answer) may still hold a socket open: once the stop is over, the process ends without waiting for it.
-      setTimeout(() => process.exit(), 100).unref();
+      process.once("SIGTERM", onTerm);
+      process.once("SIGINT", onInt);
+      if (takeEarlySignals().hangup) onHangup();
+      try {
+        const file = configPath(cmd.opts());
+        const config = loadConfig(file);
+        const log = logger();
+        const app = await createApp(config, { logger: log });
+        if (stopSignal) {
+          log.info({ signal: stopSignal }, "stopping before the start");
+          await app.stop(2_000);
+          return;
+        }
+        // A start that fails has closed what it opened (listeners, store): its error ends the command with exit 1.
+        const started = app.start();
+        const stopped = new Promise<void>((resolve) => {
+          stop = (signal: string) => {
+            stop = undefined;
+            log.info({ signal }, "stopping");
+            started
+              .then(
+                () =>
+                  app.stop(8_000).catch((err: unknown) => log.error({ err: (err as Error).message }, "unclean stop")),
+                () => {}, // the start failed: its error is the command's (below)
+              )
+              .then(resolve);
+          };
+        });
+        await started;
+        if (!stopSignal) {
+          reloader = new ConfigReloader({ file, load: loadConfig, reload: app.reload, logger: log });
+          if (hangupWaiting) void reloader.request();
+        }
+        await stopped;
+        // Work the stop gave up at the end of its grace (a request Google has not answered yet, a store that does not
+        // answer) may still hold a socket open: once the stop is over, the process ends without waiting for it.
+        setTimeout(() => process.exit(), 100).unref();
+      } finally {
+        process.off("SIGHUP", onHangup);
+        process.off("SIGTERM", onTerm);
+        process.off("SIGINT", onInt);
+      }
     });
 
   cmd
@@ -339,7 +378,7 @@ export async function main(argv: string[]): Promise<number> {
       return 2;
     }
     // store.url names no store here (a relative path run from another folder): a configuration error, not a failure.
-    if (err instanceof StoreMissingError) {
+    if (err instanceof StoreMissingError || err instanceof LogLevelError) {
       process.stderr.write(`calbridge: ${err.message}\n`);
       return 2;
     }

@@ -85,9 +85,36 @@ export interface LogOptions {
   registry?: SecretRegistry;
 }
 
+/** The levels LOG_LEVEL takes: pino's, most to least verbose, and `silent`. */
+export const LOG_LEVELS: readonly string[] = [
+  ...Object.entries(pino.levels.values)
+    .sort(([, a], [, b]) => a - b)
+    .map(([name]) => name),
+  "silent",
+];
+
+/** A LOG_LEVEL that is none of LOG_LEVELS: a configuration error of the environment (the CLI exits 2). */
+export class LogLevelError extends Error {
+  constructor(value: string) {
+    super(`LOG_LEVEL ${JSON.stringify(value)}: expected one of ${LOG_LEVELS.join(", ")}`);
+    this.name = "LogLevelError";
+  }
+}
+
+/**
+ * The level to log at: `value` (else LOG_LEVEL, else `fallback`), in any case; empty counts as unset. One pino does not
+ * know throws a LogLevelError naming LOG_LEVEL and the levels it takes (pino's own "default level:warning must be
+ * included in custom levels" names neither).
+ */
+export function logLevel(value: string | undefined = process.env.LOG_LEVEL, fallback = "info"): string {
+  const level = value?.trim().toLowerCase() || fallback;
+  if (!LOG_LEVELS.includes(level)) throw new LogLevelError(value ?? level);
+  return level;
+}
+
 export function createLogger(options: LogOptions = {}): Logger {
   const registry = options.registry ?? secrets;
-  const level = options.level ?? process.env.LOG_LEVEL ?? "info";
+  const level = logLevel(options.level ?? process.env.LOG_LEVEL);
   const pretty = options.pretty ?? (options.destination === undefined && process.stdout.isTTY === true);
   const base = {
     level,

@@ -879,5 +879,22 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       logger.info("calbridge stopped");
     },
   };
+  // A start that fails part way (a listener's port taken, the store gone) closes what it opened before it rejects:
+  // left open, the public listener answered /healthz 200 and took webhooks that nothing would ever process, and its
+  // handles kept `calbridge run` from exiting (so it was never restarted).
+  const startAll = app.start;
+  app.start = async () => {
+    try {
+      await startAll();
+    } catch (err) {
+      logger.error({ err: describeError(err) }, "calbridge did not start: closing what it opened");
+      await app
+        .stop(2000)
+        .catch((stopErr: unknown) =>
+          logger.warn({ err: describeError(stopErr) }, "not everything closed after the failed start"),
+        );
+      throw err;
+    }
+  };
   return app;
 }
