@@ -14,7 +14,7 @@ import type { Config } from "../../src/config/schema.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { DAY, daemonHarness, type Harness, liveOf } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, liveOf, pass, pollAll, quiet } from "./support.ts";
 
 let h: Harness | undefined;
 let dirs: string[] = [];
@@ -27,28 +27,6 @@ afterEach(async () => {
 
 const HOUR = 3_600_000;
 const SUFFIXES = ["", "-wal", "-shm"];
-
-async function quiet(x: Harness) {
-  for (let i = 0; i < 2; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    await x.app.engine.idle();
-  }
-}
-
-async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_000) {
-  for (let t = 0; t < ms; t += step) {
-    await clock.advance(Math.min(step, ms - t));
-    await quiet(x);
-  }
-}
-
-async function pollAll(x: Harness) {
-  for (const t of x.world.therapists) if (x.app.sync.mapping.calendarIfAny(t)) await x.app.poller.poll(t);
-  await quiet(x);
-}
-
-const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 
 function storeFile(x: Harness): string {
   const url = x.world.config.store.url;

@@ -12,7 +12,7 @@ import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { redisTestsEnabled, useRedisServer } from "../support/redis.ts";
-import { DAY, daemonHarness, type Harness, liveOf } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, liveOf, quiet } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -21,16 +21,7 @@ afterEach(async () => {
 });
 
 const NOTE = /calbridge: this event was deleted in the calendar while calbridge had lost its records of it/;
-const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 const description = (e: Record<string, unknown> | undefined) => String(e?.description ?? "");
-
-async function quiet(x: Harness) {
-  for (let i = 0; i < 2; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    await x.app.engine.idle();
-  }
-}
 
 async function pass(x: Harness, clock: ManualClock, ms: number) {
   // One second at a time: a longer step times out Redis commands (the lease) on the manual clock.

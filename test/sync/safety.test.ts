@@ -12,7 +12,7 @@ import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import type { Link } from "../../src/sync/types.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -26,29 +26,6 @@ const HOUR = 3_600_000;
 async function daemon(clock: ManualClock, configure?: (c: ConfigInput) => void, log = captureLog()) {
   const x = await daemonHarness({ therapists: 2, clock, logger: log.logger, ...(configure ? { configure } : {}) });
   return { x, log };
-}
-
-/** Real I/O done for now: webhooks delivered, inbox processed, the engine idle. */
-async function quiet(x: Harness) {
-  for (let i = 0; i < 2; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    await x.app.engine.idle();
-  }
-}
-
-/** Moves the manual clock on in steps, with real I/O finishing between them. */
-async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_000) {
-  for (let t = 0; t < ms; t += step) {
-    await clock.advance(Math.min(step, ms - t));
-    await quiet(x);
-  }
-}
-
-/** Polls every calendar calbridge can use (a therapist not connected yet has none to poll). */
-async function pollAll(x: Harness) {
-  for (const t of x.world.therapists) if (x.app.sync.mapping.calendarIfAny(t)) await x.app.poller.poll(t);
-  await quiet(x);
 }
 
 /** `n` confirmed appointments of th_1 mirrored into its calendar (a reconciliation counts them for the guard). */
@@ -83,7 +60,6 @@ async function deletedAndRefused(clock: ManualClock) {
   return { x, id: id!, cal };
 }
 
-const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
 
 describe("a bulk deletion (issue #14, case 1)", () => {

@@ -1,4 +1,5 @@
 // Test support for the sync engine: a simulated world plus an App built from its config by the production wiring.
+import type { ManualClock } from "../../src/clock.ts";
 import { type App, type AppOptions, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World, type WorldOptions } from "../../src/simulator/world.ts";
@@ -72,3 +73,30 @@ export function liveOf(x: Harness, cal: string, appointmentId: string): Record<s
 
 export const DAY = 86_400_000;
 export const iso = (ms: number) => new Date(ms).toISOString();
+
+/** Real I/O done for now: webhooks delivered, inbox processed, the engine idle. */
+export async function quiet(x: Harness): Promise<void> {
+  for (let i = 0; i < 2; i++) {
+    await x.world.booking.webhooksIdle();
+    await x.app.processor.idle();
+    await x.app.engine.idle();
+  }
+}
+
+/** Moves the manual clock on in steps, with real I/O finishing between them. */
+export async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_000): Promise<void> {
+  for (let t = 0; t < ms; t += step) {
+    await clock.advance(Math.min(step, ms - t));
+    await quiet(x);
+  }
+}
+
+/** Polls every calendar calbridge can use (a therapist not connected yet has none to poll). */
+export async function pollAll(x: Harness): Promise<void> {
+  for (const t of x.world.therapists) if (x.app.sync.mapping.calendarIfAny(t)) await x.app.poller.poll(t);
+  await quiet(x);
+}
+
+/** Cancellations sent to the booking service so far. */
+export const cancels = (x: Harness): number =>
+  x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
