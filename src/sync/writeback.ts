@@ -54,8 +54,8 @@ export async function applyWriteback(
     }
     w.tell?.({ kind, result: refused ? "refused" : "failed", error: err });
     const why = refused
-      ? `the booking service refused it (${(err as { code: string }).code}: ${describeError(err).replace(/ \(.*\)$/, "")})`
-      : `it could not be sent after ${w.attempt} attempts (${describeError(err)})`;
+      ? `the booking service refused it (${refusalText(err)})`
+      : `it could not be sent after ${w.attempt} attempts (${failureText(err)})`;
     await restore(
       ctx,
       w,
@@ -113,4 +113,33 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
 /** After the booking service took a write-back: retried, or a dead letter; the next sync brings the event in line. */
 function leaveAsIs(err: unknown): never {
   throw new LeaveAsIs(err);
+}
+
+/**
+ * What the booking service's answer means, for the note in the event (which people who share the calendar read) and
+ * the link's notice (kept at rest): its code, put in words for the codes the spec lists, never its message, which is
+ * free "human-readable text" and may name the customer ("Customer Jane Doe <jane@...> is blocked").
+ */
+const REFUSALS: Record<string, string> = {
+  slot_unavailable: "the time is no longer available",
+  therapist_unavailable: "the therapist is not available at that time",
+  past_booking: "the time is in the past",
+  customer_blocked: "the customer is blocked from booking",
+  service_not_found: "the service is not known",
+  invalid_request: "it found the request invalid",
+  not_applied: "it answered yes but left the appointment as it was",
+  not_found: "it does not know the appointment or the therapist",
+};
+
+function refusalText(err: unknown): string {
+  if (!(err instanceof BookingApiError)) return "no reason given";
+  const said = REFUSALS[err.code];
+  const named = err.details["field"];
+  const field = typeof named === "string" && /^[\w.[\]]{1,64}$/.test(named) ? `, field ${named}` : "";
+  return `${err.code}${said ? `: ${said}` : ""}${field}${err.status ? `, HTTP ${err.status}` : ""}`;
+}
+
+function failureText(err: unknown): string {
+  if (err instanceof BookingApiError) return `${err.code}${err.status ? `, HTTP ${err.status}` : ""}`;
+  return err instanceof Error && /^(Abort|Timeout)Error$/.test(err.name) ? "timed out" : "an unexpected error";
 }

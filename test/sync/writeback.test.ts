@@ -195,6 +195,33 @@ describe("write-back", () => {
     await expectQuiet(h);
   });
 
+  it("a refusal's note says what its code means, never the service's text, which may name the customer", async () => {
+    // booking_only: no customer details in events at all. The spec's error.message is free text; a real service's
+    // customer_blocked may well say whom it blocks.
+    h = await twoWay((c) => {
+      c.event = { preset: "booking_only" };
+    });
+    const m = await mirrored(h);
+    const customer = h.world.booking.customers().find((c) => c.id === m.appt.customer_id)!;
+    h.world.booking.faults.refuseNext(1, "customer_blocked", {
+      status: 403,
+      match: { method: "PATCH" },
+      message: `Customer ${customer.name} <${customer.email}> is blocked from booking (unpaid invoices)`,
+    });
+    h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
+    await settle(h);
+    const description = String(h.world.google.event(m.cal, m.eventId)!.description);
+    expect(description).toContain(
+      "not applied: the booking service refused it (customer_blocked: the customer is blocked from booking, HTTP 403)",
+    );
+    const link = await h.app.sync.links.get(m.id);
+    for (const detail of [customer.name, customer.email, "unpaid"]) {
+      expect(description).not.toContain(detail);
+      expect(JSON.stringify(link)).not.toContain(detail);
+    }
+    expect(Date.parse(String(h.world.booking.get(m.id)!.start_time))).toBe(m.start);
+  });
+
   it("a yes from the booking service that did not happen is no cancellation nor move: restored, visibly", async () => {
     h = await twoWay();
     const m = await mirrored(h);

@@ -17,12 +17,14 @@ interface Planned {
   body: string | undefined;
   /** The error envelope's code (a refusal such as past_booking); internal_error / simulated_error otherwise. */
   code?: string;
+  /** The envelope's message (the spec: "human-readable text"); "refused: <code>" by default. */
+  message?: string;
   /** Seconds for a Retry-After header (the spec shows none; a proxy in front of a service may send one). */
   retryAfter?: number;
 }
 
 export type Outcome =
-  | { kind: "fail"; status: number; code?: string; retryAfter?: number }
+  | { kind: "fail"; status: number; code?: string; message?: string; retryAfter?: number }
   | { kind: "ignore"; status: number }
   | { kind: "drop" }
   | { kind: "malformed"; status: number; body: string }
@@ -57,7 +59,7 @@ export class Faults {
   refuseNext(
     n: number,
     code: string,
-    options: { status?: number; match?: FaultMatch; retryAfter?: number } = {},
+    options: { status?: number; match?: FaultMatch; retryAfter?: number; message?: string } = {},
   ): void {
     this.#fail.push({
       remaining: n,
@@ -65,6 +67,7 @@ export class Faults {
       status: options.status ?? 422,
       body: undefined,
       code,
+      ...(options.message !== undefined ? { message: options.message } : {}),
       ...(options.retryAfter !== undefined ? { retryAfter: options.retryAfter } : {}),
     });
   }
@@ -110,6 +113,7 @@ export class Faults {
         kind: "fail",
         status: planned.status,
         ...(planned.code ? { code: planned.code } : {}),
+        ...(planned.message !== undefined ? { message: planned.message } : {}),
         ...(planned.retryAfter !== undefined ? { retryAfter: planned.retryAfter } : {}),
       };
     }

@@ -174,7 +174,7 @@ async function handle(ctx: HttpContext, seq: number, req: IncomingMessage, res: 
     const code = before.code ?? (before.status >= 500 ? "internal_error" : "simulated_error");
     const headers = before.retryAfter !== undefined ? { ...rl, "retry-after": String(before.retryAfter) } : rl;
     return fail(
-      new SimError(before.status, code, before.code ? `refused: ${code}` : "simulated failure"),
+      new SimError(before.status, code, before.message ?? (before.code ? `refused: ${code}` : "simulated failure")),
       headers,
       "fault",
     );
