@@ -145,8 +145,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const planned = new Map<string, PlanEntry>();
   let failed = 0;
   const linkOf = new Map(ids.map((id, i) => [id, links[i]]));
-  // Appointments whose event will lack (or show an older value of) full-form fields after this run; those left as
-  // they are get their enrichment queued here (a restart forgets the queue, the links do not).
+  // Enrichments left due by this run, queued here (a restart forgets the queue, the links do not). `unasked` also has
+  // listed appointments left without link and event (cancelled): their tombstone stops a late appointment.created.
   const enrichments = new Set<string>();
   const resume: string[] = [];
   const unasked: string[] = [];
@@ -163,7 +163,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
         enrichments.add(id);
         // An enrichment is dropped unless the link asks for it: the "none" that saves it asking is applied first.
         if (action.kind === "none") (linkOf.get(id)?.enrich ? resume : unasked).push(id);
-      }
+      } else if (action.kind === "none" && linkOf.has(id) && !linkOf.get(id)) unasked.push(id);
       const entry = planEntry(action);
       planned.set(id, entry);
       if (

@@ -44,6 +44,16 @@ export interface BookingState {
   full: boolean;
 }
 
+/** Whether two booking states agree on what a link keeps (times compared as instants, whatever their notation). */
+function sameCore(a: BookingCore, b: BookingCore): boolean {
+  return (
+    Object.is(bookingInstant(a.start_time), bookingInstant(b.start_time)) &&
+    Object.is(bookingInstant(a.end_time), bookingInstant(b.end_time)) &&
+    a.status === b.status &&
+    a.therapist_id === b.therapist_id
+  );
+}
+
 /**
  * The booking state the hint gives, when it is complete and newer than what was applied; undefined when the booking
  * must be read instead. A payload whose times cannot be rendered is no hint at all: reading the booking beats failing
@@ -57,10 +67,12 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
   const end = bookingInstant(merged.end_time);
   const usable = end > start && merged.therapist_id && merged.status;
   // A webhook no newer than what was applied, or a listing read before the link was last written, may be older
-  // than what calbridge already did: read instead.
+  // than what calbridge already did: read instead. So is a creation's payload once the link holds another state: that
+  // state came later, whatever the clocks say (a listing's items carry no updated_at, so its link keeps sourceAt 0).
   const fresh =
     (hint.at === undefined || !link || hint.at > applied) &&
-    (hint.readAt === undefined || !link || link.syncedAt <= hint.readAt);
+    (hint.readAt === undefined || !link || link.syncedAt <= hint.readAt) &&
+    !(hint.first && link && !sameCore(link.booking, merged));
   return usable && fresh
     ? { appt: merged, sourceAt: Math.max(applied, hint.at ?? 0, updatedAt(hint.appt)), full: hint.full === true }
     : undefined;
@@ -90,6 +102,7 @@ export function mergeHints(a: BookingHint | undefined, b: BookingHint | undefine
       out.appt = newer.appt;
       if (newer.readAt !== undefined) out.readAt = newer.readAt;
       if (newer.full) out.full = true;
+      if (newer.first) out.first = true;
     }
   }
   return out;

@@ -75,6 +75,11 @@ export interface BookingHint {
   readAt?: number;
   /** `appt` is the full form (GET /v1/appointments/:id): a field it lacks is empty, not unknown. */
   full?: boolean;
+  /**
+   * `appt` is the appointment as first booked (an appointment.created payload): once a link holds another state, that
+   * state came later (a retried delivery can arrive a day late), so the booking is read instead.
+   */
+  first?: true;
 }
 
 /** What a caller knows of the calendar side: the event as just seen in a calendar (null: absent), or "read it". */

@@ -1,5 +1,6 @@
 // Owns the translation of booking webhooks into sync requests: payloads are hints (used only when complete and newer
-// than what was applied), everything else is fetched; customer changes re-render that customer's upcoming events.
+// than what was applied; a creation's only while the link, if any, holds the state as booked), everything else is
+// fetched; customer changes re-render that customer's upcoming events.
 // Each call resolves when the engine is done with the request (synced, or recorded as a dead letter), so the inbox
 // marks the event done only then; it rejects when the engine stops first, and the event stays in the inbox.
 import { bookingInstant } from "../booking/instant.ts";
@@ -26,8 +27,11 @@ export class EngineSink implements EventSink {
     }
     const at = bookingInstant(event.created_at);
     const booking: BookingHint = Number.isNaN(at) ? {} : { at };
-    if (event.type === "appointment.created") booking.appt = object as Appointment;
-    else if (event.type === "appointment.cancelled") booking.appt = { ...(object as Appointment), status: "cancelled" };
+    if (event.type === "appointment.created") {
+      booking.appt = object as Appointment;
+      booking.first = true; // the state as booked: a link holding another one is newer, even with an older clock
+    } else if (event.type === "appointment.cancelled")
+      booking.appt = { ...(object as Appointment), status: "cancelled" };
     // updated / completed / no_show: payloads are not described by the spec; the engine fetches the appointment.
     await this.#sync.settle(id, { reason: event.type, priority: "webhook", origin: "booking", booking, log });
   }

@@ -2,6 +2,7 @@
 // event never undoes a newer state; customer changes re-render that customer's upcoming events.
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
 import { silentLogger } from "../../src/log.ts";
 import { EngineSink } from "../../src/sync/webhook-sink.ts";
 import type { BookingWebhookEvent } from "../../src/webhooks/event.ts";
@@ -96,5 +97,57 @@ describe("webhook hints", () => {
     await new EngineSink(h.app.engine).customerUpdated(event, silentLogger);
     expect(title(a.id)).toContain("Ada New");
     expect(title(earlier.id)).toContain("Ada New");
+  });
+
+  describe("a retried appointment.created that arrives after a reconciliation", () => {
+    // A preset whose templates list items render in full: no enrichment read follows the listing (or hides the bug).
+    const initials = (c: ConfigInput) => {
+      c.event = { ...(c.event ?? {}), preset: "initials" };
+    };
+    const startOf = (x: Harness, id: string) => {
+      const ev = x.world.google.event(x.world.calendarOf("th_1"), eventIdFor(id));
+      return Date.parse(String((ev?.start as { dateTime?: string } | undefined)?.dateTime));
+    };
+    const createdOf = (x: Harness, id: string) => eventsOf(x, id).find((e) => e.type === "appointment.created")!;
+
+    it("does not move the event back to the time the appointment was booked at", async () => {
+      h = await harness({ therapists: 1, configure: initials });
+      const start = Math.floor((Date.now() + 2 * DAY) / 1000) * 1000;
+      const id = String(h.world.booking.create({ therapist_id: "th_1", start_time: iso(start) }, { force: true }).id);
+      h.world.booking.move(id, iso(start + 4 * 3_600_000), { force: true });
+      // The webhooks were missed; the reconciliation brings the moved appointment in (from the listing, no reads).
+      expect((await h.app.reconcile()).ok).toBe(true);
+      expect(startOf(h, id)).toBe(start + 4 * 3_600_000);
+      const reads = gets(h);
+      await new EngineSink(h.app.engine).appointment(createdOf(h, id), silentLogger);
+      expect(startOf(h, id), "the late creation's payload was applied over the newer state").toBe(
+        start + 4 * 3_600_000,
+      );
+      expect(gets(h)).toBe(reads + 1); // the appointment was read instead
+    });
+
+    it("does not put a cancelled appointment back into the calendar", async () => {
+      h = await harness({ therapists: 1, configure: initials });
+      const id = String(
+        h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + 2 * DAY) }, { force: true }).id,
+      );
+      h.world.booking.cancel(id, "changed plans");
+      expect((await h.app.reconcile()).ok).toBe(true);
+      await new EngineSink(h.app.engine).appointment(createdOf(h, id), silentLogger);
+      expect(h.live("th_1"), "a cancelled appointment shown as a booking").toHaveLength(0);
+    });
+
+    it("still uses the payload, without a read, when the appointment is as it was booked", async () => {
+      h = await harness({ therapists: 1, configure: initials });
+      const id = String(
+        h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + 2 * DAY) }, { force: true }).id,
+      );
+      expect((await h.app.reconcile()).ok).toBe(true);
+      const writes = h.writes();
+      await new EngineSink(h.app.engine).appointment(createdOf(h, id), silentLogger);
+      expect(gets(h)).toBe(0);
+      expect(h.writes()).toBe(writes);
+      expect(h.live("th_1")).toHaveLength(1);
+    });
   });
 });
