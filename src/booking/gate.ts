@@ -46,6 +46,13 @@ export interface RateLimitGateOptions {
   backoffBaseMs?: number;
   /** ... up to this (default 60 s), with jitter. */
   backoffMaxMs?: number;
+  /**
+   * A wait derived from X-RateLimit-Reset (after a 429, or with the budget spent) lasts at most this long (default:
+   * five windows, at least `backoffMaxMs`; 5 minutes in production, where the spec's windows are a minute). A Reset
+   * further ahead is nonsense (a unit the client does not know, a gateway's clock): obeyed, it would stop every
+   * booking request until a restart.
+   */
+  maxResetWaitMs?: number;
   clock?: Clock;
   logger?: Logger;
   registry?: Registry;
@@ -96,6 +103,15 @@ interface Waiter {
   onAbort: (() => void) | undefined;
 }
 
+/** How often at most the gate warns about an X-RateLimit-Reset it clamped. */
+const RESET_WARN_INTERVAL_MS = 3_600_000;
+
+/**
+ * An X-RateLimit-Reset above this is epoch milliseconds, not seconds: as seconds it would be past the year 5138, as
+ * milliseconds it is after March 1973. The spec says seconds; gateways vary.
+ */
+const RESET_MS_THRESHOLD = 1e11;
+
 function header(headers: ResponseInfo["headers"], name: string): number | undefined {
   const raw = headers?.[name] ?? headers?.[name.toLowerCase()];
   const value = Array.isArray(raw) ? raw[0] : raw;
@@ -124,6 +140,7 @@ export class RateLimitGate {
   readonly #maxInFlight: number;
   readonly #backoffBaseMs: number;
   readonly #backoffMaxMs: number;
+  readonly #maxResetWaitMs: number;
   readonly #metrics;
 
   #mode: GateSnapshot["mode"] = "unknown";
@@ -132,6 +149,7 @@ export class RateLimitGate {
   #resetAt: number | undefined;
   #pausedUntil = 0;
   #consecutive429 = 0;
+  #resetWarnedAt: number | undefined;
   #inFlight = 0;
   #sent: number[] = [];
   #queues: Record<Priority, Waiter[]> = { webhook: [], writeback: [], reconcile: [], enrich: [] };
@@ -149,6 +167,7 @@ export class RateLimitGate {
     this.#maxInFlight = options.maxInFlight ?? 16;
     this.#backoffBaseMs = options.backoffBaseMs ?? 1_000;
     this.#backoffMaxMs = options.backoffMaxMs ?? 60_000;
+    this.#maxResetWaitMs = options.maxResetWaitMs ?? Math.max(5 * this.#windowMs, this.#backoffMaxMs);
     const registry = options.registry ?? new Registry();
     this.#metrics = bookingMetrics(registry);
     collectedGauge(
@@ -366,13 +385,30 @@ export class RateLimitGate {
   }
 
   /**
-   * X-RateLimit-Reset in epoch ms. The spec says Unix seconds; a small value is read as seconds from now (a common
-   * variant). Without the header the current window is assumed to last until a known reset, or one window from now.
+   * X-RateLimit-Reset in epoch ms. The spec says Unix seconds; a small value is read as seconds from now, a huge one
+   * as epoch milliseconds (common variants). Without the header the current window is assumed to last until a known
+   * reset, or one window from now. Every use of Reset goes through here: a time further ahead than `maxResetWaitMs`
+   * is clamped to it (and warned about, at most hourly), so no header can hold the gate for longer.
    */
   #resetTime(now: number, reset: number | undefined): number {
     if (reset === undefined)
       return this.#resetAt !== undefined && this.#resetAt > now ? this.#resetAt : now + this.#windowMs;
-    return reset < 1e9 ? now + reset * 1000 : reset * 1000;
+    const at = reset < 1e9 ? now + reset * 1000 : reset > RESET_MS_THRESHOLD ? reset : reset * 1000;
+    const latest = now + this.#maxResetWaitMs;
+    if (at <= latest) return at;
+    if (this.#resetWarnedAt === undefined || now - this.#resetWarnedAt >= RESET_WARN_INTERVAL_MS) {
+      this.#resetWarnedAt = now;
+      this.#log.warn(
+        {
+          header: "X-RateLimit-Reset",
+          value: reset,
+          readAs: at < 8.64e15 ? new Date(at).toISOString() : at,
+          maxWaitMs: this.#maxResetWaitMs,
+        },
+        `booking API sent X-RateLimit-Reset ${reset}, more than ${Math.round(this.#maxResetWaitMs / 1000)} s ahead: waiting at most that long (warned at most hourly)`,
+      );
+    }
+    return latest;
   }
 
   #on429(now: number, reset: number | undefined, status: number | undefined, retryAfter: number | undefined): void {

@@ -92,6 +92,38 @@ describe("rate limit", () => {
     });
   });
 
+  it("reads an X-RateLimit-Reset in epoch milliseconds as such: after a 429 everyone waits for the next window, not millennia", async () => {
+    pair = await startPair({
+      sim: { therapists: ["th_anna"], rateLimit: { limit: 3, windowMs: 60_000, resetUnit: "milliseconds" } },
+    });
+    const { sim, client, clock } = pair;
+    const a = sim.create({ therapist_id: "th_anna", start_time: at(30) });
+    for (let i = 0; i < 3; i++) {
+      const r = await request(`${sim.url}/v1/services`, { headers: { authorization: `Bearer ${API_KEY}` } });
+      await r.body.text();
+    }
+    const got = await drive(clock, client.getAppointment(a.id as string));
+    expect(got.id).toBe(a.id);
+    const mine = sim.requests.filter((r) => r.userAgent?.startsWith("calbridge"));
+    expect(mine.map((r) => r.status)).toEqual([429, 200]);
+    // Sent again in the next window (the Reset said T0 + 60 s), a moment after it began.
+    expect(mine[1]!.at).toBeGreaterThanOrEqual(T0 + 60_000);
+    expect(mine[1]!.at).toBeLessThan(T0 + 61_000);
+  });
+
+  it("reads an X-RateLimit-Reset in epoch milliseconds as such: a spent budget holds the next request until the next window only", async () => {
+    pair = await startPair({
+      sim: { therapists: ["th_anna"], rateLimit: { limit: 2, windowMs: 60_000, resetUnit: "milliseconds" } },
+    });
+    const { sim, client, clock } = pair;
+    const a = sim.create({ therapist_id: "th_anna", start_time: at(30) });
+    for (let i = 0; i < 3; i++) await drive(clock, client.getAppointment(a.id as string));
+    const mine = sim.requests.filter((r) => r.userAgent?.startsWith("calbridge"));
+    expect(mine.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(mine[2]!.at).toBeGreaterThanOrEqual(T0 + 60_000);
+    expect(mine[2]!.at).toBeLessThan(T0 + 61_000);
+  });
+
   it("takes a rate-limit error code at another status (403) for a 429: pauses everyone until the reset, then retries", async () => {
     const log = captureLog("debug");
     pair = await startPair({

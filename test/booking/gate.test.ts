@@ -171,6 +171,41 @@ describe("RateLimitGate", () => {
     expect(b.permit).toBeDefined();
   });
 
+  it("clamps a wait derived from a Reset too far ahead (after a 429, or with the budget spent), warning once", async () => {
+    const { g, clock, log } = gate({ windowMs: 60_000, skewMs: 250 });
+    const yearAhead = String(Math.ceil((T0 + 365 * 24 * 3_600_000) / 1000));
+    const far = { "x-ratelimit-limit": "100", "x-ratelimit-remaining": "0", "x-ratelimit-reset": yearAhead };
+    const probe = await g.acquire("webhook");
+    probe.done({ status: 429, headers: far });
+    // Five windows (5 minutes) at most, plus the skew margin.
+    expect(g.snapshot().pausedUntil).toBe(T0 + 300_250);
+    const b = track(g.acquire("webhook"));
+    await flush();
+    expect(b.permit).toBeUndefined();
+    await clock.advance(300_250);
+    await flush();
+    expect(b.permit).toBeDefined();
+    // A spent budget whose Reset is as far: held five windows at most too.
+    b.permit!.done({ status: 200, headers: far });
+    const c = track(g.acquire("reconcile"));
+    await flush();
+    expect(c.permit).toBeUndefined();
+    await clock.advance(clock.nextDeadline()! - clock.now());
+    await flush();
+    expect(c.permit?.waitedMs).toBe(300_250);
+    c.permit!.done({ status: 200, headers: far });
+    const warned = log.lines.filter((l) => l.header === "X-RateLimit-Reset");
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ level: 40, value: Number(yearAhead), maxWaitMs: 300_000 });
+  });
+
+  it("reads a Reset above 1e11 as epoch milliseconds", async () => {
+    const { g } = gate({ skewMs: 250 });
+    const p = await g.acquire("webhook");
+    p.done({ status: 429, headers: { "x-ratelimit-remaining": "0", "x-ratelimit-reset": String(T0 + 60_000) } });
+    expect(g.snapshot()).toMatchObject({ resetAt: T0 + 60_000, pausedUntil: T0 + 60_250 });
+  });
+
   it("backs off exponentially with jitter after 429s without headers", async () => {
     const { g, clock } = gate({ random: () => 1, backoffBaseMs: 1_000 });
     const pauses: number[] = [];

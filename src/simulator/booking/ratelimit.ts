@@ -9,6 +9,11 @@ export interface RateLimitOptions {
   windowMs?: number;
   /** Send X-RateLimit-Limit/Remaining/Reset on every response (default true). */
   headers?: boolean;
+  /**
+   * Unit of X-RateLimit-Reset: Unix seconds as the spec says (default), or epoch milliseconds, as some gateways send
+   * it.
+   */
+  resetUnit?: "seconds" | "milliseconds";
 }
 
 export interface Admission {
@@ -20,6 +25,7 @@ export class FixedWindowLimiter {
   limit: number;
   windowMs: number;
   headers: boolean;
+  resetUnit: "seconds" | "milliseconds";
   /** Accepted requests per window start (epoch ms); requests refused with 429 are not counted. */
   readonly accepted = new Map<number, number>();
   readonly #clock: Clock;
@@ -29,6 +35,7 @@ export class FixedWindowLimiter {
     this.limit = options === false ? Number.POSITIVE_INFINITY : (options.limit ?? 60);
     this.windowMs = options === false ? 60_000 : (options.windowMs ?? 60_000);
     this.headers = options === false ? false : (options.headers ?? true);
+    this.resetUnit = options === false ? "seconds" : (options.resetUnit ?? "seconds");
   }
 
   #window(now: number): number {
@@ -55,7 +62,10 @@ export class FixedWindowLimiter {
     return {
       "X-RateLimit-Limit": String(this.limit),
       "X-RateLimit-Remaining": String(Math.max(0, this.limit - used)),
-      "X-RateLimit-Reset": String(Math.ceil((window + this.windowMs) / 1000)),
+      "X-RateLimit-Reset":
+        this.resetUnit === "milliseconds"
+          ? String(window + this.windowMs)
+          : String(Math.ceil((window + this.windowMs) / 1000)),
     };
   }
 
