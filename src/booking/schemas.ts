@@ -8,6 +8,14 @@ import { z } from "zod";
  */
 const hint = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined);
 
+/**
+ * A field the sync decides by: its type is kept (a value of another type refuses the appointment), but null is read as
+ * absent. The spec types these as strings without saying they are always there; refused, one null would fail its
+ * whole page, and with it every reconciliation.
+ */
+const absentIfNull = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (v === null ? undefined : v), schema.optional());
+
 /** The appointment in any of its forms (list item, full Get form, create/update/cancel responses, webhook object). */
 export const Appointment = z.looseObject({
   id: z.string().min(1),
@@ -24,13 +32,15 @@ export const Appointment = z.looseObject({
   ),
   customer_name: hint(z.string()),
   customer_email: hint(z.string()),
-  // What the sync decides by: the therapist, the times and the status keep their types.
-  therapist_id: z.string().optional(),
+  // What the sync decides by: the therapist, the times and the status keep their types. null (an unassigned
+  // appointment, one without a fixed end) is read as absent, i.e. unknown: a list item then takes the link's value
+  // (snapshot.ts merge), an unlinked one without a therapist is unmapped, one without times is read in full.
+  therapist_id: absentIfNull(z.string()),
   therapist_name: hint(z.string()),
-  start_time: z.string().optional(),
-  end_time: z.string().optional(),
+  start_time: absentIfNull(z.string()),
+  end_time: absentIfNull(z.string()),
   // Not an enum: the spec names confirmed/cancelled/completed, and other values (e.g. "no_show") may appear.
-  status: z.string().optional(),
+  status: absentIfNull(z.string()),
   price: hint(z.number()),
   currency: hint(z.string()),
   notes: hint(z.string().nullable()),

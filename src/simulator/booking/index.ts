@@ -6,7 +6,13 @@ import { type Clock, systemClock } from "../../clock.ts";
 import { type Logger, silentLogger } from "../../log.ts";
 import { Faults } from "./faults.ts";
 import { createHandler, type RequestLogEntry } from "./http.ts";
-import { DEFAULT_SERVICES, type SimCustomer, type SimService, type SimTherapist } from "./model.ts";
+import {
+  DEFAULT_SERVICES,
+  type SimAppointment,
+  type SimCustomer,
+  type SimService,
+  type SimTherapist,
+} from "./model.ts";
 import { type DateReading, defaultDateReading } from "./queries.ts";
 import { Rng } from "./random.ts";
 import { FixedWindowLimiter, type RateLimitOptions } from "./ratelimit.ts";
@@ -82,7 +88,7 @@ export class BookingSimulator {
   readonly url: string;
   readonly apiKey: string;
   readonly faults: Faults;
-  /** Mutable: limit, windowMs, headers. */
+  /** Mutable: limit, windowMs, headers, resetUnit. */
   readonly rateLimit: FixedWindowLimiter;
   readonly requests: RequestLogEntry[];
   /** Mutable: how the list's plain dates are read (the spec does not say; see queries.ts). */
@@ -180,6 +186,14 @@ export class BookingSimulator {
 
   reassign(id: string, therapistId: string, options: { force?: boolean } = {}): View {
     return this.#view(this.#store.update(id, { therapist_id: therapistId }, { force: options.force ?? true }).id);
+  }
+
+  /**
+   * From now on the list and Get forms (and webhooks made of them) show these fields as null, as a service may for an
+   * unassigned appointment or one without a fixed end; the stored appointment is unchanged. No webhook.
+   */
+  showNull(id: string, fields: SimAppointment["shownNull"]): void {
+    this.#store.get(id).shownNull = fields;
   }
 
   setNotes(id: string, notes: string): View {

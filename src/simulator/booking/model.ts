@@ -42,6 +42,8 @@ export interface SimAppointment {
   cancellation_reason?: string;
   refund_amount?: number;
   refund_status?: string;
+  /** Fields the list and Get forms show as null (an unassigned appointment, one without a fixed end): showNull(). */
+  shownNull?: readonly ("therapist_id" | "start_time" | "end_time" | "status")[];
 }
 
 /** A refusal with the HTTP status and error envelope the simulator answers with. */

@@ -21,9 +21,15 @@ function cancellation(a: SimAppointment): View {
   };
 }
 
+/** The view with the fields the appointment shows as null (SimAppointment.shownNull) set so. */
+function nulled(a: SimAppointment, v: View): View {
+  for (const k of a.shownNull ?? []) v[k] = null;
+  return v;
+}
+
 /** GET /v1/appointments item. */
 export function listItem(a: SimAppointment, l: Lookup): View {
-  return {
+  return nulled(a, {
     id: a.id,
     service_id: a.service_id,
     service_name: l.service(a.service_id)?.name ?? a.service_id,
@@ -37,13 +43,13 @@ export function listItem(a: SimAppointment, l: Lookup): View {
     price: a.price,
     currency: a.currency,
     created_at: a.created_at,
-  };
+  });
 }
 
 /** GET /v1/appointments/:id (the full form). */
 export function fullForm(a: SimAppointment, l: Lookup): View {
   const c = l.customer(a.customer_id);
-  return {
+  return nulled(a, {
     id: a.id,
     service_id: a.service_id,
     service_name: l.service(a.service_id)?.name ?? a.service_id,
@@ -62,7 +68,7 @@ export function fullForm(a: SimAppointment, l: Lookup): View {
     created_at: a.created_at,
     updated_at: a.updated_at,
     ...cancellation(a),
-  };
+  });
 }
 
 /** POST /v1/appointments response. */
