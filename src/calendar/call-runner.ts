@@ -59,6 +59,11 @@ export interface CallOptions {
   state?: CallState;
   /** Let the call through even while credentials are broken (doctor's access check). */
   probe?: boolean;
+  /**
+   * The call's failure is about something besides the credentials (events.watch: the push address): it never marks
+   * them broken, nor working (a 401 still gets one new token).
+   */
+  detached?: boolean;
 }
 
 export interface CallRunnerOptions {
@@ -138,12 +143,13 @@ export class CallRunner {
             dropAccessToken(auth);
             continue;
           }
-          health.markBroken(err);
+          if (!options.detached) health.markBroken(err);
           throw err;
         }
         if (err.kind === "calendar_not_found") health.calendarMissing(err);
-        else if (ANSWERS.has(err.kind)) health.succeeded(admission);
-        else health.recordError(err);
+        else if (ANSWERS.has(err.kind)) {
+          if (!options.detached) health.succeeded(admission);
+        } else health.recordError(err);
         // A usageLimits answer pauses its scope at the quota gate, where the retry waits: the gate owns that backoff.
         const paced = this.#usageLimited(err);
         if (!err.retryable || attempt >= this.#o.maxAttempts) throw err;

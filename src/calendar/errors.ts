@@ -104,6 +104,9 @@ export function apiErrorKind(status: number, reason: string | undefined, scope: 
   if (reason === "quotaExceeded" || reason === "dailyLimitExceeded") return "quota";
   if (status === 403 && reason && CREDENTIAL_REFUSALS.has(reason)) return "auth";
   if (reason === "rateLimitExceeded" || reason === "userRateLimitExceeded") return "rate_limited";
+  // A push channel's address refused (401 push.webhookUrlUnauthorized: the domain is not verified, listed under 401 on
+  // cloud.google.com/storage/docs/json_api/v1/status-codes; 400 push.webhookUrlNotHttps...): the credentials are fine.
+  if (reason?.startsWith("push.")) return "invalid";
   switch (status) {
     case 400:
       return "invalid";

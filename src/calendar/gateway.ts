@@ -533,28 +533,35 @@ export class CalendarGateway {
     }
   }
 
-  /** Opens a push channel for this calendar's events. */
+  /**
+   * Opens a push channel for this calendar's events. Its failure never touches the credentials' standing: Google
+   * refuses a watch for its address too (401 push.webhookUrlUnauthorized), and polling covers the calendar anyway.
+   */
   async watch(channel: {
     channelId: string;
     address: string;
     token?: string;
     ttlSeconds?: number;
   }): Promise<{ resourceId: string; expiration: number }> {
-    const res = await this.#runner.run("events.watch", "calendar", (attempt) =>
-      this.#api.events.watch(
-        {
-          calendarId: this.calendarId,
-          quotaUser: this.#quotaUser,
-          requestBody: {
-            id: channel.channelId,
-            type: "web_hook",
-            address: channel.address,
-            ...(channel.token ? { token: channel.token } : {}),
-            ...(channel.ttlSeconds ? { params: { ttl: String(channel.ttlSeconds) } } : {}),
+    const res = await this.#runner.run(
+      "events.watch",
+      "calendar",
+      (attempt) =>
+        this.#api.events.watch(
+          {
+            calendarId: this.calendarId,
+            quotaUser: this.#quotaUser,
+            requestBody: {
+              id: channel.channelId,
+              type: "web_hook",
+              address: channel.address,
+              ...(channel.token ? { token: channel.token } : {}),
+              ...(channel.ttlSeconds ? { params: { ttl: String(channel.ttlSeconds) } } : {}),
+            },
           },
-        },
-        attempt,
-      ),
+          attempt,
+        ),
+      { detached: true },
     );
     if (!res.resourceId) throw new CalendarError("events.watch: answer without resourceId", { kind: "unknown" });
     return { resourceId: res.resourceId, expiration: Number(res.expiration ?? 0) };

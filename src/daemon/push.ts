@@ -12,6 +12,7 @@
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, type Registry } from "prom-client";
+import { CalendarError } from "../calendar/errors.ts";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config/schema.ts";
@@ -37,6 +38,11 @@ const byId = (channelId: string) => `channel-id:${channelId}`;
 const BY_ID_GRACE_MS = 24 * 3_600_000;
 const RENEW_BEFORE_MS = 24 * 3_600_000;
 const CHECK_EVERY_MS = 3_600_000;
+/**
+ * The soonest a renewal check follows the last one: channels are checked hourly, and earlier when one is due for
+ * renewal sooner (a short google.push.ttl_seconds), but never more often than this.
+ */
+const MIN_CHECK_MS = 10_000;
 /** Therapist ids whose calendar a standby got a push notification for, published so the leader polls it at once. */
 export const PUSH_CHANGED_CHANNEL = "calbridge:push:changed";
 
@@ -47,6 +53,11 @@ export interface Channel {
   therapistId: string;
   /** The calendar it watches (channels of earlier builds lack it: taken to be the therapist's calendar). */
   calendarId?: string;
+  /**
+   * Where Google delivers its notifications (google.push.public_url when it was opened). A channel whose address is
+   * not the configured one, or unknown (an earlier build's), is replaced at start and not trusted meanwhile.
+   */
+  address?: string;
   channelId: string;
   resourceId: string;
   /** SHA-256 (hex) of the channel's token; the token itself is given to Google and not kept. */
@@ -104,6 +115,10 @@ export class PushChannels {
    */
   readonly #opening = new Map<string, Opening>();
   #renewals: AbortController | undefined;
+  /** When the next channel is due for renewal (our clock), as the last check found; the next check is no later. */
+  #nextRenewal: number | undefined;
+  /** Addresses Google refused a watch for (e.g. a domain not verified): logged once each, as a warning. */
+  readonly #refusedAddresses = new Set<string>();
   readonly #rejections: RejectionLog;
   readonly #notifications: Counter<"result">;
 
@@ -162,7 +177,9 @@ export class PushChannels {
         if (channel.opening) continue; // a replica's watch call in flight, or lost with it: expires by itself
         this.#known.set(channel.channelId, channel);
         if (!key.startsWith(byId(""))) {
-          if (this.#calendars.has(channel.therapistId)) this.#health?.opened(channel.therapistId, channel);
+          // One at another address (the configured one changed) is replaced by renew() below, never trusted.
+          if (this.#calendars.has(channel.therapistId) && this.#here(channel))
+            this.#health?.opened(channel.therapistId, channel);
           // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
           missing.push({ key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel) });
         }
@@ -183,7 +200,9 @@ export class PushChannels {
     this.#renewals = renewals;
     void (async () => {
       while (!renewals.signal.aborted) {
-        await this.#clock.sleep(CHECK_EVERY_MS, renewals.signal).catch(() => {});
+        const due = (this.#nextRenewal ?? Number.POSITIVE_INFINITY) - this.#clock.now();
+        const wait = Math.max(MIN_CHECK_MS, Math.min(CHECK_EVERY_MS, due));
+        await this.#clock.sleep(wait, renewals.signal).catch(() => {});
         if (!renewals.signal.aborted) await this.renew();
       }
     })();
@@ -273,35 +292,58 @@ export class PushChannels {
     return token;
   }
 
-  /** Opens a channel for every calendar without one that outlives the next day; stops the ones it replaces. */
-  async renew(now = this.#clock.now()): Promise<void> {
-    if (!this.#config.google.push) return;
-    for (const therapistId of this.#calendars.keys()) await this.#renewOne(therapistId, now, false);
+  /** Whether Google delivers the channel's notifications to the configured address (not known for an earlier build's). */
+  #here(channel: Channel): boolean {
+    return channel.address !== undefined && channel.address === this.#config.google.push?.public_url;
   }
 
-  /** Opens a new channel for the calendar when its own expires within the renewal margin, or when `force`d. */
-  async #renewOne(therapistId: string, now: number, force: boolean): Promise<void> {
+  /**
+   * Opens a channel for every calendar without one that outlives the renewal margin (a day, or a quarter of a short
+   * lifetime), or whose channel delivers elsewhere; stops the ones it replaces. Notes when the next one is due.
+   */
+  async renew(now = this.#clock.now()): Promise<void> {
+    if (!this.#config.google.push) return;
+    let next: number | undefined;
+    for (const therapistId of this.#calendars.keys()) {
+      const due = await this.#renewOne(therapistId, now, false);
+      // A channel without a sensible expiry (none in Google's answer) is left to the hourly check.
+      if (due !== undefined && due > now && (next === undefined || due < next)) next = due;
+    }
+    this.#nextRenewal = next;
+  }
+
+  /**
+   * Opens a new channel for the calendar when its own expires within the renewal margin, delivers to another address
+   * or watches another calendar, or when `force`d. Resolves when the calendar's channel is due for renewal (undefined
+   * when it has none: the hourly check tries again).
+   */
+  async #renewOne(therapistId: string, now: number, force: boolean): Promise<number | undefined> {
     const push = this.#config.google.push;
     const gw = this.#calendars.get(therapistId);
-    if (!push || !gw) return;
+    if (!push || !gw) return undefined;
+    // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
+    const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
     try {
       const current = await this.#channels.get(therapistId);
-      // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
-      const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
       // A channel on a calendar the therapist's mapping no longer names (changed while stopped) is replaced too.
       const elsewhere = current?.calendarId !== undefined && current.calendarId !== gw.calendarId;
-      if (!force && current && current.expiration - now > renewBefore && !elsewhere) return;
+      // So is one delivering to an address that is no longer the configured one (or to one not recorded).
+      const moved = current !== undefined && !this.#here(current);
+      if (!force && current && current.expiration - now > renewBefore && !elsewhere && !moved)
+        return current.expiration - renewBefore;
       const channelId = randomUUID();
       const token = this.#newToken();
       const tokenHash = tokenDigest(token);
       const opening: Opening = { therapistId, tokenHash, synced: false, changed: false };
       this.#opening.set(channelId, opening);
+      let answer: { resourceId: string; expiration: number };
       try {
         // With replicas, Google's first message may reach another one, which knows channels from the store only.
         if (this.#notices) {
           const provisional: Channel = {
             therapistId,
             calendarId: gw.calendarId,
+            address: push.public_url,
             channelId,
             resourceId: "",
             tokenHash,
@@ -310,7 +352,6 @@ export class PushChannels {
           };
           await this.#channels.set(byId(channelId), provisional, byIdTtl(provisional, now));
         }
-        let answer: { resourceId: string; expiration: number };
         try {
           answer = await gw.watch({ channelId, address: push.public_url, token, ttlSeconds: push.ttl_seconds });
         } catch (err) {
@@ -320,6 +361,7 @@ export class PushChannels {
         const channel: Channel = {
           therapistId,
           calendarId: gw.calendarId,
+          address: push.public_url,
           channelId,
           resourceId: answer.resourceId,
           tokenHash,
@@ -338,8 +380,13 @@ export class PushChannels {
         if (opening.changed) this.changed(therapistId, channelId);
         this.#logger.info(
           { therapist_id: therapistId, channel_id: channelId, expiration: new Date(answer.expiration).toISOString() },
-          force ? "push channel replaced: the old one missed a change" : "push channel opened",
+          force
+            ? "push channel replaced: the old one missed a change"
+            : moved
+              ? "push channel replaced: the old one delivers to another address"
+              : "push channel opened",
         );
+        this.#refusedAddresses.delete(push.public_url);
       } finally {
         this.#opening.delete(channelId);
       }
@@ -348,11 +395,24 @@ export class PushChannels {
         this.#known.delete(current.channelId);
         await this.#channels.delete(byId(current.channelId)).catch(() => false); // else it expires by itself
       }
+      return answer.expiration - renewBefore;
     } catch (err) {
+      if (err instanceof CalendarError && err.reason?.startsWith("push.")) {
+        // Google refuses the address itself (a domain not verified for the project, not HTTPS): every calendar's watch
+        // meets the same answer, every hour; said once. The credentials are not in question.
+        const first = !this.#refusedAddresses.has(push.public_url);
+        this.#refusedAddresses.add(push.public_url);
+        this.#logger[first ? "warn" : "debug"](
+          { therapist_id: therapistId, address: push.public_url, reason: err.reason, err: describeError(err) },
+          "push refused for this address; polling covers it",
+        );
+        return undefined;
+      }
       this.#logger.warn(
         { therapist_id: therapistId, err: describeError(err) },
         "push channel not opened; polling covers this calendar",
       );
+      return undefined;
     }
   }
 

@@ -57,6 +57,8 @@ interface CalendarPolls {
   lastAttemptAt?: number;
   /** The safety interval drawn for this calendar's current cycle. */
   safetyMs?: number;
+  /** Push announced a change and its poll failed: polled at the short interval until a poll succeeds. */
+  pending?: boolean;
   wake?: AbortController;
 }
 
@@ -141,9 +143,11 @@ export class CalendarPoller {
 
   /** How long the calendar waits between polls now: the safety interval while push announces its changes. */
   intervalFor(therapistId: string): number {
-    return this.#push?.healthyUntil(therapistId, this.#clock.now()) !== undefined
-      ? this.#state(therapistId).safetyMs!
-      : this.#intervalMs;
+    return this.#interval(this.#state(therapistId), this.#push?.healthyUntil(therapistId, this.#clock.now()));
+  }
+  /** ...unless a change push announced is still unread (its poll failed). */
+  #interval(c: CalendarPolls, healthyUntil: number | undefined): number {
+    return healthyUntil !== undefined && !c.pending ? c.safetyMs! : this.#intervalMs;
   }
 
   /**
@@ -179,9 +183,17 @@ export class CalendarPoller {
   #start(therapistId: string, c: CalendarPolls, trigger: Trigger): Promise<PollResult> {
     c.lastAttemptAt = this.#clock.now();
     c.safetyMs = this.#drawSafety();
-    const run = this.#poll(therapistId, trigger).finally(() => {
-      if (c.running === run) c.running = undefined;
-    });
+    const run = this.#poll(therapistId, trigger)
+      .catch((err: unknown) => {
+        // A change push announced is still unread: the timer runs on the short interval until a poll succeeds.
+        const woke = trigger === "push" && !c.pending;
+        c.pending ||= woke;
+        if (woke) c.wake?.abort();
+        throw err;
+      })
+      .finally(() => {
+        if (c.running === run) c.running = undefined;
+      });
     c.running = run;
     return run;
   }
@@ -193,7 +205,7 @@ export class CalendarPoller {
     while (!signal.aborted) {
       const now = this.#clock.now();
       const healthyUntil = this.#push?.healthyUntil(therapistId, now);
-      const interval = healthyUntil !== undefined ? c.safetyMs! : this.#intervalMs;
+      const interval = this.#interval(c, healthyUntil);
       const due = c.lastAttemptAt === undefined ? now : c.lastAttemptAt + interval;
       if (first) {
         // The start's first polls (a full read of each calendar without a sync token) take turns, a few at once.
@@ -281,6 +293,7 @@ export class CalendarPoller {
     // Saved only after the changes were handed over and handled: a crash re-reads them, never skips them.
     await this.#tokens.set(key, result.nextSyncToken);
     this.#lastPoll.set(therapistId, this.#clock.now());
+    this.#state(therapistId).pending = false;
     return { changes, echoes, fullSync: result.fullSync };
   }
 }

@@ -6,16 +6,40 @@ import type { AddressInfo } from "node:net";
 import { request } from "undici";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { type App, createApp } from "../../src/daemon/app.ts";
 import type { Channel } from "../../src/daemon/push.ts";
+import { silentLogger } from "../../src/log.ts";
 import { tokenDigest } from "../../src/store/secrets.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { DAY, type Harness, harness, iso } from "./support.ts";
 
 let h: Harness | undefined;
+let next: App | undefined;
 afterEach(async () => {
+  next?.push.stop();
+  await next?.stop(2000).catch(() => {});
+  next = undefined;
+  h?.app.poller.stop();
+  h?.app.push.stop();
   await h?.close();
   h = undefined;
 });
+
+/** Waits (real time) until `done()` holds; says whether it does. */
+async function until(done: () => boolean, ms = 5_000): Promise<boolean> {
+  for (let t = 0; t < ms && !done(); t += 10) await new Promise((r) => setTimeout(r, 10));
+  return done();
+}
+
+/** A loopback port nobody listens on now. */
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
 
 describe("push channels", () => {
   it("a notification triggers the incremental sync that pushes the therapist's move back", async () => {
@@ -275,6 +299,7 @@ describe("push channels", () => {
       therapistId: "th_1",
       channelId: "legacy-channel",
       resourceId: "res-1",
+      address: "https://sync.example/webhooks/google", // the configured one: kept
       token: legacyToken,
       expiration: Date.now() + 6 * DAY, // far from renewal: kept as it is
     });
@@ -284,6 +309,7 @@ describe("push channels", () => {
       therapistId: "th_1",
       channelId: "legacy-channel",
       resourceId: "res-1",
+      address: "https://sync.example/webhooks/google",
       tokenHash: tokenDigest(legacyToken),
       expiration: expect.any(Number),
     });
@@ -302,5 +328,188 @@ describe("push channels", () => {
     };
     expect(await send(legacyToken)).toBe(200);
     expect(await send("legacy-channel-token-0123456780")).toBe(404);
+  });
+
+  it("a watch Google refuses for its address (401 push.webhookUrlUnauthorized) leaves the credentials alone, is logged once, and the calendar is still synced", async () => {
+    const log = captureLog("debug");
+    h = await harness({
+      therapists: 2,
+      logger: log.logger,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google" };
+      },
+    });
+    await h.app.start();
+    h.world.google.unverifiedPushHosts.add("sync.example"); // the domain is not verified for the Cloud project
+    await h.app.push.start();
+    await h.app.push.renew(); // the hourly check meets the same refusal
+    expect(h.world.google.channels.size).toBe(0);
+    for (const t of h.world.therapists) expect(h.app.calendars.get(t)!.health().credentials).not.toBe("broken");
+    const refused = log.lines.filter((l) => l.msg === "push refused for this address; polling covers it");
+    expect(refused.map((l) => [l.level, l.reason])).toEqual([
+      [40, "push.webhookUrlUnauthorized"],
+      [20, "push.webhookUrlUnauthorized"],
+      [20, "push.webhookUrlUnauthorized"],
+      [20, "push.webhookUrlUnauthorized"],
+    ]);
+    expect(log.lines.filter((l) => String(l.msg).startsWith("Google credentials rejected"))).toEqual([]);
+
+    const start = new Date(Date.now() + 3 * DAY);
+    start.setUTCHours(10, 0, 0, 0);
+    h.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
+    await h.app.reconcile();
+    await h.app.engine.idle();
+    expect(h.live("th_1")).toHaveLength(1);
+  });
+
+  it("after a restart with another google.push.public_url, the channels at the old address are replaced and not trusted", async () => {
+    h = await harness({
+      therapists: 1,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google" };
+        c.sync = { writeback: { reschedule_grace_seconds: 0 } };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    await h.app.push.start();
+    await h.world.google.settleNotifications();
+    const start = new Date(Date.now() + 3 * DAY);
+    start.setUTCHours(10, 0, 0, 0);
+    const id = String(
+      h.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true }).id,
+    );
+    await h.app.reconcile();
+    h.app.push.stop();
+    await h.app.stop(2000); // the old address answers no more
+
+    const port = await freePort();
+    const newUrl = `http://127.0.0.1:${port}/webhooks/google`;
+    h.world.config.google.push!.public_url = newUrl;
+    next = await createApp(h.world.config, { logger: silentLogger, oneShot: true, listen: `127.0.0.1:${port}` });
+    await next.start();
+    await next.push.start();
+    await h.world.google.settleNotifications();
+    await next.poller.poll("th_1");
+    const cal = h.world.calendarOf("th_1");
+    expect([...h.world.google.channels.values()].map((c) => [c.calendarId, c.address])).toEqual([[cal, newUrl]]);
+    expect((await next.store.table<Channel>("channels").get("th_1"))?.address).toBe(newUrl);
+
+    h.world.google.userEdit(cal, eventIdFor(id), {
+      start: { dateTime: iso(start.getTime() + 3_600_000) },
+      end: { dateTime: iso(start.getTime() + 7_200_000) },
+    });
+    expect((await h.world.google.notify(cal)).map((d) => d.status)).toEqual([200]);
+    expect(await until(() => Date.parse(String(h!.world.booking.get(id)!.start_time)) !== start.getTime())).toBe(true);
+  });
+
+  it("a channel of an earlier build, which did not record its address, is replaced once at start", async () => {
+    h = await harness({
+      therapists: 1,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google" };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    const channels = h.app.store.table<Channel>("channels");
+    await channels.set("th_1", {
+      therapistId: "th_1",
+      calendarId: h.world.calendarOf("th_1"),
+      channelId: "earlier-build",
+      resourceId: "res-1",
+      tokenHash: tokenDigest("x".repeat(43)),
+      expiration: Date.now() + 6 * DAY,
+      confirmed: true,
+    });
+    await h.app.push.start();
+    const replaced = await channels.get("th_1");
+    expect(replaced?.channelId).not.toBe("earlier-build");
+    expect(replaced?.address).toBe(h.world.config.google.push!.public_url);
+    await h.app.push.renew();
+    expect((await channels.get("th_1"))?.channelId).toBe(replaced?.channelId); // once
+  });
+
+  it("a change announced by push whose poll failed is read again after calendar_poll_seconds, not at the safety poll", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await harness({
+      therapists: 1,
+      clock,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google" };
+        c.sync = {
+          calendar_poll_seconds: 60,
+          push_safety_poll_minutes: 20,
+          writeback: { reschedule_grace_seconds: 0 },
+        };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    const start = new Date(clock.now() + 3 * DAY);
+    start.setUTCHours(10, 0, 0, 0);
+    const id = String(
+      h.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true }).id,
+    );
+    await h.app.reconcile();
+    h.app.poller.start();
+    await until(() => h!.app.poller.lastPollAt("th_1") !== undefined && h!.app.poller.busy === 0);
+    await h.app.push.start();
+    await h.world.google.settleNotifications();
+    expect(h.app.poller.intervalFor("th_1")).toBeGreaterThanOrEqual(15 * 60_000); // push trusted
+
+    const cal = h.world.calendarOf("th_1");
+    h.world.google.userEdit(cal, eventIdFor(id), {
+      start: { dateTime: iso(start.getTime() + 3_600_000) },
+      end: { dateTime: iso(start.getTime() + 7_200_000) },
+    });
+    // Google's listing fails through every try of the poll the notification triggers.
+    h.world.google.faults.next(6, { status: 503, reason: "backendError", match: /^GET .*\/events$/ });
+    await h.world.google.notify(cal);
+    for (let i = 0; i < 40 && h.world.google.faults.pending > 0; i++) {
+      await clock.advance(1_000);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await until(() => h!.app.poller.busy === 0);
+    expect(h.world.google.faults.pending).toBe(0);
+    expect(h.app.poller.intervalFor("th_1")).toBe(60_000); // a change is known to wait
+
+    for (let t = 0; t < 2 * 60_000; t += 10_000) {
+      await clock.advance(10_000);
+      await until(() => h!.app.poller.busy === 0);
+      await h.app.engine.idle();
+    }
+    expect(Date.parse(String(h.world.booking.get(id)!.start_time))).toBe(start.getTime() + 3_600_000);
+    expect(h.app.poller.intervalFor("th_1")).toBeGreaterThanOrEqual(15 * 60_000); // read: the safety interval again
+  });
+
+  it("a channel with a 90-minute lifetime is renewed before it expires (the check runs earlier than hourly)", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await harness({
+      therapists: 1,
+      clock,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google", ttl_seconds: 5400 };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    await h.app.push.start();
+    await h.world.google.settleNotifications();
+    const cal = h.world.calendarOf("th_1");
+    const t0 = clock.now();
+    const uncovered: number[] = [];
+    const opened = new Set<string>();
+    for (let t = 0; t < 4 * 60; t += 5) {
+      await clock.advance(5 * 60_000);
+      for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5)); // the renewal (real HTTP) runs
+      await h.world.google.settleNotifications();
+      const now = clock.now();
+      const live = [...h.world.google.channels.values()].filter((c) => c.calendarId === cal && c.expiration > now);
+      for (const c of live) opened.add(c.id);
+      if (live.length === 0) uncovered.push((now - t0) / 60_000);
+    }
+    expect(uncovered).toEqual([]); // minutes after the start without a live channel
+    expect(opened.size).toBeLessThanOrEqual(5); // renewed about every 67 minutes, not at every check
   });
 });

@@ -330,6 +330,10 @@ export class CalendarEmulator {
   set requireHttpsChannels(value: boolean) {
     this.#push.requireHttps = value;
   }
+  /** Hosts a watch is refused for (401 push.webhookUrlUnauthorized: domain not verified; see PushChannels). */
+  get unverifiedPushHosts(): Set<string> {
+    return this.#push.unverifiedHosts;
+  }
   /** Whether events.watch answers only after its sync message was answered (default true; see PushChannels). */
   set syncBeforeWatchAnswer(value: boolean) {
     this.#push.syncBeforeAnswer = value;

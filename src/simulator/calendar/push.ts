@@ -30,6 +30,12 @@ export class PushChannels {
   /** Google demands HTTPS addresses; the emulator allows http unless this is set. */
   requireHttps = false;
   /**
+   * Hosts whose domain the Cloud project has not verified: a watch for an address there is refused with 401
+   * push.webhookUrlUnauthorized, "Unauthorized WebHook callback channel" (listed under 401 Unauthorized in "HTTP
+   * status and error codes", cloud.google.com/storage/docs/json_api/v1/status-codes).
+   */
+  readonly unverifiedHosts = new Set<string>();
+  /**
    * Whether events.watch answers only once its channel's "sync" message was delivered (and answered). Google's push
    * guide says the sync message is sent when the channel is created and says nothing of its order against the
    * watch call's answer (developers.google.com/calendar/api/guides/push, "Sync message"), so a receiver can meet the
@@ -62,6 +68,9 @@ export class PushChannels {
     }
     if (this.requireHttps && address.protocol !== "https:") {
       throw new ApiError(400, "push.webhookUrlNotHttps", "WebHook callback must be HTTPS: " + address.toString());
+    }
+    if (this.unverifiedHosts.has(address.hostname)) {
+      throw new ApiError(401, "push.webhookUrlUnauthorized", `Unauthorized WebHook callback channel: ${address}`);
     }
     const token = typeof body.token === "string" ? body.token : undefined;
     if (token && token.length > 256) throw new ApiError(400, "invalid", "Invalid channel token.");
