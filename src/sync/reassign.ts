@@ -1,7 +1,10 @@
 // Owns the write-back of an event moved to another mapped therapist's calendar ("Change calendar" in Google): finding
 // it there, and reassigning the appointment, or putting the event back in its own calendar when that is refused or off.
 import { BookingApiError } from "../booking/errors.ts";
+import { bookingInstant } from "../booking/instant.ts";
+import { instantOf } from "../calendar/fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
+import { calendarChange } from "./changes.ts";
 import { describeError, isNotFound, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { merge } from "./snapshot.ts";
@@ -68,13 +71,16 @@ export async function movedToOtherCalendar(
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
     return;
   }
+  // A new time saved with the move (or given in the other calendar before the write-back) goes in the same PATCH.
+  const time = timeChange(w.link, moved.event, wb.reschedule && ctx.fx.mapping.writeback(moved.therapistId).reschedule);
+  const body = { therapist_id: moved.therapistId, ...(time.startTime ? { start_time: time.startTime } : {}) };
   let res: Snapshot;
   try {
-    res = await ctx.booking.patchAppointment(w.id, { therapist_id: moved.therapistId }, { priority: "writeback" });
+    res = await ctx.booking.patchAppointment(w.id, body, { priority: "writeback" });
   } catch (err) {
     let taken: Snapshot | undefined;
     try {
-      taken = await notSent(ctx, w, moved, err);
+      taken = await notSent(ctx, w, moved, err, time.startTime !== undefined);
     } catch (e) {
       // On the last attempt, the write-back's own restore knows nothing of the event in the other calendar: what is
       // not settled here is left as it is for the next sync (an appointment that is gone excepted).
@@ -85,9 +91,52 @@ export async function movedToOtherCalendar(
     res = taken;
   }
   w.tell?.({ kind: "reassign", result: "ok", status: res.status, therapistId: moved.therapistId });
-  await accept(ctx, w, moved.therapistId, { ...w, appt: merge(w.appt, res) }, moved.event, w.sourceAt);
+  // The answer to a PATCH shows no therapist_id (spec): taken, the appointment is the new therapist's.
+  const appt = merge({ ...w.appt, therapist_id: moved.therapistId }, res);
+  // The event shows the booking's time again where its own was not sent (or not taken): never without saying so.
+  const lost =
+    time.notSent ??
+    (time.startTime && bookingInstant(appt.start_time) !== Date.parse(time.startTime)
+      ? "the booking service kept the appointment's time"
+      : undefined);
+  const notice = lost
+    ? {
+        text: `calbridge: the appointment was reassigned, but your new time was not sent: ${lost}. The event shows the booking's time.`,
+        at: ctx.fx.clock.now(),
+      }
+    : undefined;
+  // The booking service took the reassignment: a failure from here on is never answered by putting the event back.
+  await accept(ctx, w, moved.therapistId, { ...w, appt }, moved.event, w.sourceAt, notice).catch((e) => {
+    throw new LeaveAsIs(e);
+  });
   ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
-  w.log.info({ writeback: "reassign", to: moved.therapistId }, "appointment reassigned from the calendar");
+  w.log.info(
+    {
+      writeback: "reassign",
+      to: moved.therapistId,
+      start_time: appt.start_time,
+      ...(lost ? { time_not_sent: lost } : {}),
+    },
+    "appointment reassigned from the calendar",
+  );
+}
+
+/**
+ * How the event's time in the other calendar differs from the one calbridge last wrote (as `calendarChange` reads a
+ * change in the same calendar): a move that rescheduling from the calendar would send gives `startTime`; any other
+ * change gives why it is not sent (the event then shows the booking's time, with a note).
+ */
+function timeChange(link: Link, event: CalEvent, reschedule: boolean): { startTime?: string; notSent?: string } {
+  const change = calendarChange({ ...link, present: true }, event);
+  if (change === "none" || change === "deleted") return {};
+  if (change === "repeating") return { notSent: "a booking is a single appointment, so the event does not repeat" };
+  if (change === "all_day") return { notSent: "an all-day event cannot be an appointment" };
+  if (change === "resized") return { notSent: "the booking service keeps an appointment's duration" };
+  if (!reschedule) return { notSent: "rescheduling from the calendar is turned off" };
+  const start = instantOf(event.start) ?? 0;
+  // No calendar app moves an event by seconds: a script or another sync tool did, and nobody meant a reschedule.
+  if (Math.abs(start - (link.eventStart ?? 0)) < 60_000) return { notSent: "moved by less than a minute" };
+  return { startTime: new Date(start).toISOString() };
 }
 
 /**
@@ -102,7 +151,9 @@ async function notSent(
   w: WritebackInput,
   moved: { therapistId: string; event: CalEvent },
   err: unknown,
+  withTime: boolean,
 ): Promise<Snapshot | undefined> {
+  const what = withTime ? "reassignment at the new time" : "reassignment";
   // A 404 for an appointment that is still there: the service does not take this therapist.
   const refusedAs404 =
     err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
@@ -112,7 +163,7 @@ async function notSent(
     await restore(
       ctx,
       w,
-      `calbridge: the reassignment was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
+      `calbridge: the ${what} was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
     return undefined;

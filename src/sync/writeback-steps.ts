@@ -4,8 +4,8 @@
 import { BookingApiError } from "../booking/errors.ts";
 import { fingerprint, ownershipOf } from "../calendar/fingerprint.ts";
 import type { Logger } from "../log.ts";
-import type { Effects } from "./effects.ts";
-import { describeError } from "./errors.ts";
+import type { Effects, Written } from "./effects.ts";
+import { describeError, isCalendarKind } from "./errors.ts";
 import { NeedsFullRead } from "./inputs.ts";
 import type { Rendering } from "./planner.ts";
 import { merge } from "./snapshot.ts";
@@ -90,7 +90,8 @@ async function renderFor(
 
 /**
  * The booking took the therapist's change: record the event as it now stands in `therapistId`'s calendar, rewriting
- * only what the templates derive from the new state (the calendar already shows the time and the place).
+ * only what the templates derive from the new state (the calendar already shows the time and the place). With a
+ * `notice` (a part of the change the booking did not take), the event shows it, and the booking's time.
  */
 export async function accept(
   ctx: Ctx,
@@ -99,8 +100,9 @@ export async function accept(
   state: { appt: Snapshot; full: boolean },
   current: CalEvent | undefined,
   sourceAt: number,
+  notice?: Link["notice"],
 ): Promise<void> {
-  const { rendering, appt } = await renderFor(ctx, w, state, therapistId);
+  const { rendering, appt } = await renderFor(ctx, w, state, therapistId, notice);
   const desired = rendering?.body;
   let event = current;
   let at = { eventId: w.link.eventId, generation: w.link.generation ?? 0 };
@@ -119,13 +121,15 @@ export async function accept(
     sourceAt,
     event,
     present: true,
+    ...(notice ? { notice } : {}),
     ...(rendering ? { rendered: rendering.rendered } : {}),
   });
 }
 
 /**
  * Puts the event back as the booking has it, with a visible note. The refusal is recorded first: should the restore
- * fail (Google down, a quota pause), its retries put the event back and never send the refused write-back again.
+ * fail (Google down, a quota pause), its retries put the event back and never send the refused write-back again. An
+ * event changed since it was read is not overwritten: the precondition error (412) is thrown for a new decision.
  */
 export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promise<void> {
   const notice = { text, at: ctx.fx.clock.now() };
@@ -136,7 +140,20 @@ export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promis
     await removeEvent(ctx, w, "nothing to restore");
     return;
   }
-  const written = await ctx.fx.write(w.link.therapistId, "restore", rendering.body, linkAt(w));
+  let written: Written;
+  try {
+    // With the etag read before the write-back was sent: a move made meanwhile (while a refused PATCH was on its way)
+    // is not overwritten, but answered 412.
+    written = await ctx.fx.write(w.link.therapistId, "restore", rendering.body, linkAt(w), w.event?.etag ?? undefined);
+  } catch (err) {
+    // The event changed since it was read: it is still there, so the link says so again (keeping the refusal's
+    // notice), and the sync reads the event and decides again: a newer move is a move of its own, with its own grace
+    // period, never "an event without a record".
+    if (isCalendarKind(err, "precondition")) {
+      await ctx.fx.links.save({ ...w.link, notice, syncedAt: ctx.fx.clock.now() });
+    }
+    throw err;
+  }
   await ctx.fx.record({
     appointmentId: w.id,
     therapistId: w.link.therapistId,

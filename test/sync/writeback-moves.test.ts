@@ -1,0 +1,105 @@
+// Moves written back while something else happens to the event: a new time saved together with "Change calendar",
+// and a move made while the write-back of the one before is on its way and refused.
+import { afterEach, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const HOUR = 3_600_000;
+
+/** A running daemon with two therapists and no grace periods (these tests are about what is sent, not when). */
+function twoWay(writeback: NonNullable<NonNullable<ConfigInput["sync"]>["writeback"]> = {}): Promise<Harness> {
+  return daemonHarness({
+    therapists: 2,
+    configure: (c) => {
+      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
+    },
+  });
+}
+
+async function settle(x: Harness): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    await x.world.booking.webhooksIdle();
+    await x.app.processor.idle();
+    for (const t of x.world.therapists) await x.app.poller.poll(t);
+    await x.app.engine.idle();
+  }
+}
+
+async function mirrored(x: Harness) {
+  const start = new Date(Date.now() + 3 * DAY);
+  start.setUTCHours(10, 0, 0, 0);
+  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
+  await settle(x);
+  const id = String(appt.id);
+  return { id, cal: x.world.calendarOf("th_1"), eventId: eventIdFor(id), start: start.getTime() };
+}
+
+const at = (ms: number) => ({ start: { dateTime: iso(ms) }, end: { dateTime: iso(ms + HOUR) } });
+const startOf = (ev: Record<string, unknown> | undefined) =>
+  Date.parse(String((ev?.start as { dateTime?: string } | undefined)?.dateTime));
+const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
+
+it("a new time saved together with 'Change calendar' is sent with the reassignment, in one PATCH", async () => {
+  h = await twoWay({ reassign: true });
+  const m = await mirrored(h);
+  // One save in Google's event editor: a new time and another therapist's calendar.
+  h.world.google.userEdit(m.cal, m.eventId, at(m.start + 2 * HOUR));
+  h.world.google.userMove(m.cal, m.eventId, h.world.calendarOf("th_2"));
+  await settle(h);
+  const appt = h.world.booking.get(m.id)!;
+  expect({ therapist: appt.therapist_id, start: Date.parse(String(appt.start_time)), patches: patches(h) }).toEqual({
+    therapist: "th_2",
+    start: m.start + 2 * HOUR,
+    patches: 1,
+  });
+  const [ev] = liveOf(h, h.world.calendarOf("th_2"), m.id);
+  expect(startOf(ev)).toBe(m.start + 2 * HOUR);
+  expect(String(ev?.description ?? "")).not.toContain("calbridge:");
+  expect(liveOf(h, m.cal, m.id)).toHaveLength(0);
+});
+
+it("with rescheduling from the calendar off, the reassignment is sent and the new time put back with a note", async () => {
+  h = await twoWay({ reassign: true, reschedule: false });
+  const m = await mirrored(h);
+  h.world.google.userEdit(m.cal, m.eventId, at(m.start + 2 * HOUR));
+  h.world.google.userMove(m.cal, m.eventId, h.world.calendarOf("th_2"));
+  await settle(h);
+  const appt = h.world.booking.get(m.id)!;
+  expect({ therapist: appt.therapist_id, start: Date.parse(String(appt.start_time)) }).toEqual({
+    therapist: "th_2",
+    start: m.start,
+  });
+  const [ev] = liveOf(h, h.world.calendarOf("th_2"), m.id);
+  expect(startOf(ev)).toBe(m.start);
+  expect(String(ev?.description)).toContain("your new time was not sent: rescheduling from the calendar is turned off");
+});
+
+it("a move made while the previous move's PATCH is on its way and refused is not overwritten, but sent", async () => {
+  h = await twoWay();
+  const m = await mirrored(h);
+  // The booking service refuses B; while that PATCH is on its way, the therapist drags the event on to C.
+  h.world.booking.faults.refuseNext(1, "slot_unavailable", {
+    match: {
+      method: "PATCH",
+      path: `/v1/appointments/${m.id}`,
+      when: () => {
+        h!.world.google.userEdit(m.cal, m.eventId, at(m.start + 4 * HOUR));
+        return true;
+      },
+    },
+  });
+  h.world.google.userEdit(m.cal, m.eventId, at(m.start + 2 * HOUR)); // B
+  await settle(h);
+  expect({ patches: patches(h), booked: Date.parse(String(h.world.booking.get(m.id)!.start_time)) }).toEqual({
+    patches: 2,
+    booked: m.start + 4 * HOUR,
+  });
+  expect(startOf(h.world.google.event(m.cal, m.eventId))).toBe(m.start + 4 * HOUR);
+});
