@@ -1,7 +1,8 @@
 // Owns `calbridge writeback held`: the write-backs the guard holds, listed for a person to decide, and that person's
 // decision carried out through the engine: --apply sends them to the booking service, --restore puts the events back
 // from the booking (and sends nothing). Each decision releases its hold. --apply sends only what is held: a held
-// write-back whose calendar change is another one now (a held move since deleted) is held again as that, not sent.
+// write-back whose calendar change is another one now (a held move since deleted) is held again as that, not sent; one
+// the calendar no longer asks for (the event is back) is released and reported as not sent, never as carried out.
 import type { App } from "../daemon/app.ts";
 import type { Action, SyncOutcome } from "../sync/types.ts";
 import type { HeldWriteback } from "../sync/writeback-guard.ts";
@@ -40,6 +41,12 @@ export async function writebackHeld(app: App, o: HeldOptions): Promise<HeldResul
     if (outcome.ok && outcome.waiting) {
       // Not carried out: the hold stays (showing what would be sent now), for a person to decide again.
       decided.push({ appointmentId: h.appointmentId, ok: false, did: notSent(h, outcome.action, outcome.waiting) });
+    } else if (outcome.ok && o.decision === "apply" && !isWriteback(outcome.action)) {
+      // Nothing left to send (the event is back in the calendar, say after the therapist got another calendar): the
+      // hold goes, but what was listed was not carried out, and the answer says so.
+      await app.sync.guard.release(h.appointmentId);
+      const notice = (await app.sync.links.get(h.appointmentId))?.notice?.text;
+      decided.push({ appointmentId: h.appointmentId, ok: false, did: nothingSent(outcome.action, notice) });
     } else if (outcome.ok) {
       await app.sync.guard.release(h.appointmentId);
       decided.push({
@@ -64,6 +71,14 @@ function notSent(h: HeldWriteback, action: Action, waiting: "grace" | "held"): s
         : action.kind;
   const was = h.kind === "cancel" ? "cancellation" : `reschedule${h.startTime ? ` to ${h.startTime}` : ""}`;
   return `not sent: the calendar change is ${now} now, not the held ${was}; held as that for a new decision (list the holds again)`;
+}
+
+const isWriteback = (a: Action) => a.kind === "writeback_cancel" || a.kind === "writeback_reschedule";
+
+function nothingSent(action: Action, notice: string | undefined): string {
+  const why = action.kind === "none" ? action.reason : describe(action.kind, action.reason);
+  const note = notice ? `; the event's note: ${notice}` : "";
+  return `not sent: the calendar no longer asks for it (${why}); the hold is released${note}`;
 }
 
 function describe(kind: string, reason: string): string {

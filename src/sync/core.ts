@@ -103,7 +103,15 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const history = new History(historyLog(o.store, o.config, o.clock, o.logger), o.clock);
   const leftBehind = new LeftBehindEvents(o.store, o.clock);
   const relocator = o.openCalendar
-    ? new Relocator({ fx, leftBehind, open: o.openCalendar, clock: o.clock, logger: o.logger })
+    ? new Relocator({
+        fx,
+        leftBehind,
+        open: o.openCalendar,
+        clock: o.clock,
+        logger: o.logger,
+        // A deletion the engine waits out or holds was the therapist's: relocating does not undo it silently.
+        waiting: async (id) => (await guard.isHeld(id)) || (await pendingWritebacks.has(id)),
+      })
     : undefined;
   const engine = new SyncEngine({
     booking: o.booking,

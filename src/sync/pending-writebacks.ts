@@ -42,6 +42,11 @@ export class PendingWritebacks {
     await this.#table.delete(PREFIX + appointmentId);
   }
 
+  /** Whether a wait is noted for the appointment and not ended (by any process). */
+  async has(appointmentId: string): Promise<boolean> {
+    return (await this.#table.get(PREFIX + appointmentId)) !== undefined;
+  }
+
   /** Every wait noted and not ended, by any process before this one. */
   async all(): Promise<{ appointmentId: string; therapistId: string }[]> {
     const out: { appointmentId: string; therapistId: string }[] = [];

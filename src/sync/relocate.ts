@@ -4,7 +4,7 @@
 // written in the new calendar and deleted from the old. The link is re-pointed before anything reads the new calendar
 // and the old one is never watched, so removing calbridge's own event there is never taken for a therapist's deletion
 // (no write-back). An old calendar that cannot be reached any more is left alone and recorded (doctor, /status); the
-// event is then written once in the new calendar.
+// event is then written once in the new calendar. Which events found there are taken as they are: relocate-rules.ts.
 import { RenderError } from "../calendar/render.ts";
 import type { Clock } from "../clock.ts";
 import type { TherapistConfig } from "../config/schema.ts";
@@ -16,6 +16,7 @@ import { NeedsFullRead } from "./inputs.ts";
 import type { LeftBehindEvents } from "./left-behind.ts";
 import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
 import type { Known, Rendering } from "./planner.ts";
+import { asSynced, deletedWhileWatched, unsentNotice } from "./relocate-rules.ts";
 import { ensureMarks, firstPage, isNoAccess, type SourceCalendar } from "./source-calendar.ts";
 import type { Action, CalEvent, Link, SyncOutcome, SyncRequest } from "./types.ts";
 
@@ -34,6 +35,8 @@ export interface RelocatorOptions {
   open(therapist: TherapistConfig, calendarId: string, subject: string | undefined): Promise<SourceCalendar>;
   clock: Clock;
   logger: Logger;
+  /** Whether a write-back of the appointment waits out its grace period or is held by the guard. */
+  waiting?(appointmentId: string): Promise<boolean>;
 }
 
 /** A calendar the links name, as calbridge can reach it now: for reads and deletions, and for events.move. */
@@ -94,12 +97,19 @@ export class Relocator {
     const old = await source.cal.get(link.eventId);
     if (!old || old.status === "cancelled") {
       // Nothing live to move (gone there, or moved by an earlier attempt whose answer was lost): what the new one has,
-      // else it is written there (a deletion in a calendar no longer mapped is not written back).
+      // else it is written there (a deletion in a calendar no longer mapped is not written back). One a person made
+      // while it was watched (waiting, held, or dated so) is not sent either: the event written anew says so.
+      const since = fx.mapping.watchedSince(therapistId);
+      if ((await this.#o.waiting?.(link.appointmentId)) || deletedWhileWatched(link, old, since)) {
+        const notice = { text: unsentNotice(fx.mapping.writeback(therapistId).cancel), at: this.#o.clock.now() };
+        moveLog.warn("the event was deleted in the old calendar: not sent; written in the new one with a note");
+        return this.#copy({ ...link, notice }, t, undefined, moveLog, readFull);
+      }
       const there = await to.get(link.eventId);
-      if (there && there.status !== "cancelled") return this.#repoint(link, dest, there);
+      if (asSynced(link, there)) return this.#repoint(link, dest, there);
       return this.#copy(link, t, undefined, moveLog, readFull);
     }
-    const moved = await this.#tryMove(source, link.eventId, dest, therapistId);
+    const moved = await this.#tryMove(source, link, dest, therapistId);
     if (moved) {
       // Moved whole: only calbridge's marks are made sure of (they do not depend on the booking's text).
       const body = this.#renderAsKnown(link, t)?.body;
@@ -112,14 +122,16 @@ export class Relocator {
   }
 
   /** events.move; null when this account may not move it there (then the event is copied). */
-  async #tryMove(source: { cal: SourceCalendar; mover: SourceCalendar }, eventId: string, dest: string, t: string) {
+  async #tryMove(source: { cal: SourceCalendar; mover: SourceCalendar }, link: Link, dest: string, t: string) {
+    const { eventId } = link;
     try {
       return await source.mover.move(eventId, dest);
     } catch (err) {
       if (isCalendarKind(err, "duplicate")) {
-        // The new calendar has the id already: a copy an earlier attempt wrote. Then the old one is the extra.
+        // The new calendar has the id already: a copy an earlier attempt wrote (then the old one is the extra), or one
+        // left behind there long ago (pointed back), whose times are stale: that one is written over (#copy).
         const there = await this.#o.fx.calendar(t).get(eventId);
-        if (!there || there.status === "cancelled") return null;
+        if (!asSynced(link, there)) return null;
         await source.cal.delete(eventId);
         return there;
       }
@@ -167,12 +179,8 @@ export class Relocator {
     }
     await fx.links.save(next);
     fx.metrics.operations.inc({ kind: "relocate", result: "ok" });
-    log.info(
-      { how: old ? "copied" : "written" },
-      old
-        ? "event written in the therapist's calendar and removed from the old one"
-        : "event written in the therapist's calendar",
-    );
+    const also = old ? " and removed from the old one" : "";
+    log.info({ how: old ? "copied" : "written" }, `event written in the therapist's calendar${also}`);
     return next;
   }
 

@@ -1,0 +1,30 @@
+// Owns what the relocation (relocate.ts) decides from the events it finds: which live event in the new calendar may be
+// taken as it is, and which deletion in the old calendar was a person's while calbridge watched it (never undone
+// without a word, never sent from a calendar nobody reads any more).
+import { instantOf } from "../calendar/fingerprint.ts";
+import type { CalEvent, Link } from "./types.ts";
+
+/**
+ * A live event at the times calbridge last synced: taken as it is, nothing about it reads as a therapist's move. A
+ * copy left behind in that calendar long ago (the therapist pointed back at it) shows older times: it is written over.
+ */
+export function asSynced(link: Link, event: CalEvent | null | undefined): event is CalEvent {
+  if (!event || event.status === "cancelled") return false;
+  return instantOf(event.start) === link.eventStart && instantOf(event.end) === link.eventEnd;
+}
+
+/**
+ * A deletion newer than the link's last sync and older than the watch of the therapist's calendar now (watched.ts):
+ * made while calbridge watched the old calendar, so the therapist's. One made after (the old calendar no longer
+ * watched) or that cannot be dated is not theirs to send, and not told about.
+ */
+export function deletedWhileWatched(link: Link, old: CalEvent | null | undefined, watchedSince: number): boolean {
+  const at = Date.parse(old?.updated ?? "");
+  return watchedSince > 0 && at > link.syncedAt && at < watchedSince;
+}
+
+/** The note of an event written anew in the new calendar after the therapist deleted it in the old one. */
+export function unsentNotice(cancelling: boolean): string {
+  const again = cancelling ? "delete it again to cancel it" : "cancel it in the booking service";
+  return `calbridge: your deletion of this event was not sent to the booking service: an administrator gave you another calendar meanwhile, and the appointment is still booked; ${again}.`;
+}
