@@ -138,8 +138,11 @@ export function decide(input: DecideInput): Action {
   const fromBooking = bookingChanged(link, appt);
   const change = calendarChange(link, event);
 
-  // The therapist changed the event: push it back, unless the booking changed too and the booking wins.
-  if (change !== "none" && !(fromBooking && input.conflict === "booking_wins")) {
+  // The therapist changed the event: push it back, unless the booking changed too and the booking wins, or the
+  // appointment was reassigned meanwhile (not theirs to change: the event follows the booking to the new therapist at
+  // once, where putting it back in the old calendar left it there until the next reconciliation).
+  const reassigned = link.therapistId !== target;
+  if (change !== "none" && !reassigned && !(fromBooking && input.conflict === "booking_wins")) {
     const wb = input.writeback;
     const restore = (reason: string): Action =>
       wish === null
@@ -160,7 +163,6 @@ export function decide(input: DecideInput): Action {
       // A kept "Cancelled" marker the therapist cleared away: their calendar, their call.
       return none("the therapist removed a cancelled appointment's event");
     }
-    if (link.therapistId !== target) return restore("the appointment belongs to another therapist now");
     if ((appt.status ?? "confirmed") !== "confirmed") {
       return restore(`the appointment is ${appt.status}; only confirmed appointments can be changed from the calendar`);
     }

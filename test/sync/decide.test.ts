@@ -299,12 +299,20 @@ const cases: Case[] = [
     expect: { kind: "delete", reason: "therapist not mapped any more" },
   },
   {
-    name: "moved in the calendar while reassigned (calendar wins): put back",
+    name: "moved in the calendar while reassigned (calendar wins): not theirs any more, the event goes to th_2",
     appt: appt({ therapist_id: "th_2" }),
     link: link(A),
     event: event(A, at(T0 + 5 * H)),
     conflict: "calendar_wins",
-    expect: { kind: "restore", therapistId: "th_1" },
+    expect: { kind: "move", to: { therapistId: "th_2", eventId: EID } },
+  },
+  {
+    name: "deleted in the calendar while reassigned (calendar wins): no cancellation, the event goes to th_2",
+    appt: appt({ therapist_id: "th_2" }),
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    conflict: "calendar_wins",
+    expect: { kind: "move", to: { therapistId: "th_2", eventId: EID } },
   },
   // Removed on purpose.
   {

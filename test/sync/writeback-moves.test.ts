@@ -2,8 +2,9 @@
 // and a move made while the write-back of the one before is on its way and refused.
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -102,4 +103,36 @@ it("a move made while the previous move's PATCH is on its way and refused is not
     booked: m.start + 4 * HOUR,
   });
   expect(startOf(h.world.google.event(m.cal, m.eventId))).toBe(m.start + 4 * HOUR);
+});
+
+it("with calendar_wins, a move waiting its grace when the booking service reassigns the appointment: the event goes to the new therapist at once, nothing sent", async () => {
+  const clock = new ManualClock(Date.now());
+  const x = await daemonHarness({
+    therapists: 2,
+    clock,
+    configure: (c) => {
+      c.sync = { ...c.sync, conflict: "calendar_wins", writeback: { reschedule_grace_seconds: 30 } };
+    },
+  });
+  h = x;
+  const start = new Date(clock.now() + 3 * DAY);
+  start.setUTCHours(10, 0, 0, 0);
+  const id = String(
+    x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true }).id,
+  );
+  await quiet(x);
+  await x.app.reconcile();
+  await pollAll(x);
+  const [cal1, cal2] = [x.world.calendarOf("th_1"), x.world.calendarOf("th_2")];
+  x.world.google.userEdit(cal1, eventIdFor(id), at(start.getTime() + 2 * HOUR)); // th_1 drags it
+  await pollAll(x);
+  await pass(x, clock, 10_000);
+  x.world.booking.reassign(id, "th_2", { force: true }); // the front desk gives it to th_2 (webhook delivered)
+  await pass(x, clock, 60_000);
+  await pollAll(x);
+  // Not th_1's to move any more: no PATCH, and the event is in th_2's calendar at the booking's time now, not left in
+  // th_1's until the next reconciliation.
+  expect(patches(x)).toBe(0);
+  expect(liveOf(x, cal1, id)).toEqual([]);
+  expect(liveOf(x, cal2, id).map(startOf)).toEqual([start.getTime()]);
 });
