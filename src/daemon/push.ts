@@ -21,6 +21,7 @@ import { matchesDigest, tokenDigest } from "../store/secrets.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
 import { describeError } from "../sync/errors.ts";
+import { KeyedSerial } from "../sync/keyed.ts";
 import type { PushHealth } from "../sync/push-health.ts";
 import { RejectionLog } from "../webhooks/rejection-log.ts";
 import { hasBody } from "./http.ts";
@@ -98,6 +99,8 @@ export class PushChannels {
   readonly #poller: CalendarPoller;
   readonly #channels: Table<Channel>;
   readonly #meta: Table<string>;
+  /** Renewals of one calendar's channel, one at a time (#renewOne). */
+  readonly #renewing = new KeyedSerial();
   readonly #logger: Logger;
   readonly #isLeader: () => boolean;
   readonly #notices: Notices | undefined;
@@ -317,7 +320,14 @@ export class PushChannels {
    * or watches another calendar, or when `force`d. Resolves when the calendar's channel is due for renewal (undefined
    * when it has none: the hourly check tries again).
    */
-  async #renewOne(therapistId: string, now: number, force: boolean): Promise<number | undefined> {
+  #renewOne(therapistId: string, now: number, force: boolean): Promise<number | undefined> {
+    // One at a time per calendar: the hourly renewal, a suspect channel's replacement and a reload's renew may meet,
+    // and two that both read the old channel each opened a new one; only one was stopped, the other left open (and
+    // notifying) until it expired, a week later.
+    return this.#renewing.run(therapistId, () => this.#renewNow(therapistId, now, force));
+  }
+
+  async #renewNow(therapistId: string, now: number, force: boolean): Promise<number | undefined> {
     const push = this.#config.google.push;
     const gw = this.#calendars.get(therapistId);
     if (!push || !gw) return undefined;

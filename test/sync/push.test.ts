@@ -42,6 +42,29 @@ async function freePort(): Promise<number> {
 }
 
 describe("push channels", () => {
+  it("renewals of one calendar that meet (hourly, a suspect channel, a reload) leave one channel open, not two", async () => {
+    h = await harness({
+      therapists: 2,
+      configure: (c) => {
+        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
+      },
+    });
+    await h.app.start();
+    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+    h.world.google.requireHttpsChannels = false;
+    await h.app.push.start();
+    const perCalendar = () => {
+      const n = new Map<string, number>();
+      for (const c of h!.world.google.channels.values()) n.set(c.calendarId, (n.get(c.calendarId) ?? 0) + 1);
+      return [...n.values()];
+    };
+    expect(perCalendar()).toEqual([1, 1]);
+    // Every channel due (a week on): two renewals at once, as an hourly check and a reload's renew can be.
+    const later = Date.now() + 7 * DAY;
+    await Promise.all([h.app.push.renew(later), h.app.push.renew(later)]);
+    expect(perCalendar()).toEqual([1, 1]);
+  });
+
   it("a notification triggers the incremental sync that pushes the therapist's move back", async () => {
     h = await harness({
       therapists: 2,
