@@ -9,7 +9,7 @@ import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import type { Channel } from "../../src/daemon/push.ts";
-import { silentLogger } from "../../src/log.ts";
+import { type Logger, silentLogger } from "../../src/log.ts";
 import { tokenDigest } from "../../src/store/secrets.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { DAY, type Harness, harness, iso } from "./support.ts";
@@ -41,18 +41,27 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * A started daemon with push on and its channels open: the emulator delivers to it over plain HTTP on loopback (the
+ * configured address is the daemon's own listener).
+ */
+async function pushing(options: { therapists: number; logger?: Logger }) {
+  const x = await harness({
+    ...options,
+    configure: (c) => {
+      c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
+    },
+  });
+  await x.app.start();
+  x.world.config.google.push!.public_url = `${x.app.http!.url}/webhooks/google`;
+  x.world.google.requireHttpsChannels = false;
+  await x.app.push.start();
+  return x;
+}
+
 describe("push channels", () => {
   it("renewals of one calendar that meet (hourly, a suspect channel, a reload) leave one channel open, not two", async () => {
-    h = await harness({
-      therapists: 2,
-      configure: (c) => {
-        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
-      },
-    });
-    await h.app.start();
-    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
-    h.world.google.requireHttpsChannels = false;
-    await h.app.push.start();
+    h = await pushing({ therapists: 2 });
     const perCalendar = () => {
       const n = new Map<string, number>();
       for (const c of h!.world.google.channels.values()) n.set(c.calendarId, (n.get(c.calendarId) ?? 0) + 1);
@@ -102,16 +111,7 @@ describe("push channels", () => {
   });
 
   it("a notification with a wrong token or an unknown channel is refused and triggers nothing", async () => {
-    h = await harness({
-      therapists: 1,
-      configure: (c) => {
-        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
-      },
-    });
-    await h.app.start();
-    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
-    h.world.google.requireHttpsChannels = false;
-    await h.app.push.start();
+    h = await pushing({ therapists: 1 });
     const [channel] = [...h.world.google.channels.values()];
     const before = h.world.google.requestLog.length;
     for (const headers of [
@@ -136,17 +136,7 @@ describe("push channels", () => {
 
   it("refuses a body unread and headers over Google's limits, and logs a flood of forged notifications in one line", async () => {
     const log = captureLog("debug");
-    h = await harness({
-      therapists: 1,
-      logger: log.logger,
-      configure: (c) => {
-        c.google.push = { public_url: "https://sync.example/webhooks/google", token: "channel-token-0123456789" };
-      },
-    });
-    await h.app.start();
-    h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
-    h.world.google.requireHttpsChannels = false;
-    await h.app.push.start();
+    h = await pushing({ therapists: 1, logger: log.logger });
     const [channel] = [...h.world.google.channels.values()];
     const url = `${h.app.http!.url}/webhooks/google`;
     const headers = {
