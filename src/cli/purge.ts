@@ -8,7 +8,7 @@ import type { Config, TherapistConfig } from "../config/schema.ts";
 import { TherapistCalendars } from "../daemon/calendars.ts";
 import { createMetrics } from "../daemon/metrics.ts";
 import type { Logger } from "../log.ts";
-import { CredentialStore, secretBoxFor } from "../store/secrets.ts";
+import { CredentialDecryptError, CredentialStore, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { LeftBehindEvents } from "../sync/left-behind.ts";
 import { LinkStore } from "../sync/links.ts";
@@ -98,7 +98,7 @@ async function unmappedTargets(
       `--therapist ${args.therapist}: not in the configuration, and no links name a calendar of theirs; give --calendar (and --impersonate)`,
     );
   }
-  const stored = (await credentials.loadRefreshToken(args.therapist).catch(() => undefined))?.token;
+  const stored = args.impersonate ? undefined : await storedToken(config, args.therapist, credentials);
   return calendarIds.map((calendarId) => {
     const base = { therapist_id: args.therapist, calendar_id: calendarId, timezone: "UTC" } as TherapistConfig;
     // The account that may reach the calendar: the one named, else a token the therapist connected, else (service
@@ -114,6 +114,24 @@ async function unmappedTargets(
       `--therapist ${args.therapist}: cannot tell which account may reach ${calendarId}; give --impersonate <address> (service account)`,
     );
   });
+}
+
+/**
+ * The refresh token the therapist connected, if one is stored. One that the configured keys do not open stops the
+ * command with the decryption error (it names store.encryption_key): the calendar is not tried with another account
+ * meanwhile. A store that fails is a failure, not "no token".
+ */
+async function storedToken(config: Config, therapistId: string, credentials: CredentialStore) {
+  try {
+    return (await credentials.loadRefreshToken(therapistId))?.token;
+  } catch (err) {
+    if (!(err instanceof CredentialDecryptError)) throw err;
+    const sa =
+      config.google.auth.type === "service_account"
+        ? "; or give --impersonate <address> to purge through the service account instead"
+        : "";
+    throw new PurgeUsageError(`${err.message}${sa}`);
+  }
 }
 
 function target(config: Config, t: TherapistConfig, calendarId: string, subject: string | undefined): Target {

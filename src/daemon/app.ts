@@ -17,7 +17,7 @@ import { createLogger, type Logger } from "../log.ts";
 import { Notifier } from "../notify/notifier.ts";
 import { daemonView } from "../notify/view.ts";
 import { defaultHolderId, LeaderLease } from "../store/lease.ts";
-import { CredentialStore, secretBoxFor } from "../store/secrets.ts";
+import { CredentialStore, isWrongKeyError, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
@@ -426,7 +426,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         const credError = credentialErrors.get(t.therapist_id);
         const ok = !credError && health?.credentials !== "broken";
         metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, ok ? 1 : 0);
-        const reconnect = !ok && usesOAuth(config, t) ? connectCommand(config, t.therapist_id) : undefined;
+        // A token the configured keys do not open is the key's problem, not Google's: no reconnect link for it.
+        const wrongKey = credError !== undefined && isWrongKeyError(credError);
+        const reconnect = !ok && !wrongKey && usesOAuth(config, t) ? connectCommand(config, t.therapist_id) : undefined;
+        const hint = wrongKey
+          ? "set store.encryption_key to the key the stored token was encrypted with (after a rotation, list that key " +
+            "in store.previous_encryption_keys) and restart; only if that key is lost, have the therapist reconnect " +
+            `(${connectCommand(config, t.therapist_id)})`
+          : health?.hint;
         return {
           therapistId: t.therapist_id,
           ...(t.name ? { name: t.name } : {}),
@@ -438,7 +445,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
             ok,
             ...(credError || health?.lastError ? { detail: credError ?? health?.lastError } : {}),
             ...(!ok && health?.reason ? { reason: health.reason } : {}),
-            ...(!ok && health?.hint ? { hint: health.hint } : {}),
+            ...(!ok && hint ? { hint } : {}),
             ...(reconnect ? { reconnect } : {}),
           },
           pausedUntil: iso(health?.pausedUntil),

@@ -77,7 +77,8 @@ const credentials: ConditionKind = {
   reconnect: true,
   observe: (view) =>
     perTherapist(view, (t) => ({
-      open: t.credentials === "unknown" ? undefined : t.credentials !== "ok",
+      // A token that the configured keys do not open says nothing of Google's access: that is credentials_key.
+      open: t.credentials === "unknown" || t.reason === "key" ? undefined : t.credentials !== "ok",
       facts: {
         auth: t.auth,
         setup: t.credentials === "setup",
@@ -128,6 +129,40 @@ const credentials: ConditionKind = {
         `Google refused calbridge's access to their calendar${reason}. Their appointments are not mirrored and their ` +
         `calendar changes are not read until this is fixed; nothing is lost meanwhile. ${fix}${testing}`,
       ...link,
+    };
+  },
+};
+
+/**
+ * The therapist's stored refresh token is sealed under another key than the configured ones (a wrong or missing
+ * store.encryption_key): the admins' to fix, so the therapist is not told and no reconnect link is made.
+ */
+const credentialsKey: ConditionKind = {
+  id: "credentials_key",
+  observe: (view) =>
+    perTherapist(view, (t) => ({
+      // Cleared once the token opens (a call made with it, whatever Google answers); a restart knows nothing before.
+      open: t.reason === "key" ? true : t.credentials === "ok" || t.credentials === "broken" ? false : undefined,
+      facts: {},
+    })),
+  describe(n, { config }) {
+    const name = who(config, n.therapistId);
+    if (!n.opened) {
+      return {
+        title: `The stored Google credentials of ${name} can be read again`,
+        text: "calbridge decrypts their refresh token with the configured key again.",
+      };
+    }
+    const reconnect = config.connect ? "calbridge invite" : "calbridge authorize";
+    return {
+      title: `The stored Google credentials of ${name} cannot be decrypted`,
+      text:
+        "Their refresh token in the store was encrypted with another key than store.encryption_key (a wrong or " +
+        "missing key in this deploy, or the old key left out of store.previous_encryption_keys during a rotation). " +
+        "Google refused nothing, and the therapist is not told. Their appointments are not mirrored and their " +
+        "calendar changes are not read until this is fixed; nothing is lost meanwhile. Set store.encryption_key to " +
+        "the key it was stored with (after a rotation, list the old key in store.previous_encryption_keys) and " +
+        `restart calbridge; only if that key is lost, have them reconnect (\`${reconnect} --therapist ${n.therapistId}\`).`,
     };
   },
 };
@@ -287,6 +322,7 @@ const reconcileFailing: ConditionKind = {
 /** Every condition, in the order their messages are listed in a summary. */
 export const CONDITIONS: readonly ConditionKind[] = [
   credentials,
+  credentialsKey,
   quotaPause,
   deadLetters,
   massDeleteGuard,

@@ -3,6 +3,7 @@
 // and guard, the booking webhook endpoint). Nothing in it comes from an appointment: no customer detail can leak.
 import type { GatewayHealth } from "../calendar/calendar-health.ts";
 import type { Config } from "../config/schema.ts";
+import { isWrongKeyError } from "../store/secrets.ts";
 
 export interface TherapistView {
   id: string;
@@ -13,7 +14,10 @@ export interface TherapistView {
   impersonate?: string;
   /** unknown: no call since the start; setup: no usable credentials at all (no refresh token, unreadable key). */
   credentials: "ok" | "broken" | "unknown" | "setup";
-  /** broken: Google's reason code; setup: not_connected (no refresh token) or unusable. */
+  /**
+   * broken: Google's reason code; setup: not_connected (no refresh token), key (the stored token was sealed under
+   * another key than store.encryption_key, or none is set: Google refused nothing) or unusable.
+   */
   reason?: string;
   /** A quota pause not yet shown to be over (see GatewayHealth.quotaPause). */
   quotaPause?: { reason: string; until: number };
@@ -85,7 +89,11 @@ export function daemonView(parts: DaemonParts): () => LiveView {
         return {
           ...base,
           credentials: "setup",
-          reason: /no OAuth refresh token/.test(setupError) ? "not_connected" : "unusable",
+          reason: /no OAuth refresh token/.test(setupError)
+            ? "not_connected"
+            : isWrongKeyError(setupError)
+              ? "key"
+              : "unusable",
         };
       }
       const health = parts.calendars.get(t.therapist_id)?.health();

@@ -162,6 +162,19 @@ export class EncryptionKeyMissingError extends Error {
   }
 }
 
+/** What every CredentialDecryptError says, and what one whose fix is the key (not a reconnect) says too. */
+const CANNOT_DECRYPT = "the stored OAuth refresh token cannot be decrypted";
+const KEY_FIX = "set the key it was stored with";
+
+/**
+ * Whether a credentials error (its message, as the daemon keeps it) says the stored token was sealed under another key
+ * than the ones configured, or that no key is set: the fix is store.encryption_key, not a reconnect. A damaged token
+ * (the configured key, but it does not open) is not one: reconnecting is its fix.
+ */
+export function isWrongKeyError(message: string): boolean {
+  return message.includes(CANNOT_DECRYPT) && message.includes(KEY_FIX);
+}
+
 /** A stored refresh token that cannot be read: names the therapist, the setting and the fix. */
 export class CredentialDecryptError extends Error {
   readonly therapistId: string;
@@ -170,11 +183,11 @@ export class CredentialDecryptError extends Error {
     const fix = `run \`calbridge authorize --therapist ${therapistId}\` again`;
     const why =
       cause.reason === "no_key"
-        ? `it is encrypted and store.encryption_key is not set: set the key it was stored with, or ${fix}`
+        ? `it is encrypted and store.encryption_key is not set: ${KEY_FIX}, or ${fix}`
         : cause.reason === "unknown_key"
-          ? `it was encrypted under another key (key id ${cause.keyId}) than store.encryption_key: set the key it was stored with (or list it in store.previous_encryption_keys), or ${fix}`
+          ? `it was encrypted under another key (key id ${cause.keyId}) than store.encryption_key: ${KEY_FIX} (or list it in store.previous_encryption_keys), or ${fix}`
           : `it does not decrypt with store.encryption_key (key id ${cause.keyId}): damaged or altered; ${fix}`;
-    super(`therapist ${therapistId}: the stored OAuth refresh token cannot be decrypted: ${why}`, { cause });
+    super(`therapist ${therapistId}: ${CANNOT_DECRYPT}: ${why}`, { cause });
     this.name = "CredentialDecryptError";
     this.therapistId = therapistId;
     this.reason = cause.reason;
