@@ -217,6 +217,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const { engine } = sync;
   const tokens = store.table<string>("tokens");
   const pushHealth = new PushHealth();
+  const listings = new FullListings({
+    everyMs: config.sync.calendar_full_listing_hours * 3_600_000,
+    clock,
+    covered: (therapistId) => poller.covers(therapistId),
+  });
   const poller = new CalendarPoller({
     mapping: sync.mapping,
     links: sync.links,
@@ -227,6 +232,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     intervalMs: config.sync.calendar_poll_seconds * 1000,
     push: pushHealth,
     safetyIntervalMs: config.sync.push_safety_poll_minutes * 60_000,
+    // A sync token Google no longer accepts: the calendar may not be the one the links know; the next run lists it.
+    onFullRead: (therapistId) => listings.forget(therapistId),
   });
   const inbox = new WebhookInbox({ store, clock, deadLetterTtlMs: config.webhooks.dead_letter_days * 86_400_000 });
   // A processor cannot start again once stopped: each leadership term gets a fresh one.
@@ -351,11 +358,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     history: sync.history,
     managed: sync.managed,
     enrichPerMinute: () => booking.gate.enrichPerMinute(),
-    listings: new FullListings({
-      everyMs: config.sync.calendar_full_listing_hours * 3_600_000,
-      clock,
-      covered: (therapistId) => poller.covers(therapistId),
-    }),
+    listings,
     clock,
     logger: syncLogger,
   };
@@ -466,6 +469,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   /** Takes up a therapist's new stored credentials here; the leader also starts watching a new calendar and backfills. */
   const takeUp = async (therapistId: string): Promise<void> => {
     const result = await gateways.install(therapistId);
+    // Credentials for maybe another Google account: its calendar may not hold the linked events, so list it in full.
+    if (result === "updated") listings.forget(therapistId);
     if (result === "unchanged" || !lease.isLeader || options.oneShot || stopping) return;
     if (result === "created") {
       // The poller watches the calendars it was started with: restart it to include the new one, and open its channel.

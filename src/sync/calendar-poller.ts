@@ -34,6 +34,8 @@ export interface PollerOptions {
   random?: () => number;
   /** How many calendars' first polls after start() run at once (default CALENDAR_READS_AT_ONCE). */
   firstPollsAtOnce?: number;
+  /** A sync token expired and the calendar was read in full again: links may no longer match it (FullListings). */
+  onFullRead?: (therapistId: string) => void;
 }
 
 export interface PollResult {
@@ -78,6 +80,7 @@ export class CalendarPoller {
   #startedAt: number | undefined;
   readonly #lastPoll = new Map<string, number>();
   readonly #firstPolls: PQueue;
+  readonly #onFullRead: ((therapistId: string) => void) | undefined;
 
   constructor(options: PollerOptions) {
     this.#mapping = options.mapping;
@@ -90,6 +93,7 @@ export class CalendarPoller {
     this.#safetyMs = Math.max(options.safetyIntervalMs ?? options.intervalMs, options.intervalMs);
     this.#push = options.push;
     this.#random = options.random ?? Math.random;
+    this.#onFullRead = options.onFullRead;
     this.#firstPolls = new PQueue({ concurrency: Math.max(1, options.firstPollsAtOnce ?? CALENDAR_READS_AT_ONCE) });
     // A channel trusted or distrusted now: that calendar's next poll is due at another time.
     this.#push?.onChange((therapistId) => this.#calendars.get(therapistId)?.wake?.abort());
@@ -101,9 +105,7 @@ export class CalendarPoller {
    */
   covers(therapistId: string): boolean {
     const last = this.#lastPoll.get(therapistId);
-    return (
-      !this.#abort.signal.aborted && this.#startedAt !== undefined && last !== undefined && last >= this.#startedAt
-    );
+    return !this.#abort.signal.aborted && this.#startedAt !== undefined && (last ?? -Infinity) >= this.#startedAt;
   }
 
   /** Polls every calendar now and then on its schedule, until stop(). */
@@ -126,8 +128,7 @@ export class CalendarPoller {
 
   /** Whether calbridge owns the reminders of this therapist's events (they are configured). */
   #ownsReminders(therapistId: string): boolean {
-    const t = this.#mapping.therapist(therapistId);
-    return (t?.reminders ?? this.#mapping.config.event.reminders) !== undefined;
+    return (this.#mapping.therapist(therapistId)?.reminders ?? this.#mapping.config.event.reminders) !== undefined;
   }
 
   lastPollAt(therapistId: string): number | undefined {
@@ -235,17 +236,16 @@ export class CalendarPoller {
     const version = this.#mapping.version;
     const cal = this.#mapping.calendar(therapistId);
     const log = this.#logger.child({ therapist_id: therapistId });
-    const key = `${therapistId}`;
-    const token = await this.#tokens.get(key);
-    let result: Awaited<ReturnType<typeof cal.incrementalChanges>>;
+    const token = await this.#tokens.get(therapistId);
     const readAt = this.#clock.now();
-    try {
-      result = await cal.incrementalChanges(token);
-    } catch (err) {
+    const result = await cal.incrementalChanges(token).catch((err: unknown) => {
       log.warn({ err: describeError(err) }, "calendar changes could not be read; trying again next poll");
       throw err;
+    });
+    if (result.fullSync && token) {
+      log.info("sync token expired; read the whole calendar again");
+      this.#onFullRead?.(therapistId);
     }
-    if (result.fullSync && token) log.info("sync token expired; read the whole calendar again");
     if (trigger === "timer" && !result.fullSync) checkAnnounced(this.#push, therapistId, result.events, readAt, log);
     let changes = 0;
     let echoes = 0;
@@ -291,7 +291,7 @@ export class CalendarPoller {
     }
     await Promise.all(work);
     // Saved only after the changes were handed over and handled: a crash re-reads them, never skips them.
-    await this.#tokens.set(key, result.nextSyncToken);
+    await this.#tokens.set(therapistId, result.nextSyncToken);
     this.#lastPoll.set(therapistId, this.#clock.now());
     this.#state(therapistId).pending = false;
     return { changes, echoes, fullSync: result.fullSync };

@@ -87,7 +87,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   if (!dryRun) {
     for (const [t, byId] of events) {
       ctx.managed.set(t, byId.size);
-      ctx.listings?.listed(t);
+      ctx.listings?.listed(t, readAt);
     }
   }
   // The guard's base: what was listed, and for the calendars not listed what their last full listing counted.

@@ -77,4 +77,25 @@ describe("reconciliation between full listings", () => {
     expect(daily).toMatchObject({ ok: true, calendarsListed: 2 });
     expect(startOfB()).toBe(now + 120 * DAY);
   });
+
+  it("lists a calendar in full at the next run after its sync token expired (the poller read it again)", async () => {
+    const clock = new ManualClock(Date.now());
+    h = await harness({ therapists: 2, clock });
+    const now = Math.floor(clock.now() / HOUR) * HOUR;
+    h.world.booking.create({ therapist_id: "th_1", start_time: iso(now + DAY + 10 * HOUR) }, { force: true });
+    expect((await h.app.reconcile()).calendarsListed).toBe(2);
+    h.app.poller.start();
+    for (const t of h.world.therapists) await h.app.poller.poll(t);
+    expect((await h.app.reconcile()).calendarsListed).toBe(0);
+
+    // Google no longer accepts th_1's token (410): the poller reads the calendar again from scratch, which also happens
+    // when the calendar behind the credentials is another one; the links may no longer match it, so the run lists it.
+    h.world.google.invalidateSyncTokens(h.world.calendarOf("th_1"));
+    expect((await h.app.poller.poll("th_1")).fullSync).toBe(true);
+    await clock.advance(1);
+    expect(await h.app.reconcile()).toMatchObject({ ok: true, calendarsListed: 1, calendarsIncremental: 1 });
+    expect(h.live("th_1")).toHaveLength(1);
+    await clock.advance(1);
+    expect((await h.app.reconcile()).calendarsListed).toBe(0);
+  });
 });
