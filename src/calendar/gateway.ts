@@ -13,7 +13,7 @@ import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { type AttemptOptions, attemptFailure, CallRunner, type CallState } from "./call-runner.ts";
 import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
-import { MANAGED_FILTER } from "./ids.ts";
+import { APPOINTMENT_ID_PROPERTY, MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
 import type { GoogleQuotaGate } from "./quota-gate.ts";
 import { type OwnedLike, ownedPatch } from "./render.ts";
@@ -468,8 +468,28 @@ export class CalendarGateway {
   }
 
   /** Every managed, not deleted event that overlaps [timeMin, timeMax), all pages. */
-  async *listManaged(range: { timeMin: string | Date; timeMax: string | Date }): AsyncIterable<CalendarEvent> {
+  listManaged(range: { timeMin: string | Date; timeMax: string | Date }): AsyncIterable<CalendarEvent> {
     const iso = (t: string | Date) => (typeof t === "string" ? t : t.toISOString());
+    return this.#listPages({
+      privateExtendedProperty: [MANAGED_FILTER],
+      singleEvents: true,
+      timeMin: iso(range.timeMin),
+      timeMax: iso(range.timeMax),
+    });
+  }
+
+  /**
+   * The not deleted events marked as calbridge's and with the appointment's id, past and future, series as themselves
+   * (not expanded): the appointment's event, and series Google split off it ("This and following events").
+   */
+  listMarked(appointmentId: string): AsyncIterable<CalendarEvent> {
+    return this.#listPages({
+      privateExtendedProperty: [MANAGED_FILTER, `${APPOINTMENT_ID_PROPERTY}=${appointmentId}`],
+      singleEvents: false,
+    });
+  }
+
+  async *#listPages(params: calendar_v3.Params$Resource$Events$List): AsyncIterable<CalendarEvent> {
     let pageToken: string | undefined;
     do {
       const page = await this.#runner.run("events.list", "calendar", (attempt) =>
@@ -477,12 +497,9 @@ export class CalendarGateway {
           {
             calendarId: this.calendarId,
             quotaUser: this.#quotaUser,
-            privateExtendedProperty: [MANAGED_FILTER],
-            singleEvents: true,
+            ...params,
             showDeleted: false,
             maxResults: this.#pageSize,
-            timeMin: iso(range.timeMin),
-            timeMax: iso(range.timeMax),
             pageToken,
           },
           attempt,

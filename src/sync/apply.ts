@@ -103,6 +103,8 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "create":
     case "update":
     case "restore": {
+      // A series the therapist made of the event becomes a single event again: a series Google split off it goes.
+      if (c.event?.recurrence?.length) await fx.removeTails(action.therapistId, id, action.eventId, log);
       const undone = action.notice ? { text: action.notice, at: fx.clock.now() } : undefined;
       // Google refusing the id of an event calbridge has no record of says a person deleted it: that deletion was
       // never sent, and the event written under the next id says so (the note stays like any other, see noticeFor).
@@ -138,7 +140,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     }
     case "delete": {
       if (fx.mapping.calendarIfAny(action.therapistId)) {
-        const result = await fx.remove(action.therapistId, action.eventId);
+        const result = await fx.remove(action.therapistId, action.eventId, { appointmentId: id, log });
         c.tell?.({ deleted: result });
         log.info(
           { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
@@ -164,7 +166,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       c.tell?.({ eventId: w.eventId });
       await recordWritten(fx, action, action.to.therapistId, w, { booking: snapshot, sourceAt });
       try {
-        await fx.remove(action.from.therapistId, action.from.eventId);
+        await fx.remove(action.from.therapistId, action.from.eventId, { appointmentId: id, log });
       } catch (err) {
         // The link already points at the new calendar; the next reconciliation removes the copy left behind.
         log.warn(

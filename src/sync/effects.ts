@@ -4,12 +4,14 @@ import { RestoreRefusedError } from "../calendar/errors.ts";
 import { eventIdFor } from "../calendar/ids.ts";
 import { ownedPatch, type RenderedEvent } from "../calendar/render.ts";
 import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
 import type { Activity } from "./activity.ts";
 import { isNotFound } from "./errors.ts";
 import type { LinkArgs, LinkStore } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
 import type { Known, Planner, Rendering } from "./planner.ts";
+import { removeTails } from "./series-tails.ts";
 import type { CalEvent, CalendarPort, Link } from "./types.ts";
 
 export type WriteKind = "create" | "update" | "restore";
@@ -110,11 +112,31 @@ export class Effects {
     return written;
   }
 
-  /** Deletes an event (gone already counts as done). */
-  async remove(therapistId: string, eventId: string): Promise<"deleted" | "already_gone"> {
+  /**
+   * Deletes an event (gone already counts as done). With `tailsOf` (the appointment's id, `eventId` being its event),
+   * the series Google split off the event go first (series-tails.ts), logged to `tailsOf.log`.
+   */
+  async remove(
+    therapistId: string,
+    eventId: string,
+    tailsOf?: { appointmentId: string; log: Logger },
+  ): Promise<"deleted" | "already_gone"> {
+    if (tailsOf) await this.removeTails(therapistId, tailsOf.appointmentId, eventId, tailsOf.log);
     const result = await this.calendar(therapistId).delete(eventId);
     this.counted(therapistId, "delete");
     return result;
+  }
+
+  /** Deletes the series Google split off the appointment's event `eventId` ("This and following events"). */
+  async removeTails(therapistId: string, appointmentId: string, eventId: string, log: Logger): Promise<void> {
+    const gone = await removeTails(this.calendar(therapistId), appointmentId, eventId);
+    for (const id of gone) {
+      this.counted(therapistId, "delete");
+      log.info(
+        { therapist_id: therapistId, event_id: id },
+        "series split off the appointment's event removed: an appointment is one event",
+      );
+    }
   }
 
   /**

@@ -1,6 +1,7 @@
 // Owns `calbridge purge`: removing calbridge's own events of one therapist from one calendar, past and future, and
 // forgetting their links, for a therapist no longer mapped (or one leaving). An event is removed only when it carries
-// calbridge's mark and its id is the one calbridge gave that appointment's event (never a copy, never anything else);
+// calbridge's mark and its id is the one calbridge gave that appointment's event, or a series Google split off that
+// event (series-tails.ts; never a copy, never anything else);
 // the booking service is never called; the mass-deletion guard (sync.max_delete_ratio, its floor) holds a purge of
 // too large a share of calbridge's events unless forced.
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
@@ -8,6 +9,7 @@ import type { Logger } from "../log.ts";
 import { describeError } from "./errors.ts";
 import type { LinkStore } from "./links.ts";
 import { GUARD_FLOOR } from "./reconcile.ts";
+import { isTailOf } from "./series-tails.ts";
 import type { CalendarPort, Link } from "./types.ts";
 
 /** Generations of an appointment's event id that count as calbridge's (a person's deletion moves an id on). */
@@ -62,7 +64,9 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
       link?.eventId,
       ...Array.from({ length: GENERATIONS }, (_, g) => eventIdFor(appointmentId, g)),
     ]);
-    if (!ids.has(eventId)) {
+    // A series Google split off the event ("This and following events") goes with it.
+    const tail = [...ids].some((own) => own && isTailOf({ ...ev, id: eventId }, appointmentId, own));
+    if (!ids.has(eventId) && !tail) {
       skipped.push({ eventId, reason: "carries calbridge's mark, but calbridge did not make it (a copy)" });
     } else if (link?.present && !mine(link) && link.calendarId === o.calendarId) {
       skipped.push({ eventId, reason: `the event of ${link.therapistId}, whose mapping names this calendar too` });

@@ -167,6 +167,8 @@ export interface CalendarPort {
   /** The event, or null when unknown; with confirmMissing, null only once the calendar itself answers. */
   get(eventId: string, opts?: { confirmMissing?: boolean }): Promise<CalEvent | null>;
   listManaged(range: { timeMin: string; timeMax: string }): AsyncIterable<CalEvent>;
+  /** Not deleted events marked as calbridge's for the appointment, any time, series not expanded (series-tails.ts). */
+  listMarked(appointmentId: string): AsyncIterable<CalEvent>;
   incrementalChanges(
     syncToken: string | undefined,
   ): Promise<{ events: CalEvent[]; nextSyncToken: string; fullSync: boolean }>;

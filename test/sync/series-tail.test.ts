@@ -1,0 +1,137 @@
+// "This and following events" on an occurrence of a series a therapist made of an appointment's event: Google ends the
+// series before it and starts a new one under `<event id>_R<time>`, keeping calbridge's marks. An appointment is one
+// event: that tail goes when calbridge makes the event single again, and when calbridge removes the event (a
+// cancellation, a purge). Nothing else carrying the marks is touched, and nothing of it reaches the booking service.
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { silentLogger } from "../../src/log.ts";
+import { applyPurge, planPurge } from "../../src/sync/purge.ts";
+import { captureLog } from "../support/log-capture.ts";
+import { cancels, DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const HOUR = 3_600_000;
+
+async function mirroredOne(clock: ManualClock) {
+  const log = captureLog();
+  const x = await daemonHarness({ therapists: 2, clock, logger: log.logger });
+  h = x;
+  const start = new Date(clock.now() + 2 * DAY);
+  start.setUTCHours(9, 0, 0, 0);
+  const id = String(
+    x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true }).id,
+  );
+  await quiet(x);
+  await x.app.reconcile();
+  await pollAll(x);
+  return { x, log, id, cal: x.world.calendarOf("th_1"), ev: eventIdFor(id), start: start.getTime() };
+}
+
+/** The therapist makes the event weekly, then moves the third week on by an hour with "This and following events". */
+function splitWeekly(x: Harness, cal: string, ev: string, start: number): string {
+  x.world.google.userEdit(cal, ev, { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=6"] });
+  const tail = x.world.google.userSplitSeries(cal, ev, start + 14 * DAY, {
+    start: { dateTime: iso(start + 14 * DAY + HOUR) },
+    end: { dateTime: iso(start + 14 * DAY + 2 * HOUR) },
+  });
+  return String(tail.id);
+}
+
+const bookingWrites = (x: Harness) => x.world.booking.requests.filter((r) => r.method !== "GET").length;
+const liveIds = (x: Harness, cal: string, id: string) => liveOf(x, cal, id).map((e) => String(e.id));
+
+describe("a series Google split off an appointment's event", () => {
+  it("goes when calbridge makes the event single again; a copy carrying the marks stays, nothing is sent", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, log, id, cal, ev, start } = await mirroredOne(clock);
+    // A copy the therapist made of the event (its marks, another id), made weekly and split too: not calbridge's.
+    const copy = String(
+      x.world.google.userInsert(cal, {
+        summary: "copy",
+        start: { dateTime: iso(start + DAY) },
+        end: { dateTime: iso(start + DAY + HOUR) },
+        extendedProperties: { private: { calbridge_appointment_id: id, calbridge_managed: "1" } },
+      }).id,
+    );
+    const copyTail = splitWeekly(x, cal, copy, start + DAY);
+    const tail = splitWeekly(x, cal, ev, start);
+    expect(tail).toMatch(new RegExp(`^${ev}_R\\d{8}T\\d{6}Z?$`));
+    const before = bookingWrites(x);
+
+    await pollAll(x);
+    await pass(x, clock, 120_000);
+    await x.app.reconcile();
+    await pollAll(x);
+
+    const own = x.world.google.event(cal, ev)!;
+    expect(own.recurrence ?? []).toEqual([]);
+    expect(String(own.description)).toMatch(/does not repeat/);
+    expect(x.world.google.event(cal, tail)?.status).toBe("cancelled");
+    const deleted = x.world.google.requestLog.filter(
+      (r) => r.method === "DELETE" && r.path.endsWith(`/events/${tail}`),
+    );
+    expect(deleted.map((r) => r.query["sendUpdates"])).toEqual(["none"]);
+    expect(liveIds(x, cal, id).sort()).toEqual([ev, copy, copyTail].sort());
+    expect(
+      log.lines.filter(
+        (l) => l["msg"] === "series split off the appointment's event removed: an appointment is one event",
+      ),
+    ).toHaveLength(1);
+    expect(bookingWrites(x)).toBe(before);
+    expect(x.world.booking.get(id)!.status).toBe("confirmed");
+  });
+
+  it("left from before (the event single again), goes with the event when the booking is cancelled", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, id, cal, ev, start } = await mirroredOne(clock);
+    const tail = splitWeekly(x, cal, ev, start);
+    // The therapist made the event single again themselves: calbridge sees no series, the tail stays for now.
+    x.world.google.userEdit(cal, ev, { recurrence: null });
+    await pollAll(x);
+    await pass(x, clock, 60_000);
+    expect(liveIds(x, cal, id).sort()).toEqual([ev, tail].sort());
+
+    x.world.booking.cancel(id, "customer moved away");
+    await pass(x, clock, 30_000);
+    await pollAll(x);
+    expect(liveIds(x, cal, id)).toEqual([]);
+    expect(cancels(x)).toBe(0);
+  });
+
+  it("goes with the event in a purge; a copy's split series stays", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, id, cal, ev, start } = await mirroredOne(clock);
+    const copy = String(
+      x.world.google.userInsert(cal, {
+        summary: "copy",
+        start: { dateTime: iso(start + DAY) },
+        end: { dateTime: iso(start + DAY + HOUR) },
+        extendedProperties: { private: { calbridge_appointment_id: id, calbridge_managed: "1" } },
+      }).id,
+    );
+    const copyTail = splitWeekly(x, cal, copy, start + DAY);
+    const tail = splitWeekly(x, cal, ev, start);
+    const o = {
+      therapistId: "th_1",
+      calendarId: cal,
+      calendar: x.app.sync.mapping.calendar("th_1"),
+      links: x.app.sync.links,
+      maxDeleteRatio: 1,
+    };
+    const plan = await planPurge(o);
+    expect(plan.events.map((e) => e.eventId).sort()).toEqual([ev, tail].sort());
+    expect(plan.skipped.map((s) => s.eventId)).not.toContain(tail);
+    expect(plan.skipped.map((s) => s.eventId)).toEqual(expect.arrayContaining([copy, copyTail]));
+    const before = x.world.booking.requests.length;
+    const done = await applyPurge(plan, o, silentLogger);
+    expect(done.deleted).toBe(2);
+    expect(liveIds(x, cal, id).sort()).toEqual([copy, copyTail].sort());
+    expect(x.world.booking.requests.length).toBe(before);
+  });
+});
