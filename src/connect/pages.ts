@@ -85,6 +85,28 @@ press Allow (Continue).</p>
   );
 }
 
+/** The account chosen on Google's page cannot open the mapped calendar: which account to choose, and the link again. */
+export function noAccessPage(s: Subject, retryUrl: string): string {
+  return layout(
+    "This Google account cannot open your calendar",
+    `<p>The Google account you chose cannot open ${calendarWords(s.calendarId)}, where ${e(s.clinic)} puts the
+appointments of ${e(s.therapist)}. Nothing was saved, and your link still works.</p>
+<p class="box">Open the link again and, on Google's page, <strong>choose the account that owns this calendar</strong>, or
+ask its owner to share it with your account ("Make changes to events").</p>
+<p><a class="button" id="retry" href="${e(retryUrl)}">Try again</a></p>`,
+  );
+}
+
+/** Google did not answer the access check: nothing was saved, the consent is to be given again. */
+export function uncheckedPage(s: Subject, retryUrl: string): string {
+  return layout(
+    "Your calendar could not be checked",
+    `<p>Google did not answer when calbridge checked that your account can open ${calendarWords(s.calendarId)}.
+Nothing was saved, and your link still works: please try again in a few minutes.</p>
+<p><a class="button" id="retry" href="${e(retryUrl)}">Try again</a></p>`,
+  );
+}
+
 export function connectedPage(
   s: Subject,
   count: { n: number; pastDays: number; futureDays: number } | undefined,

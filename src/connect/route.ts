@@ -1,10 +1,12 @@
 // Owns the connect pages' routes on the daemon's public listener: GET /connect?invite=... (check the link, start the
 // consent with state and PKCE) and GET /connect/callback (check the state, exchange the code, check the granted
-// scopes, mark the link used, store the refresh token, confirm). Small and bounded: nothing is stored for a link that
+// scopes, check the chosen account opens the mapped calendar, mark the link used, store the refresh token, confirm). Small and bounded: nothing is stored for a link that
 // does not verify, and no page or log line carries a token or customer data.
 import { createHash, randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { quotaUserOf } from "../calendar/gateway.ts";
 import { requestToken } from "../calendar/oauth-client.ts";
+import { reachCalendar } from "../calendar/reach.ts";
 import { CALENDAR_SCOPE, grantedScopes, grantsCalendar } from "../calendar/scopes.ts";
 import type { Clock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
@@ -24,7 +26,16 @@ import {
   verifyInvite,
 } from "./invite.ts";
 import { ConnectLedger } from "./ledger.ts";
-import { connectedPage, landingPage, missingScopePage, problemPage, type Subject, sendPage } from "./pages.ts";
+import {
+  connectedPage,
+  landingPage,
+  missingScopePage,
+  noAccessPage,
+  problemPage,
+  type Subject,
+  sendPage,
+  uncheckedPage,
+} from "./pages.ts";
 
 export interface ConnectOptions {
   config: Config;
@@ -241,6 +252,26 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
           retry,
         ),
       };
+    }
+    // The account chosen on Google's page must open the mapped calendar (a shared one may belong to another account):
+    // checked with the fresh access token before the link is spent, so a wrong choice leaves the link usable.
+    const reach = await reachCalendar({
+      apiRoot: config.google.api_root,
+      calendarId: t.calendar_id,
+      accessToken: answer.access_token,
+      quotaUser: quotaUserOf(t.therapist_id),
+    });
+    if (reach.outcome !== "reached") {
+      const noAccess = reach.outcome === "no_access";
+      log.warn(
+        { ...ids, calendar_id: t.calendar_id, err: describeError(reach.error) },
+        noAccess
+          ? "connect: the Google account chosen cannot open the mapped calendar; nothing stored, the link still works"
+          : "connect: access to the mapped calendar could not be checked; nothing stored, the link still works",
+      );
+      return noAccess
+        ? { status: 403, html: noAccessPage(subject(t), retry) }
+        : { status: 503, html: uncheckedPage(subject(t), retry) };
     }
     if (!(await ledger.claim(invite, clock.now()))) {
       return {
