@@ -14,7 +14,7 @@ import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
-import { createInvite, inviteUrl, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
+import { createInvite, inviteUrl, linksUnusable, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
 import { type App, createApp } from "./daemon/app.ts";
 import { ConfigReloader } from "./daemon/reload.ts";
 import { createLogger, type Logger, LogLevelError, logLevel } from "./log.ts";
@@ -342,6 +342,8 @@ export function program(): Command {
       }
       const problem = notConnectable(config, o.therapist);
       if (problem) throw new ExitCode(2, `--therapist ${o.therapist}: ${problem}`);
+      const unusable = linksUnusable(config);
+      if (unusable) throw new ExitCode(2, unusable);
       const ttlMs = parseTtl(o.ttl);
       if (ttlMs === undefined || ttlMs > MAX_TTL_MS) {
         throw new ExitCode(2, `--ttl ${o.ttl}: expected a duration such as 7d, 12h or 90m, at most 30d`);

@@ -176,7 +176,8 @@ async function storeCheck(app: App, options: DoctorOptions, storeUrl: string): P
 async function oauthFix(app: App, t: TherapistConfig, storeError: unknown): Promise<string> {
   const { config } = app;
   const therapistId = t.therapist_id;
-  const reconnect = `run \`${connectCommand(config, therapistId)}\`${config.connect ? " and send them the link" : ""}`;
+  // Without store.encryption_key neither authorize nor a connect link can keep a token (both refuse): that comes first.
+  const reconnect = `${config.store.encryption_key ? "" : "set store.encryption_key (tokens are stored encrypted with it), then "}run \`${connectCommand(config, therapistId)}\`${config.connect ? " and send them the link" : ""}`;
   if (storeError instanceof StoreMissingError)
     return "its refresh token is kept in the store, which is not there: see the store check";
   if (storeError !== undefined)

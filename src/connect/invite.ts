@@ -110,3 +110,16 @@ export function notConnectable(config: Config, therapistId: string): string | un
   }
   return undefined;
 }
+
+/**
+ * Why no link can work at all in this configuration, or undefined. Without store.encryption_key the connect page can
+ * keep no token, so it refuses every link ("Connecting is not set up yet"): none is handed out.
+ */
+export function linksUnusable(config: Config): string | undefined {
+  if (config.store.encryption_key) return undefined;
+  return (
+    "store.encryption_key is not set: a connected calendar's refresh token is stored encrypted with it, so the " +
+    "connect page would refuse the link. Set store.encryption_key: ${CALBRIDGE_STORE_KEY} (32 or more random " +
+    "characters, e.g. from `openssl rand -base64 32`), restart the daemon, then make the link"
+  );
+}

@@ -11,7 +11,7 @@ import { type Clock, systemClock } from "../clock.ts";
 import type { ConfigChanges } from "../config/changes.ts";
 import type { Config } from "../config/schema.ts";
 import { countAppointments } from "../connect/count.ts";
-import { createInvite, inviteUrl, notConnectable } from "../connect/invite.ts";
+import { createInvite, inviteUrl, linksUnusable, notConnectable } from "../connect/invite.ts";
 import { createConnectHandler } from "../connect/route.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { Notifier } from "../notify/notifier.ts";
@@ -117,10 +117,13 @@ export interface App {
   stop(graceMs?: number): Promise<void>;
 }
 
-/** A fresh single-use connect link for a therapist whose OAuth credentials broke (none for service accounts). */
+/**
+ * A fresh single-use connect link for a therapist whose OAuth credentials broke (none for service accounts, nor while
+ * the connect page would refuse every link: no store.encryption_key).
+ */
 function reconnectLinkOf(config: Config, therapistId: string, now: number): string | undefined {
   const connect = config.connect;
-  if (!connect || notConnectable(config, therapistId)) return undefined;
+  if (!connect || notConnectable(config, therapistId) || linksUnusable(config)) return undefined;
   return inviteUrl(connect.public_url, createInvite(therapistId, { secret: connect.secret, now }).token);
 }
 

@@ -109,7 +109,11 @@ const credentials: ConditionKind = {
     const fix = oauth
       ? reconnectLink
         ? "Send them the reconnect link below."
-        : `Reconnect their calendar (\`calbridge authorize --therapist ${n.therapistId}\`).`
+        : config.store.encryption_key
+          ? `Reconnect their calendar (\`calbridge authorize --therapist ${n.therapistId}\`).`
+          : // Without the key neither authorize nor a connect link can keep a token: that comes first.
+            "Set store.encryption_key first (calbridge stores the tokens of connected calendars encrypted with it), " +
+            `then reconnect their calendar (\`${config.connect ? "calbridge invite" : "calbridge authorize"} --therapist ${n.therapistId}\`).`
       : `Check the service account's key and its domain-wide delegation for ${n.facts.subject ?? "their address"}.`;
     if (n.facts.setup) {
       const why =
