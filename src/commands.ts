@@ -15,7 +15,7 @@ import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
 import type { Config } from "./config/schema.ts";
 import { createInvite, inviteUrl, linksUnusable, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
-import { type App, createApp } from "./daemon/app.ts";
+import { type App, CREDENTIALS_CHANGED_CHANNEL, createApp } from "./daemon/app.ts";
 import { ConfigReloader } from "./daemon/reload.ts";
 import { createLogger, type Logger, LogLevelError, logLevel } from "./log.ts";
 import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
@@ -299,6 +299,7 @@ export function program(): Command {
       if (!box) throw new ExitCode(2, new EncryptionKeyMissingError(t.therapist_id).message);
       // So is the store: open, and taking a write, before the consent, and kept open through it to the save.
       const store = await openStore(config.store.url, { connectTimeoutMs: 5000 });
+      let told: boolean | undefined;
       try {
         try {
           await probeWrite(store, `authorize:${process.pid}`);
@@ -319,11 +320,23 @@ export function program(): Command {
           source: "authorize",
           scope: result.scopes.join(" "),
         });
+        // Daemons on this Redis store take the token up at once; without the notice (SQLite, or it failed) each one
+        // reads it at its credentials check, every sync.calendar_poll_seconds.
+        told = await store.notices?.publish(CREDENTIALS_CHANGED_CHANNEL, t.therapist_id).then(
+          () => true,
+          (err: unknown) => {
+            process.stderr.write(
+              `warning: running daemons were not told of the new token: ${(err as Error).message}\n`,
+            );
+            return false;
+          },
+        );
       } finally {
         await store.close();
       }
       process.stdout.write(
-        `authorized ${t.therapist_id}; the refresh token is stored encrypted in ${redactStoreUrl(config.store.url)}\n`,
+        `authorized ${t.therapist_id}; the refresh token is stored encrypted in ${redactStoreUrl(config.store.url)}\n` +
+          `a running daemon takes it up ${told ? "at once" : `within ${config.sync.calendar_poll_seconds} s (sync.calendar_poll_seconds)`}, without a restart\n`,
       );
     });
 

@@ -81,6 +81,11 @@ export interface CallRunnerOptions {
   quotaUser: string;
   /** Time limit of one attempt, answer body included (default 30 s). */
   timeoutMs?: number;
+  /**
+   * Awaited before a request that tests broken credentials again: credentials stored meanwhile (a reconnect by another
+   * process) are taken up first, so the test is of them. It logs its own failure; the test goes on as it was.
+   */
+  beforeProbe?: () => Promise<unknown>;
 }
 
 export class CallRunner {
@@ -106,7 +111,10 @@ export class CallRunner {
     const write = WRITES.has(operation);
     for (let attempt = 1; ; attempt++) {
       const admission = health.admit(operation, options.probe, write);
-      if (admission.probe) dropAccessToken(auth);
+      if (admission.probe) {
+        await this.#o.beforeProbe?.().catch(() => {});
+        dropAccessToken(auth);
+      }
       const permit = await this.#o.quota?.acquire(this.#o.quotaUser, unitsOf(operation));
       const sentAt = performance.now();
       const limit = deadline(this.#o.timeoutMs ?? 30_000);

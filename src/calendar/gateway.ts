@@ -44,6 +44,8 @@ export interface CalendarGatewayOptions {
   quotaPauseMs?: number;
   /** While credentials are broken, one call per interval tries them again (default 10 min). */
   credentialProbeMs?: number;
+  /** Awaited before each such try: takes up credentials stored meanwhile (a reconnect by another process). */
+  beforeProbe?: () => Promise<unknown>;
   /** Per-request timeout (default 30 s). */
   timeoutMs?: number;
   /** maxResults of listings (default and Google's maximum: 2500). */
@@ -196,6 +198,7 @@ export class CalendarGateway {
       quotaUser: this.#quotaUser,
       ...(options.quota ? { quota: options.quota } : {}),
       timeoutMs: this.#timeoutMs,
+      ...(options.beforeProbe ? { beforeProbe: options.beforeProbe } : {}),
     });
     // gaxios must not retry on its own: CallRunner owns retries (POST/PATCH and 403 rate limits included). Nor time
     // requests out: its limit is an AbortSignal.timeout() per request that fires long after the answer (see deadline.ts);

@@ -344,6 +344,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   let stopping = false;
   let gauges: NodeJS.Timeout | undefined;
   let purge: NodeJS.Timeout | undefined;
+  /** Ends the credentials check (stop()). */
+  const credentialsCheck = new AbortController();
   const startedAt = clock.now();
 
   const reconcileContext = {
@@ -487,6 +489,29 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         "backfill after connecting failed; the next reconciliation retries",
       ),
     );
+  };
+
+  // A broken gateway's probe (every 10 minutes) reads the stored token first and takes a new one up this way.
+  gateways.takeUp = takeUp;
+
+  /**
+   * Every replica, every sync.calendar_poll_seconds: the stored token of each OAuth therapist without working
+   * credentials (none loaded, or refused by Google) is read and a new one taken up, one store read each (none for the
+   * others). `calbridge authorize` runs as a process of its own and cannot tell a daemon on SQLite: this is how a
+   * daemon learns of its token (on Redis it also publishes a notice, taken up at once).
+   */
+  const checkCredentials = async (signal: AbortSignal): Promise<void> => {
+    while (!signal.aborted) {
+      await clock.sleep(config.sync.calendar_poll_seconds * 1000, signal).catch(() => {});
+      for (const therapistId of signal.aborted || stopping ? [] : gateways.waitingForCredentials()) {
+        await takeUp(therapistId).catch((err: unknown) =>
+          logger.debug(
+            { therapist_id: therapistId, err: describeError(err) },
+            "stored Google credentials not read; tried again at the next check",
+          ),
+        );
+      }
+    }
   };
 
   const credentialsChanged = async (therapistId: string): Promise<void> => {
@@ -841,6 +866,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           stopPushNotices = await notices.subscribe(PUSH_CHANGED_CHANNEL, (notice) => push.noticed(notice));
         }
       }
+      void checkCredentials(credentialsCheck.signal);
       await lease.start();
       await leaderWork;
     },
@@ -860,6 +886,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       stopNotices?.();
       stopPushNotices?.();
       stopCredentialNotices?.();
+      credentialsCheck.abort();
       // Leader-only work ends while the lease is still this replica's: released first, the standby took over while
       // the inbox processor and syncs here were still running (the same webhook applied on both).
       leaderWork = leaderWork

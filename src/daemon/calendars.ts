@@ -85,29 +85,71 @@ export class TherapistCalendars {
   }
 
   /**
+   * Takes up a therapist's stored credentials (default: install); a daemon sets it to take them up as a reconnect does
+   * (the leader also backfills). Called before a broken gateway's probe and by the daemon's credentials check.
+   */
+  takeUp: (therapistId: string) => Promise<unknown> = (therapistId) => this.install(therapistId);
+
+  /**
    * The therapist's stored refresh token is new (a connect or authorize just stored it): the gateway signs in with it
-   * from now on and its broken state clears; a therapist who had no gateway gets one.
+   * from now on and its broken state clears; a therapist who had no gateway gets one. A therapist a reload unmapped
+   * (or gave other credentials) while the token was read is left to the reload: nothing is made for them here.
    */
   async install(therapistId: string): Promise<InstallResult> {
-    const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
-    // A token in the file wins over a stored one, here as at start.
-    if (!t || !usesOAuth(this.#o.config, t) || (t.auth?.type === "oauth" && t.auth.refresh_token)) return "unchanged";
-    const token = (await this.#o.credentials.loadRefreshToken(therapistId))?.token;
-    if (!token) return "unchanged";
+    const t = this.#storedTokenUser(therapistId);
+    if (!t) return "unchanged";
+    const stored = await this.#o.credentials.loadRefreshToken(therapistId);
+    const token = stored?.token;
+    if (!token || !this.#unchangedSince(t)) return "unchanged";
+    const fields = { therapist_id: therapistId, source: stored.meta.source ?? "unknown" };
     const gw = this.map.get(therapistId);
     if (gw) {
       if (gw.usesRefreshToken(token)) return "unchanged";
       gw.useRefreshToken(token);
-      this.#o.logger.info({ therapist_id: therapistId }, "new Google credentials in use");
+      this.#o.logger.info(fields, "new Google credentials in use");
       return "updated";
     }
-    this.map.set(therapistId, this.#gateway(t, await this.#auth(t)));
+    const made = this.#gateway(t, await this.#auth(t));
+    if (!this.#unchangedSince(t) || this.map.has(therapistId)) {
+      made.close();
+      return "unchanged";
+    }
+    this.map.set(therapistId, made);
     this.errors.delete(therapistId);
-    this.#o.logger.info(
-      { therapist_id: therapistId },
-      "Google calendar connected: its appointments are synced from now on",
-    );
+    this.#o.logger.info(fields, "Google calendar connected: its appointments are synced from now on");
     return "created";
+  }
+
+  /**
+   * OAuth therapists whose credentials come from the store and are not usable now (none could be loaded, or Google
+   * refuses them): the ones a token stored by another process may fix. Service-account therapists and those with a
+   * token in the file are never among them.
+   */
+  waitingForCredentials(): string[] {
+    return this.#o.config.therapists
+      .filter((t) => this.#storedTokenUser(t.therapist_id))
+      .map((t) => t.therapist_id)
+      .filter((id) => {
+        const gw = this.map.get(id);
+        return !gw || gw.health().credentials === "broken";
+      });
+  }
+
+  /** The mapped therapist, when their credentials are an OAuth refresh token from the store. */
+  #storedTokenUser(therapistId: string): TherapistConfig | undefined {
+    const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
+    return t && this.#takesStoredToken(t) ? t : undefined;
+  }
+
+  /** OAuth with no refresh token in the file: a token in the file wins over a stored one, here as at start. */
+  #takesStoredToken(t: TherapistConfig): boolean {
+    return usesOAuth(this.#o.config, t) && !(t.auth?.type === "oauth" && t.auth.refresh_token);
+  }
+
+  /** The therapist is still mapped with the same calendar and credentials as `t` (no reload changed them meanwhile). */
+  #unchangedSince(t: TherapistConfig): boolean {
+    const now = this.#o.config.therapists.find((x) => x.therapist_id === t.therapist_id);
+    return now !== undefined && !gatewayChanged(t, now);
   }
 
   /**
@@ -176,7 +218,7 @@ export class TherapistCalendars {
 
   #gateway(t: TherapistConfig, auth: CalendarAuth, registry = this.#o.registry): CalendarGateway {
     const { config, clock, logger } = this.#o;
-    return new CalendarGateway({
+    const gw: CalendarGateway = new CalendarGateway({
       therapistId: t.therapist_id,
       calendarId: t.calendar_id,
       apiRoot: config.google.api_root,
@@ -188,7 +230,28 @@ export class TherapistCalendars {
       registry,
       quotaPauseMs: config.google.quota_pause_seconds * 1000,
       ...(this.#o.quota ? { quota: this.#o.quota } : {}),
+      // Broken credentials are tried again every 10 minutes: a token stored meanwhile by `calbridge authorize` (another
+      // process) is read first and taken up, so the try is of it. Only while this gateway is the therapist's.
+      ...(this.#takesStoredToken(t)
+        ? {
+            beforeProbe: async () =>
+              this.map.get(t.therapist_id) === gw ? this.#takeUpQuietly(t.therapist_id) : undefined,
+          }
+        : {}),
     });
+    return gw;
+  }
+
+  /** takeUp, its failure (the store unreachable, a token that does not decrypt) logged, never thrown. */
+  async #takeUpQuietly(therapistId: string): Promise<void> {
+    try {
+      await this.takeUp(therapistId);
+    } catch (err) {
+      this.#o.logger.warn(
+        { therapist_id: therapistId, err: describeError(err) },
+        "stored Google credentials not read; tried again at the next check",
+      );
+    }
   }
 
   /** Credentials of one therapist, or the reason there are none. */

@@ -191,7 +191,8 @@ describe("calbridge authorize", () => {
     const r = await authorize(file);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(
-      `authorized th_ben; the refresh token is stored encrypted in redis://***@127.0.0.1:${server.port}\n`,
+      `authorized th_ben; the refresh token is stored encrypted in redis://***@127.0.0.1:${server.port}\n` +
+        "a running daemon takes it up at once, without a restart\n",
     );
     expect(`${r.stdout}${r.stderr}`).not.toContain(password);
   });
