@@ -14,6 +14,7 @@ import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
 import { misplaced } from "./placement.ts";
+import { lookUpMissing, placeAll } from "./reconcile-lookups.ts";
 import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
 import { earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
@@ -22,7 +23,6 @@ export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile
 
 import {
   type BookingPort,
-  type CalEvent,
   isDestructive,
   leavesEnrichment,
   type PlanEntry,
@@ -83,67 +83,63 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   // A dry run or a forced run reads everything: a person acts on what it shows.
   const full = (t: string) => dryRun || options.force === true || !ctx.listings || ctx.listings.due(t);
   const side = await listCalendars(mapping, therapists, { from, to }, log, full);
-  const { events, calendarErrors, unusable } = side;
-  if (!dryRun) {
-    for (const [t, byId] of events) {
-      ctx.managed.set(t, byId.size);
-      ctx.listings?.listed(t, readAt);
-    }
-  }
-  // The guard's base: what was listed, and for the calendars not listed what their last full listing counted.
-  let managed = side.managed;
-  for (const t of side.incremental) managed += ctx.managed.get(t) ?? 0;
+  const { events, unusable } = side;
 
   // 3. Plan: one decision per listed appointment, and per managed event no listed appointment accounts for.
   const ids = [...appointments.keys()];
   const links = await ctx.links.getMany(ids);
+  const { placed, wanted, skippedUnmapped } = placeAll(
+    mapping,
+    appointments,
+    links,
+    unusable,
+    (t) => events.get(t),
+    options.therapistId,
+  );
+  // A failed look-up is not "the event is gone": its calendar, or its appointment, is left alone this run.
+  const looked = await lookUpMissing(mapping, side, wanted, config.sync.concurrency, log);
+  // The guard's base: what was listed, and for the calendars not listed what their last full listing counted.
+  let managed = 0;
+  for (const [t, byId] of events) {
+    managed += byId.size;
+    if (dryRun) continue;
+    ctx.managed.set(t, byId.size);
+    ctx.listings?.listed(t, readAt);
+  }
+  for (const t of side.incremental) managed += ctx.managed.get(t) ?? 0;
+
   const sources = new Map<string, SyncRequest>();
   const claimed = new Set<string>(); // "therapist/eventId" of events some appointment accounts for
-  let skippedUnmapped = 0;
   let waiting = 0;
   let held = 0;
-  for (const [i, id] of ids.entries()) {
-    const appt = appointments.get(id)!;
-    const link = links[i];
-    const target = mapping.therapist(appt.therapist_id);
-    if (!target && !link?.present) {
-      skippedUnmapped++;
-      continue;
-    }
-    if (options.therapistId && !target && link?.therapistId !== options.therapistId) continue;
-    const where = link?.therapistId ?? target?.therapist_id;
+  for (const { id, where, owner, eventId } of placed) {
     // The calendar it belongs in cannot be used now: its syncs would only wait. The run after it is back does them.
-    const owner = target?.therapist_id ?? where;
     if (owner !== undefined && unusable.has(owner)) {
       waiting++;
       continue;
     }
-    const eventId = link?.eventId ?? eventIdFor(id);
+    if (looked.failed.has(id)) continue;
     const listed = where ? events.get(where) : undefined;
     let calendar: SyncRequest["calendar"];
     if (where && listed) {
       claimed.add(`${where}/${eventId}`);
-      let event: CalEvent | null = listed.get(eventId) ?? null;
-      if (!event && link?.present && !misplaced(link, mapping.therapist(link.therapistId))) {
-        // Not in the window listing: deleted, or moved out of the window by the therapist. Look before deciding.
-        event = await mapping.calendar(where).get(eventId);
-      }
-      calendar = { therapistId: where, event, seenAt: listedAt };
+      calendar = { therapistId: where, event: listed.get(eventId) ?? looked.found.get(id) ?? null, seenAt: listedAt };
     }
     sources.set(id, {
       reason: "reconcile",
       priority: "reconcile",
       origin: "reconcile",
-      booking: { appt, readAt },
+      booking: { appt: appointments.get(id)!, readAt },
       ...(calendar ? { calendar } : {}),
       log,
     });
   }
-  const strays = await unclaimed(events, claimed, ctx.links);
+  // An appointment whose look-up failed: its events elsewhere are not strays either (its own decision is not known).
+  const strays = (await unclaimed(events, claimed, ctx.links)).filter((s) => !looked.failed.has(s.id));
 
   const plan: PlanEntry[] = [];
   const planned = new Map<string, PlanEntry>();
-  let failed = 0;
+  let failed = looked.failed.size;
   const linkOf = new Map(ids.map((id, i) => [id, links[i]]));
   // Enrichments left due by this run, queued here (a restart forgets the queue, the links do not). `unasked` also has
   // listed appointments left without link and event (cancelled): their tombstone stops a late appointment.created.
@@ -283,7 +279,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       calendarsIncremental: side.incremental.size,
       plan,
       guard,
-      calendarErrors,
+      calendarErrors: side.calendarErrors,
       failed,
     },
     log,
