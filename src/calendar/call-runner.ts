@@ -1,4 +1,5 @@
 // Owns one logical Google call: fail-fast gate, error classification, retries with backoff, metrics and health updates.
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { OAuth2Client } from "google-auth-library";
 import type { Clock } from "../clock.ts";
 import { type Deadline, deadline } from "../deadline.ts";
@@ -36,6 +37,18 @@ export interface CallState {
 function maybeApplied(err: CalendarError): boolean {
   if (err.tokenEndpoint) return false;
   return err.ambiguous || (err.status !== undefined && err.status >= 500);
+}
+
+/** The signal that gives up the waits of the Google calls made within `givingUpWaits` (however deep). */
+const waitsScope = new AsyncLocalStorage<AbortSignal>();
+
+/**
+ * Runs `fn` so that its Google calls give up waiting (for a quota permit, or between retries) when `signal` aborts:
+ * the engine runs each sync this way, so a stop does not wait for calls that have sent nothing. Such a call rejects
+ * with the signal's reason; one whose earlier attempt may have been applied is not given up but finished (retried).
+ */
+export function givingUpWaits<T>(signal: AbortSignal, fn: () => T): T {
+  return waitsScope.run(signal, fn);
 }
 
 /** What each attempt's request must carry: googleapis takes it as a method's second argument (MethodOptions). */
@@ -109,13 +122,15 @@ export class CallRunner {
     const { auth, health, metrics } = this.#o;
     let reauthorized = false;
     const write = WRITES.has(operation);
+    // Given up while nothing of the call may have been applied: then the caller hears the stop, nothing else.
+    let giveUp = waitsScope.getStore();
     for (let attempt = 1; ; attempt++) {
       const admission = health.admit(operation, options.probe, write);
       if (admission.probe) {
         await this.#o.beforeProbe?.().catch(() => {});
         dropAccessToken(auth);
       }
-      const permit = await this.#o.quota?.acquire(this.#o.quotaUser, unitsOf(operation));
+      const permit = await this.#o.quota?.acquire(this.#o.quotaUser, unitsOf(operation), giveUp);
       const sentAt = performance.now();
       const limit = deadline(this.#o.timeoutMs ?? 30_000);
       try {
@@ -138,7 +153,10 @@ export class CallRunner {
         const err = classifyError(attemptFailure(limit, thrown), scope, `${operation} ${this.#o.calendarId}`);
         const status = err.tokenEndpoint ? "token_error" : err.status ? String(err.status) : "network";
         metrics.requests.inc({ method: operation, status });
-        if (options.state && maybeApplied(err)) options.state.ambiguous = true;
+        if (maybeApplied(err)) {
+          if (options.state) options.state.ambiguous = true;
+          giveUp = undefined;
+        }
         if (err.kind === "quota") {
           health.pause(err);
           throw err;
@@ -166,7 +184,7 @@ export class CallRunner {
         if (paced) continue;
         const delay = backoffDelay(attempt, this.#o.backoff, err.retryAfterMs);
         this.#o.logger.debug({ operation, attempt, delay_ms: delay, reason }, "Google call failed, retrying");
-        await this.#o.clock.sleep(delay);
+        await this.#o.clock.sleep(delay, giveUp);
       }
     }
   }

@@ -108,6 +108,8 @@ interface Waiter {
   units: number;
   enqueuedAt: number;
   waited: boolean;
+  /** Given up (its signal aborted) before a permit came: skipped, never granted. */
+  gone?: boolean;
   resolve(p: QuotaPermit): void;
 }
 
@@ -128,6 +130,9 @@ export class GoogleQuotaGate {
   readonly #project = new Window();
   readonly #users = new Map<string, Window>();
   #waiters: Waiter[] = [];
+  /** Waiters given up and not yet dropped from #waiters (the next pump drops them). */
+  #gone = 0;
+  #pumpQueued = false;
   readonly #timer: WakeTimer;
   #latencyMs: number | undefined;
   readonly #waits: Counter<"scope">;
@@ -186,11 +191,44 @@ export class GoogleQuotaGate {
     return (this.#userBudget * 1000) / this.#windowMs;
   }
 
-  /** Waits until `units` more fit into the project's window and `user`'s, then counts them as in flight. */
-  acquire(user: string, units = 1): Promise<QuotaPermit> {
-    return new Promise<QuotaPermit>((resolve) => {
-      this.#waiters.push({ user, units, enqueuedAt: this.#clock.now(), waited: false, resolve });
+  /**
+   * Waits until `units` more fit into the project's window and `user`'s, then counts them as in flight. When `signal`
+   * aborts first, the wait is given up: rejected with the signal's reason, nothing counted. It gives up waiting only: a
+   * permit free at once is taken even with the signal already aborted (a stop lets the calls that can go now finish).
+   */
+  acquire(user: string, units = 1, signal?: AbortSignal): Promise<QuotaPermit> {
+    return new Promise<QuotaPermit>((resolve, reject) => {
+      let granted = false;
+      const giveUp = () => {
+        if (granted || waiter.gone) return;
+        waiter.gone = true;
+        this.#gone++;
+        reject(signal?.reason);
+        // The others are looked at again (one given up may have held the project's queue), once for a burst.
+        if (!this.#pumpQueued) {
+          this.#pumpQueued = true;
+          queueMicrotask(() => {
+            this.#pumpQueued = false;
+            this.#pump();
+          });
+        }
+      };
+      const waiter: Waiter = {
+        user,
+        units,
+        enqueuedAt: this.#clock.now(),
+        waited: false,
+        resolve: (permit) => {
+          granted = true;
+          signal?.removeEventListener("abort", giveUp);
+          resolve(permit);
+        },
+      };
+      this.#waiters.push(waiter);
       this.#pump();
+      if (granted || !signal) return;
+      if (signal.aborted) giveUp();
+      else signal.addEventListener("abort", giveUp, { once: true });
     });
   }
 
@@ -225,7 +263,7 @@ export class GoogleQuotaGate {
         ceiling: this.#ceiling(this.#project, this.#projectBudget, now),
         ...(this.#project.pausedUntil > now ? { pausedUntil: this.#project.pausedUntil } : {}),
       },
-      waiting: this.#waiters.length,
+      waiting: this.#waiters.length - this.#gone,
       inFlight: this.#project.inFlight,
       latencyMs: this.#latencyMs,
     };
@@ -271,6 +309,7 @@ export class GoogleQuotaGate {
     const still: Waiter[] = [];
     let projectBlocked = false;
     for (const w of this.#waiters) {
+      if (w.gone) continue;
       if (projectBlocked) {
         still.push(w);
         continue;
@@ -296,6 +335,7 @@ export class GoogleQuotaGate {
       this.#grant(w, user, now);
     }
     this.#waiters = still;
+    this.#gone = 0;
     this.#timer.set(still.length > 0 ? wake : undefined);
     if (this.#users.size > 1024) this.#forgetIdleUsers();
   }

@@ -612,6 +612,9 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const stopLeaderWork = async () => {
     metrics.leader.set(0);
     engine.setEnrichment(false);
+    // Syncs waiting for Google's quota (or a retry) have sent nothing: given up now, not waited for below (their
+    // webhook events stay in the inbox); syncs whose calls can go still get what is left of the grace.
+    engine.giveUpWaits();
     if (sweep) clearInterval(sweep);
     sweep = undefined;
     await cron?.destroy();

@@ -1,5 +1,6 @@
 // Owns one attempt of an appointment's sync: read both sides, plan (reading the full form when the payload or list
 // item at hand lacks fields the event shows), pass the write-back gate, apply, and decide once more after a 412.
+import { givingUpWaits } from "../calendar/call-runner.ts";
 import type { Logger } from "../log.ts";
 import { type Applied, applyAction } from "./apply.ts";
 import type { Effects } from "./effects.ts";
@@ -55,7 +56,23 @@ export async function planReading(
   }
 }
 
-export async function attemptSync(
+/**
+ * One attempt. When `abort` aborts (the engine stops), its Google calls waiting for quota or a retry with nothing sent
+ * are given up and the attempt rejects with the abort's reason; calls already sent finish.
+ */
+export function attemptSync(
+  deps: AttemptDeps,
+  id: string,
+  p: Pending,
+  log: Logger,
+  attempt: number,
+  read: { state?: BookingState },
+  abort: AbortSignal,
+): Promise<Action> {
+  return givingUpWaits(abort, () => attemptIn(deps, id, p, log, attempt, read, abort));
+}
+
+async function attemptIn(
   deps: AttemptDeps,
   id: string,
   p: Pending,

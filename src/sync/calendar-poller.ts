@@ -2,8 +2,8 @@
 // push notifications, filtering out calbridge's own writes (echo suppression) before handing real changes to the
 // engine, which pushes them back to the booking service. Notifications for one calendar are coalesced (one sync in
 // flight, at most one more queued); while a calendar's push channel is trusted its timer is only a slow safety net.
-
 import PQueue from "p-queue";
+import { givingUpWaits } from "../calendar/call-runner.ts";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
@@ -38,11 +38,7 @@ export interface PollerOptions {
   onFullRead?: (therapistId: string) => void;
 }
 
-export interface PollResult {
-  changes: number;
-  echoes: number;
-  fullSync: boolean;
-}
+export type PollResult = { changes: number; echoes: number; fullSync: boolean };
 
 /**
  * Google's quota guide: "If you need to do something periodically, adjust the interval by +/- 25%"
@@ -184,7 +180,8 @@ export class CalendarPoller {
   #start(therapistId: string, c: CalendarPolls, trigger: Trigger): Promise<PollResult> {
     c.lastAttemptAt = this.#clock.now();
     c.safetyMs = this.#drawSafety();
-    const run = this.#poll(therapistId, trigger)
+    // stop() gives up the poll's Google calls still waiting for quota (nothing sent): the next poll reads the changes.
+    const run = givingUpWaits(this.#abort.signal, () => this.#poll(therapistId, trigger))
       .catch((err: unknown) => {
         // A change push announced is still unread: the timer runs on the short interval until a poll succeeds.
         const woke = trigger === "push" && !c.pending;
@@ -239,7 +236,8 @@ export class CalendarPoller {
     const token = await this.#tokens.get(therapistId);
     const readAt = this.#clock.now();
     const result = await cal.incrementalChanges(token).catch((err: unknown) => {
-      log.warn({ err: describeError(err) }, "calendar changes could not be read; trying again next poll");
+      if (err !== this.#abort.signal.reason)
+        log.warn({ err: describeError(err) }, "calendar changes could not be read; trying again next poll");
       throw err;
     });
     if (result.fullSync && token) {

@@ -2,7 +2,8 @@
 // each to be re-rendered (the listing carries the name; contact details need a full read of each appointment).
 import type { Appointment } from "../booking/schemas.ts";
 import type { Config } from "../config/schema.ts";
-import type { BookingPort, SyncRequest } from "./types.ts";
+import type { Action, BookingPort, SyncOutcome, SyncRequest } from "./types.ts";
+import type { Settle } from "./work.ts";
 
 const DAY = 86_400_000;
 
@@ -26,4 +27,19 @@ export async function customerResyncs(
   // The listing lacks contact details; with them on the event, each appointment is read in full.
   const full = config.event.include_customer_contact;
   return [...upcoming.values()].map((appt) => [appt.id, { ...base, ...(full ? {} : { booking: { appt } }) }]);
+}
+
+/**
+ * Tells a customer re-render's callers once each appointment's sync is done: the first failure (a stop's rejection or
+ * an outcome that failed), or success.
+ */
+export function tellWhenSettled(waiters: Settle[], customerId: string, syncs: Promise<SyncOutcome>[]): void {
+  const none: Action = { kind: "none", appointmentId: customerId, reason: "customer re-rendered" };
+  void Promise.allSettled(syncs).then((results) => {
+    const failed = results.find((r) => r.status === "rejected" || !r.value.ok);
+    for (const w of waiters) {
+      if (failed?.status === "rejected") w.fail(failed.reason as Error);
+      else w.resolve(failed?.status === "fulfilled" ? failed.value : { ok: true, action: none });
+    }
+  });
 }

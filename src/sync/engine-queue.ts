@@ -4,7 +4,7 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { type QuotaRates, queueLimits } from "./concurrency.ts";
 import type { HistoryRecorder } from "./history.ts";
-import { LANES, mergeRequests, type Pending, therapistOf } from "./work.ts";
+import { EngineStoppedError, LANES, mergeRequests, type Pending, therapistOf } from "./work.ts";
 import { type RunVerdict, WorkQueue } from "./work-queue.ts";
 import type { WritebackWaits } from "./writeback-gate.ts";
 
@@ -55,4 +55,13 @@ export function waitsVerdict(history: HistoryRecorder, id: string, p: Pending, w
   const { booking: _, ...rest } = p.request;
   p.request = { ...rest, calendar: { reread: true } };
   return { done: false, retryInMs: w.inMs } as const;
+}
+
+/**
+ * A run given up because the engine stops: no failure (nothing counted, no dead letter). Its callers are told, as for
+ * work still queued: a webhook event stays in the inbox, an enrichment stays asked for in the link.
+ */
+export function stoppedVerdict(p: Pending): RunVerdict {
+  for (const w of p.waiters.splice(0)) w.fail(new EngineStoppedError());
+  return { done: true };
 }

@@ -5,10 +5,10 @@ import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import { type AttemptDeps, attemptSync, planReading } from "./attempt.ts";
 import type { QuotaRates } from "./concurrency.ts";
-import { customerResyncs } from "./customers.ts";
+import { customerResyncs, tellWhenSettled } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
-import { engineQueue, waitsVerdict } from "./engine-queue.ts";
+import { engineQueue, stoppedVerdict, waitsVerdict } from "./engine-queue.ts";
 import { describeError } from "./errors.ts";
 import { Failures } from "./failures.ts";
 import { type HistoryRecorder, noHistory } from "./history.ts";
@@ -222,6 +222,11 @@ export class SyncEngine {
     }
   }
 
+  /** A stop begins: syncs' Google calls waiting for quota or a retry, nothing sent, give up; the others finish. */
+  giveUpWaits(): void {
+    this.#abort.abort(new EngineStoppedError());
+  }
+
   /** Stops retries and new work for good, waits for the syncs in flight, and tells the callers of everything left. */
   async stop(): Promise<void> {
     this.#stopped = true;
@@ -263,8 +268,8 @@ export class SyncEngine {
       return { done: true };
     } catch (err) {
       if (err instanceof WritebackWaits) return waitsVerdict(this.#history, id, p, err, log);
-      // An enrichment given up because the engine stops: it stays asked for in the link.
-      if (abort.aborted && p.request.priority === "enrich") return { done: false, retryInMs: 0 };
+      // Given up because the engine stops (a Google call waiting for quota, an enrichment for leftover budget).
+      if (abort.aborted && (err === abort.reason || p.request.priority === "enrich")) return stoppedVerdict(p);
       return this.#failures.handle(`appt:${id}`, p, err, log, read.state);
     }
   }
@@ -282,18 +287,12 @@ export class SyncEngine {
     } catch (err) {
       return this.#failures.handle(`customer:${customerId}`, p, err, log, undefined);
     }
-    const waiters = p.waiters;
-    p.waiters = [];
-    void Promise.allSettled(resyncs.map(([id, request]) => this.settle(id, request))).then((results) => {
-      const failed = results.find((r) => r.status === "rejected" || !r.value.ok);
-      for (const w of waiters) {
-        if (failed?.status === "rejected") w.fail(failed.reason as Error);
-        else w.resolve(failed?.status === "fulfilled" ? failed.value : { ok: true, action: none(customerId) });
-      }
-    });
+    tellWhenSettled(
+      p.waiters.splice(0),
+      customerId,
+      resyncs.map(([id, request]) => this.settle(id, request)),
+    );
     log.info({ appointments: resyncs.length }, "customer's upcoming events re-rendered");
     return { done: true };
   }
 }
-
-const none = (id: string): Action => ({ kind: "none", appointmentId: id, reason: "customer re-rendered" });

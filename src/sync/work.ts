@@ -10,13 +10,7 @@ import type { GateState } from "./writeback-gate.ts";
 /** The work queue's lane of each priority: webhooks first, then write-backs, the reconciliation, enrichments. */
 export const LANES: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2, enrich: 3 };
 
-/** Thrown to callers waiting for a request the engine will not finish (it stopped): the work stays where it came from. */
-export class EngineStoppedError extends Error {
-  constructor() {
-    super("the sync engine stopped before this request was finished");
-    this.name = "EngineStoppedError";
-  }
-}
+export { EngineStoppedError } from "./stopped.ts";
 
 export interface Settle {
   until: "attempt" | "settled";

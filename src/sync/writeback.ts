@@ -7,6 +7,7 @@ import type { Effects } from "./effects.ts";
 import { describeError, isRefusal, isUnavailable } from "./errors.ts";
 import { findElsewhere, movedToOtherCalendar } from "./reassign.ts";
 import { merge } from "./snapshot.ts";
+import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort } from "./types.ts";
 import {
   accept,
@@ -32,6 +33,8 @@ export async function applyWriteback(
     if (action.kind === "writeback_reschedule") await reschedule(ctx, action.startTime, w);
     else await cancel(ctx, w);
   } catch (err) {
+    // The engine stops and gave up a call that sent nothing: no answer about the write-back, nothing put back.
+    if (err instanceof EngineStoppedError) throw err;
     if (err instanceof LeaveAsIs) throw err.cause;
     // A yes from the booking service that could not be checked may have been applied: retried or a dead letter (the
     // next attempt reads the booking again), never "not applied" with the event put back.

@@ -75,6 +75,42 @@ describe("GoogleQuotaGate", () => {
     expect(small.permit).toBeDefined();
   });
 
+  it("gives up a waiting request when its signal aborts: rejected with the reason, its place and budget left to the others", async () => {
+    const { g, clock } = gate({ projectPerMinute: 3, userPerMinute: 100 });
+    for (let i = 0; i < 3; i++) (await g.acquire(`th_${i}`)).done();
+    const stop = new AbortController();
+    const big = g.acquire("th_x", 3, stop.signal);
+    const rejected = big.then(
+      () => "granted",
+      (err: unknown) => err,
+    );
+    const after = track(g.acquire("th_y", 1));
+    await flush();
+    expect(g.snapshot().waiting).toBe(2);
+    const reason = new Error("stopping");
+    stop.abort(reason);
+    expect(await rejected).toBe(reason);
+    await flush();
+    expect(g.snapshot()).toMatchObject({ waiting: 1, inFlight: 0 });
+    await clock.advance(60_000);
+    await flush();
+    // The one behind it goes once the window frees, and the one given up counted nothing: two more fit at once.
+    expect(after.permit).toBeDefined();
+    const two = [track(g.acquire("th_z")), track(g.acquire("th_z"))];
+    await flush();
+    expect(two.every((t) => t.permit)).toBe(true);
+    expect(g.snapshot()).toMatchObject({ waiting: 0, inFlight: 3, project: { used: 3 } });
+  });
+
+  it("an aborted signal gives up only a wait: a permit free at once is still taken", async () => {
+    const { g } = gate({ projectPerMinute: 100, userPerMinute: 1 });
+    const stopped = AbortSignal.abort(new Error("stopping"));
+    const free = await g.acquire("th_a", 1, stopped);
+    expect(free.waitedMs).toBe(0);
+    await expect(g.acquire("th_a", 1, stopped)).rejects.toThrow("stopping");
+    expect(g.snapshot()).toMatchObject({ waiting: 0, inFlight: 1 });
+  });
+
   it("charges an events.patch three units, as Google does", () => {
     expect(unitsOf("events.patch")).toBe(3);
     expect(unitsOf("events.insert")).toBe(1);
