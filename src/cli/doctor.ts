@@ -8,6 +8,7 @@ import type { TherapistConfig } from "../config/schema.ts";
 import type { App } from "../daemon/app.ts";
 import { connectCommand } from "../daemon/calendars.ts";
 import { checkDisk, checkStore, checkStoreWrite, storeFolderOf } from "../daemon/health.ts";
+import { deadline } from "../deadline.ts";
 import { CredentialDecryptError } from "../store/secrets.ts";
 import { probeWrite, redactStoreUrl, StoreMissingError } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
@@ -21,7 +22,6 @@ export interface Check {
 }
 
 export interface DoctorOptions {
-  now?: number;
   /** The configured store could not be opened (the app then runs on a stand-in): the store check reports this. */
   storeError?: unknown;
   /** store.url as configured (default: the app's). */
@@ -33,7 +33,6 @@ export interface DoctorOptions {
 export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<Check[]> {
   const checks: Check[] = [];
   const { config } = app;
-  const now = options.now ?? Date.now();
   const storeUrl = redactStoreUrl(options.storeUrl ?? config.store.url);
 
   try {
@@ -112,7 +111,7 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
 
   checks.push(await storeCheck(app, options, storeUrl));
 
-  checks.push(await clockCheck(config.booking.base_url, config.webhooks.tolerance_seconds, now));
+  checks.push(await clockCheck(config.booking.base_url, config.webhooks.tolerance_seconds, config.booking.timeout_ms));
   checks.push(options.storeError !== undefined ? storeUnread("write-backs") : await writebackCheck(app));
   if (options.notifyTest) checks.push(...(await notifyChecks(app)));
   checks.sort((a, b) => order(a.name) - order(b.name));
@@ -364,16 +363,28 @@ async function webhookCheck(app: App): Promise<Check> {
   return { name, status: "ok", detail: `${url} is registered and enabled` };
 }
 
-async function clockCheck(baseUrl: string, toleranceSeconds: number, now: number): Promise<Check> {
+/**
+ * This clock against the booking service's Date header. The header says when the server answered (to the second):
+ * some time between this request going out and its answer arriving, on this clock, if both clocks agree. Only a
+ * Date outside that interval (with a second's slack for the header's resolution) is skew, so a doctor run made slow
+ * by other checks (an unreachable Google, say) or a slow answer never reads as a clock that is off.
+ */
+async function clockCheck(baseUrl: string, toleranceSeconds: number, timeoutMs: number): Promise<Check> {
   const name = "clock";
+  const limit = deadline(timeoutMs);
   try {
-    const res = await request(new URL("/v1/services", baseUrl), { method: "GET", headersTimeout: 10_000 });
+    const sent = Date.now();
+    const res = await request(new URL("/v1/services", baseUrl), { method: "GET", signal: limit.signal });
+    const received = Date.now();
     await res.body.dump();
     const date = res.headers.date;
     const server = typeof date === "string" ? Date.parse(date) : Number.NaN;
     if (Number.isNaN(server))
       return { name, status: "warn", detail: "the booking service sent no Date header; clock not compared" };
-    const skew = Math.round((now - server) / 1000);
+    // The header is truncated to the second: the server's time was within [server, server + 1 s).
+    const mid = server + 500;
+    const aheadMs = server < sent - 1000 ? sent - mid : server > received + 1000 ? received - mid : 0;
+    const skew = Math.round(aheadMs / 1000);
     if (Math.abs(skew) > toleranceSeconds / 2) {
       return {
         name,
@@ -384,7 +395,10 @@ async function clockCheck(baseUrl: string, toleranceSeconds: number, now: number
     }
     return { name, status: "ok", detail: `within ${Math.abs(skew)} s of the booking service` };
   } catch (err) {
-    return { name, status: "warn", detail: `could not compare clocks: ${describeError(err)}` };
+    const why = limit.expired ? `no answer within ${timeoutMs} ms (booking.timeout_ms)` : describeError(err);
+    return { name, status: "warn", detail: `could not compare clocks: ${why}` };
+  } finally {
+    limit.end();
   }
 }
 
