@@ -2,7 +2,7 @@
 // missing calendar; each logged once.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
-import { credentialsHint, type HintContext } from "./credential-hints.ts";
+import { credentialsHint, type HintContext, type ReconnectRoute } from "./credential-hints.ts";
 import { CalendarError, CREDENTIAL_REFUSALS } from "./errors.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 
@@ -41,6 +41,8 @@ export interface CalendarHealthOptions {
   authKind?: HintContext["authKind"];
   /** The account calbridge acts as on this calendar (delegation subject), for the sharing hint. */
   account?: string;
+  /** OAuth: how the therapist gets new credentials, for the reconnect hint. */
+  reconnect?: ReconnectRoute;
 }
 
 /** Admission decision for one request: whether to test broken credentials, and the pause generation it was sent in. */
@@ -117,6 +119,7 @@ export class CalendarHealth {
       calendarId: this.#o.calendarId,
       authKind: this.#o.authKind ?? "oauth",
       ...(this.#o.account ? { account: this.#o.account } : {}),
+      ...(this.#o.reconnect ? { reconnect: this.#o.reconnect } : {}),
     });
   }
 

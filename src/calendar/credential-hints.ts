@@ -1,6 +1,8 @@
 // Owns the fix-it hint for broken Google credentials: one sentence per cause (revoked or expired token, missing
 // scope, Calendar API off in the project, no write access to the calendar, delegation not granted), shared by the
-// gateway's log line, /status and `calbridge doctor`.
+// gateway's log line, /status and `calbridge doctor`; and how a therapist gets new credentials (the reconnect command
+// and advice, as the configuration has it), shared by those and the notifications.
+import type { Config, TherapistConfig } from "../config/schema.ts";
 import { CALENDAR_SCOPE, CALENDAR_SCOPE_LABEL } from "./scopes.ts";
 
 export interface HintContext {
@@ -10,6 +12,8 @@ export interface HintContext {
   authKind: "oauth" | "service_account";
   /** The account that must have access (the delegation subject), when known. */
   account?: string;
+  /** OAuth: how the therapist gets new credentials (default: a link from `calbridge invite`). */
+  reconnect?: ReconnectRoute;
 }
 
 export interface RejectedCredentials {
@@ -18,16 +22,53 @@ export interface RejectedCredentials {
   message?: string;
 }
 
-/** The command that gives an OAuth therapist new credentials. */
-export function reconnectCommand(therapistId: string): string {
-  return `calbridge invite --therapist ${therapistId}`;
+/**
+ * How an OAuth therapist gets new credentials, as the configuration has them: a link from `calbridge invite` (connect
+ * configured) or `calbridge authorize` (not configured); with a token given in the file
+ * (therapists[].auth.refresh_token), which wins over any connected one, a new token there instead.
+ */
+export interface ReconnectRoute {
+  via: "invite" | "authorize";
+  /** The therapist's refresh token is given in the configuration file: `invite` refuses them, `authorize` is moot. */
+  inFile?: boolean;
+}
+
+const INVITE: ReconnectRoute = { via: "invite" };
+
+/** How this therapist gets new credentials; undefined for the service account (there is nothing to reconnect). */
+export function reconnectRoute(config: Config, t: TherapistConfig): ReconnectRoute | undefined {
+  if ((t.auth?.type ?? config.google.auth.type) !== "oauth") return undefined;
+  const inFile = t.auth?.type === "oauth" && Boolean(t.auth.refresh_token);
+  return { via: config.connect ? "invite" : "authorize", ...(inFile ? { inFile } : {}) };
+}
+
+/** The command that gives an OAuth therapist new credentials; none when their token is given in the file. */
+export function reconnectCommand(therapistId: string, route: ReconnectRoute = INVITE): string | undefined {
+  return route.inFile ? undefined : `calbridge ${route.via} --therapist ${therapistId}`;
+}
+
+/** What to do to give an OAuth therapist new credentials: one sentence, without its full stop. */
+export function reconnectAdvice(therapistId: string, route: ReconnectRoute = INVITE): string {
+  const authorize = `\`calbridge authorize --therapist ${therapistId}\``;
+  if (route.inFile) {
+    const then =
+      route.via === "invite"
+        ? "send them a new link from `calbridge invite` (or use `calbridge authorize`)"
+        : `run ${authorize} on a machine with a browser`;
+    return (
+      "Their refresh token is given in the configuration file, and it wins over a connected one: replace " +
+      `therapists[].auth.refresh_token of ${therapistId} there with a new token and reload (SIGHUP), or remove it ` +
+      `from the file, reload, and ${then}`
+    );
+  }
+  return route.via === "invite"
+    ? `Reconnect the therapist's Google account: \`calbridge invite --therapist ${therapistId}\` prints a link to ` +
+        `send them (or run ${authorize} on a machine with a browser)`
+    : `Reconnect the therapist's Google account: run ${authorize} on a machine with a browser`;
 }
 
 function reconnect(ctx: HintContext): string {
-  return (
-    `Reconnect the therapist's Google account: \`${reconnectCommand(ctx.therapistId)}\` prints a link to send them ` +
-    `(or run \`calbridge authorize --therapist ${ctx.therapistId}\` on a machine with a browser)`
-  );
+  return reconnectAdvice(ctx.therapistId, ctx.reconnect);
 }
 
 /** The Cloud project number in Google's accessNotConfigured message, if it names one. */

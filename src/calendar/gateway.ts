@@ -11,6 +11,7 @@ import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { type AttemptOptions, attemptFailure, CallRunner, type CallState } from "./call-runner.ts";
+import type { ReconnectRoute } from "./credential-hints.ts";
 import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
 import { APPOINTMENT_ID_PROPERTY, MANAGED_FILTER } from "./ids.ts";
@@ -33,6 +34,8 @@ export interface CalendarGatewayOptions {
   quotaUser?: string;
   /** The account calbridge acts as on this calendar (the delegation subject), named in fix-it hints. */
   account?: string;
+  /** OAuth: how the therapist gets new credentials, named in fix-it hints (default: `calbridge invite`). */
+  reconnect?: ReconnectRoute;
   clock?: Clock;
   logger?: Logger;
   registry?: Registry;
@@ -184,6 +187,7 @@ export class CalendarGateway {
       credentialProbeMs: options.credentialProbeMs ?? 600_000,
       authKind: this.#oauth ? "oauth" : "service_account",
       ...(options.account ? { account: options.account } : {}),
+      ...(options.reconnect ? { reconnect: options.reconnect } : {}),
     });
     this.#timeoutMs = options.timeoutMs ?? 30_000;
     this.#runner = new CallRunner({

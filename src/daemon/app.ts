@@ -5,6 +5,7 @@ import { createTask, type ScheduledTask } from "node-cron";
 import { Registry } from "prom-client";
 import { BookingClient } from "../booking/client.ts";
 import { BookingApiError } from "../booking/errors.ts";
+import { reconnectCommand, reconnectRoute } from "../calendar/credential-hints.ts";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import { GoogleQuotaGate } from "../calendar/quota-gate.ts";
 import { type Clock, systemClock } from "../clock.ts";
@@ -35,7 +36,7 @@ import { WebhookInbox } from "../webhooks/inbox.ts";
 import { InboxProcessor } from "../webhooks/processor.ts";
 import { createWebhookHandler } from "../webhooks/route.ts";
 import { adminRoutes } from "./admin.ts";
-import { connectCommand, TherapistCalendars, usesOAuth } from "./calendars.ts";
+import { connectCommand, TherapistCalendars } from "./calendars.ts";
 import { reconcileMaxAgeMs, storeFolderOf } from "./health.ts";
 import { recentWithLinks } from "./history-page.ts";
 import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
@@ -436,7 +437,9 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, ok ? 1 : 0);
         // A token the configured keys do not open is the key's problem, not Google's: no reconnect link for it.
         const wrongKey = credError !== undefined && isWrongKeyError(credError);
-        const reconnect = !ok && !wrongKey && usesOAuth(config, t) ? connectCommand(config, t.therapist_id) : undefined;
+        // None for the service account, nor for a token given in the file (replaced there: see the hint).
+        const route = reconnectRoute(config, t);
+        const reconnect = !ok && !wrongKey && route ? reconnectCommand(t.therapist_id, route) : undefined;
         const hint = wrongKey
           ? "set store.encryption_key to the key the stored token was encrypted with (after a rotation, list that key " +
             "in store.previous_encryption_keys) and restart; only if that key is lost, have the therapist reconnect " +

@@ -2,6 +2,7 @@
 // a therapist has none, and taking up a therapist's new credentials at once after they (re)connect (no restart).
 import { Registry } from "prom-client";
 import { type CalendarAuth, createCalendarAuth } from "../calendar/auth.ts";
+import { reconnectRoute } from "../calendar/credential-hints.ts";
 import { CalendarGateway } from "../calendar/gateway.ts";
 import type { GoogleQuotaGate } from "../calendar/quota-gate.ts";
 import type { Clock } from "../clock.ts";
@@ -218,6 +219,7 @@ export class TherapistCalendars {
 
   #gateway(t: TherapistConfig, auth: CalendarAuth, registry = this.#o.registry): CalendarGateway {
     const { config, clock, logger } = this.#o;
+    const route = reconnectRoute(config, t);
     const gw: CalendarGateway = new CalendarGateway({
       therapistId: t.therapist_id,
       calendarId: t.calendar_id,
@@ -225,6 +227,7 @@ export class TherapistCalendars {
       auth,
       quotaUser: t.therapist_id,
       ...(t.impersonate ? { account: t.impersonate } : {}),
+      ...(route ? { reconnect: route } : {}),
       clock,
       logger: logger.child({ component: "calendar", therapist_id: t.therapist_id }),
       registry,

@@ -18,7 +18,7 @@ export interface TherapistStatus {
     reason?: string;
     /** While failing: what a person must do. */
     hint?: string;
-    /** While failing, for an OAuth therapist: the command that makes their reconnect link. */
+    /** While failing, for an OAuth therapist: the command that reconnects them (none for a token given in the file). */
     reconnect?: string;
   };
   /** Set while the calendar is paused (quotaExceeded, revoked credentials). */

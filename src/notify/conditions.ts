@@ -1,6 +1,7 @@
 // Owns the conditions people are told about: for each, how it is observed (open, clear, or not known yet) and what
 // the message says when it opens and when it clears. Adding one is one entry in CONDITIONS (and, when it needs a
 // fact the view lacks, one field in view.ts). Messages name therapists, calendars and counts, never a customer.
+import { reconnectAdvice, reconnectRoute } from "../calendar/credential-hints.ts";
 import type { Config } from "../config/schema.ts";
 import type { NotifyView, TherapistView } from "./view.ts";
 
@@ -106,11 +107,14 @@ const credentials: ConditionKind = {
       return { title: `Google credentials of ${name} work again`, text: "Their appointments are mirrored again." };
     }
     const oauth = n.facts.auth === "oauth";
+    const t = config.therapists.find((x) => x.therapist_id === n.therapistId);
+    // As the configuration has it now: a token given in the file is replaced there (it wins over a connected one).
+    const route = t ? reconnectRoute(config, t) : undefined;
     const fix = oauth
       ? reconnectLink
         ? "Send them the reconnect link below."
-        : config.store.encryption_key
-          ? `Reconnect their calendar (\`calbridge authorize --therapist ${n.therapistId}\`).`
+        : route?.inFile || config.store.encryption_key
+          ? `${reconnectAdvice(String(n.therapistId), route ?? { via: "authorize" })}.`
           : // Without the key neither authorize nor a connect link can keep a token: that comes first.
             "Set store.encryption_key first (calbridge stores the tokens of connected calendars encrypted with it), " +
             `then reconnect their calendar (\`${config.connect ? "calbridge invite" : "calbridge authorize"} --therapist ${n.therapistId}\`).`
