@@ -58,8 +58,14 @@ function quietLogger(): Logger {
   return createLogger({ level: logLevel(process.env.LOG_LEVEL, "warn"), destination: process.stderr as never });
 }
 
-async function withApp<T>(config: Config, log: Logger, fn: (app: App) => Promise<T>): Promise<T> {
-  const app = await createApp(config, { logger: log, oneShot: true });
+/** A one-shot app around `fn`; `readOnly` for the commands that change nothing (doctor, reconcile --dry-run). */
+async function withApp<T>(
+  config: Config,
+  log: Logger,
+  fn: (app: App) => Promise<T>,
+  o: { readOnly?: boolean } = {},
+): Promise<T> {
+  const app = await createApp(config, { logger: log, oneShot: true, readOnly: o.readOnly === true });
   try {
     return await fn(app);
   } finally {
@@ -163,16 +169,30 @@ export function program(): Command {
       if (o.therapist && !config.therapists.some((t) => t.therapist_id === o.therapist)) {
         throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);
       }
-      const report = await withApp(config, quietLogger(), (app) =>
-        app.reconcile({
-          dryRun: o.dryRun === true,
-          force: o.force === true,
-          ...(o.therapist ? { therapistId: o.therapist } : {}),
-        }),
+      // A dry run plans against the daemon's store or none: a new, empty one (the relative default store.url run from
+      // another folder) would be written although nothing may be, and would plan to adopt every event. A real run with
+      // no store may be the first one: it creates the store, and says where.
+      const missing = missingStoreFile(config.store.url);
+      if (missing && o.dryRun) throw missing;
+      const log = quietLogger();
+      if (missing) log.warn({ file: missing.file }, "no store there yet: a new, empty store is created");
+      const report = await withApp(
+        config,
+        log,
+        (app) =>
+          app.reconcile({
+            dryRun: o.dryRun === true,
+            force: o.force === true,
+            ...(o.therapist ? { therapistId: o.therapist } : {}),
+          }),
+        { readOnly: o.dryRun === true },
       );
       if (o.json) await writeJsonInPieces(process.stdout, report);
       else process.stdout.write(`${formatPlan(report)}\n`);
-      if (!report.ok && !(o.dryRun && report.failed === 0)) throw new ExitCode(1);
+      // A dry run excuses only a tripped mass-deletion guard (it shows what would be held): a failed appointment or a
+      // calendar that could not be listed fails it as it fails the real run.
+      const unlisted = Object.keys(report.calendarErrors).length > 0;
+      if (!report.ok && !(o.dryRun && report.failed === 0 && !unlisted)) throw new ExitCode(1);
     });
 
   cmd
@@ -193,13 +213,18 @@ export function program(): Command {
         const missing = missingStoreFile(config.store.url);
         if (missing) throw missing;
         const decision = o.apply ? "apply" : o.restore ? "restore" : undefined;
-        const result = await withApp(config, quietLogger(), (app) =>
-          writebackHeld(app, {
+        const known = o.therapist === undefined || config.therapists.some((t) => t.therapist_id === o.therapist);
+        const result = await withApp(config, quietLogger(), async (app) => {
+          // A therapist removed from the mapping may still have holds; an id that has neither is a typo, not "none".
+          if (!known && (await app.sync.guard.held(o.therapist)).length === 0) {
+            throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration and nothing held for it`);
+          }
+          return writebackHeld(app, {
             ...(o.therapist ? { therapistId: o.therapist } : {}),
             ...(o.appointment ? { appointmentId: o.appointment } : {}),
             ...(decision ? { decision } : {}),
-          }),
-        );
+          });
+        });
         process.stdout.write(`${o.json ? JSON.stringify(result, null, 2) : formatHeld(result, decision)}\n`);
         if (result.decided.some((d) => !d.ok)) throw new ExitCode(1);
       },
@@ -248,8 +273,11 @@ export function program(): Command {
         storeError = err;
       }
       const usable = storeError === undefined ? config : { ...config, store: { ...config.store, url: "memory://" } };
-      const checks = await withApp(usable, quietLogger(), (app) =>
-        runDoctor(app, { storeError, storeUrl: config.store.url, notifyTest: o.notifyTest === true }),
+      const checks = await withApp(
+        usable,
+        quietLogger(),
+        (app) => runDoctor(app, { storeError, storeUrl: config.store.url, notifyTest: o.notifyTest === true }),
+        { readOnly: true },
       );
       process.stdout.write(
         `${o.json ? JSON.stringify({ ok: checks.every((c) => c.status !== "fail"), checks }, null, 2) : formatChecks(checks)}\n`,

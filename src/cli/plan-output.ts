@@ -21,8 +21,14 @@ export function formatPlan(report: ReconcileReport): string {
   lines.push(
     `  appointments listed: ${report.appointments}, managed events: ${report.managedEvents}, unmapped skipped: ${report.skippedUnmapped}`,
   );
+  const unlisted = Object.keys(report.calendarErrors).length;
   if (report.plan.length === 0) {
-    lines.push("  nothing to do: calendars and bookings agree");
+    // They agree only where both sides were seen: a calendar that could not be listed was not compared.
+    lines.push(
+      unlisted === 0
+        ? "  nothing to do: calendars and bookings agree"
+        : `  nothing planned for the calendars listed; ${unlisted} calendar(s) could not be listed (below)`,
+    );
   } else {
     const rows = report.plan.map((a) => [a.kind, a.appointmentId, target(a), detail(a)]);
     const header = ["ACTION", "APPOINTMENT", "THERAPIST", "WHY"];

@@ -44,7 +44,13 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
   // The daemon's store or none: an empty one knows no links or stored tokens, and would answer "nothing to remove".
   const store = await openStore(config.store.url, { mustExist: true });
   try {
-    const credentials = new CredentialStore({ store, box: secretBoxFor(config.store), logger: log });
+    // A dry run changes nothing, not even the key a stored token is sealed under (see CredentialStore's reseal).
+    const credentials = new CredentialStore({
+      store,
+      box: secretBoxFor(config.store),
+      logger: log,
+      reseal: args.dryRun !== true,
+    });
     const links = new LinkStore(store, new Mapping(config, new Map()), systemClock);
     const mapped = config.therapists.find((t) => t.therapist_id === args.therapist);
     const targets = mapped

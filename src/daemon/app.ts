@@ -57,6 +57,11 @@ export interface AppOptions {
   adminListen?: string;
   /** Start no timers of its own (cron, polling): for one-shot commands. */
   oneShot?: boolean;
+  /**
+   * A command that changes nothing (doctor, reconcile --dry-run): stored tokens are not sealed again under the current
+   * key, at start or when read (run with a rotated key the daemon does not have yet, that would lock the daemon out).
+   */
+  readOnly?: boolean;
   /** Retry policy of the engine (tests shorten it); sync.retry otherwise. */
   engine?: Partial<RetryPolicy>;
   /** Retries of one booking request (tests shorten it). */
@@ -172,6 +177,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     store,
     box: secretBoxFor(config.store),
     logger: logger.child({ component: "credentials" }),
+    reseal: options.readOnly !== true,
   });
   const quota = new GoogleQuotaGate({
     projectPerMinute: config.google.quota.project_per_minute,
@@ -181,7 +187,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     registry,
   });
   // Every stored token under the current key before any is used, also those of therapists not mapped now: after
-  // this start the previous key can be removed (README "The encryption key"). Upkeep: a failure does not stop a start.
+  // this start the previous key can be removed (README "The encryption key"); none for a read-only command. Upkeep: a
+  // failure does not stop a start.
   await credentials.resealAll().catch((err: unknown) => {
     logger.warn(
       { component: "credentials", err: describeError(err) },

@@ -205,11 +205,17 @@ export class CredentialStore {
   readonly #box: SecretBox | undefined;
   readonly #logger: Logger;
   readonly #warnedClear = new Set<string>();
+  readonly #reseals: boolean;
 
-  constructor(options: { store: Store; box?: SecretBox | undefined; logger?: Logger }) {
+  /**
+   * `reseal: false` (a read-only command: doctor, reconcile --dry-run) reads tokens without ever sealing them again:
+   * run with a rotated key before the daemon has it, it would seal them under a key the daemon cannot open.
+   */
+  constructor(options: { store: Store; box?: SecretBox | undefined; logger?: Logger; reseal?: boolean }) {
     this.#table = options.store.table<CredentialRow>("credentials");
     this.#box = options.box;
     this.#logger = options.logger ?? silentLogger;
+    this.#reseals = options.reseal !== false;
   }
 
   /** Whether tokens can be saved (a key is configured). */
@@ -239,8 +245,9 @@ export class CredentialStore {
     const savedAt = typeof row.at === "number" ? row.at : 0;
     if (!SecretBox.isEnvelope(stored)) {
       logSecrets.add(stored);
-      if (this.#box) await this.#reseal(therapistId, stored, meta, savedAt, "clear");
-      else if (!this.#warnedClear.has(therapistId)) {
+      if (this.#box) {
+        if (this.#reseals) await this.#reseal(therapistId, stored, meta, savedAt, "clear");
+      } else if (!this.#warnedClear.has(therapistId)) {
         this.#warnedClear.add(therapistId);
         this.#logger.warn(
           { therapist_id: therapistId },
@@ -263,7 +270,7 @@ export class CredentialStore {
       throw err;
     }
     logSecrets.add(token);
-    if (this.#box.isStale(stored)) await this.#reseal(therapistId, token, meta, savedAt, "stale");
+    if (this.#reseals && this.#box.isStale(stored)) await this.#reseal(therapistId, token, meta, savedAt, "stale");
     return { token, savedAt, meta };
   }
 
@@ -311,7 +318,7 @@ export class CredentialStore {
   async resealAll(): Promise<{ resealed: number; failed: number; unreadable: number }> {
     const result = { resealed: 0, failed: 0, unreadable: 0 };
     const box = this.#box;
-    if (!box) return result;
+    if (!box || !this.#reseals) return result;
     const due = (row: CredentialRow | undefined): row is CredentialRow =>
       typeof row?.refresh_token === "string" &&
       row.refresh_token !== "" &&

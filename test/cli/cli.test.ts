@@ -128,6 +128,7 @@ describe("config-schema", () => {
 describe("reconcile", () => {
   it("--dry-run --json prints the plan and writes nothing anywhere", async () => {
     const w = await world();
+    await (await openStore(w.config.store.url)).close(); // the daemon's store is there (a dry run creates none)
     const file = writeConfig(w);
     const r = await runCli("reconcile", "--dry-run", "--json", "--config", file);
     expect(r.code, r.stderr).toBe(0);
@@ -206,6 +207,7 @@ describe("reconcile", () => {
 
   it("--therapist limits the run to one calendar; an unknown one is a usage error", async () => {
     const w = await world();
+    await (await openStore(w.config.store.url)).close();
     const file = writeConfig(w);
     const r = await runCli("reconcile", "--dry-run", "--json", "--therapist", "th_ben", "--config", file);
     expect(r.code, r.stderr).toBe(0);
@@ -236,7 +238,7 @@ describe("reconcile", () => {
 });
 
 describe("commands that read the daemon's store", () => {
-  it("history, writeback held and purge refuse a missing SQLite store (exit 2, the path and how it was resolved) and create nothing", async () => {
+  it("history, writeback held, purge and reconcile --dry-run refuse a missing SQLite store (exit 2, the path and how it was resolved) and create nothing", async () => {
     const w = await world();
     // The default store.url is relative: run from another folder than the daemon's, it names a file that is not there.
     const folder = `no-store-here-${process.pid}-${Date.now()}`;
@@ -251,6 +253,7 @@ describe("commands that read the daemon's store", () => {
       ["writeback", "held"],
       ["writeback", "held", "--apply"],
       ["purge", "--therapist", "th_anna", "--dry-run"],
+      ["reconcile", "--dry-run"],
     ]) {
       const r = await runCli(...command, "--config", file);
       const said = command.join(" ");

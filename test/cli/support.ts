@@ -1,5 +1,7 @@
 // Test support for the command line: runs `main(argv)` in process with stdout and stderr collected, and writes a
-// simulated world's configuration out as the YAML file an admin would pass with --config.
+// simulated world's configuration out as the YAML file an admin would pass with --config; runCliProcess runs it as a
+// real process in a given working folder.
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -55,4 +57,28 @@ export function writeConfig(world: World, edit: (c: Config) => void = () => {}, 
   const file = join(world.dir, name);
   writeFileSync(file, stringify(config));
   return file;
+}
+
+const NODE = join(new URL("../../", import.meta.url).pathname, "node_modules/node/bin/node");
+const CLI = new URL("../../src/cli.ts", import.meta.url).pathname;
+
+/** Runs `node src/cli.ts <args...>` as a real process in `cwd` (where a relative store.url is resolved). */
+export function runCliProcess(args: string[], options: { cwd?: string } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(NODE, [CLI, ...args], {
+      cwd: options.cwd ?? process.cwd(),
+      env: { ...process.env, LOG_LEVEL: "warn" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString("utf8")));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString("utf8")));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? -1, stdout, stderr });
+    });
+  });
 }
