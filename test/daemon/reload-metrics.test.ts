@@ -78,7 +78,7 @@ describe("per-therapist metrics across a reload", () => {
 
     // The old gateways are still used after the swap (the leader stops their push channels with them, a request may
     // be in flight): a failed credentials probe and a success after the pause set no series again.
-    clock.advance(2 * 3_600_000);
+    await clock.advance(2 * 3_600_000);
     await oldBen.get("no_such_event").catch(() => {});
     await oldCleo.get("no_such_event");
     expect(oldBen.health().credentials).toBe("broken");
