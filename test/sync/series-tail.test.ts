@@ -104,6 +104,27 @@ describe("a series Google split off an appointment's event", () => {
     expect(cancels(x)).toBe(0);
   });
 
+  it("goes when the therapist deletes the series the event began: the cancellation sent, no weekly copies left", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, log, id, cal, ev, start } = await mirroredOne(clock);
+    const tail = splitWeekly(x, cal, ev, start);
+    // Before calbridge saw the series, the therapist deletes it ("All events" of the first part): a deletion of the
+    // appointment's event, written back once its grace is over; the part Google split off must not stay behind.
+    x.world.google.userDelete(cal, ev);
+    await pollAll(x);
+    await pass(x, clock, 120_000);
+    await pollAll(x);
+    expect(cancels(x)).toBe(1);
+    expect(x.world.booking.get(id)!.status).toBe("cancelled");
+    expect(x.world.google.event(cal, tail)?.status).toBe("cancelled");
+    expect(liveIds(x, cal, id)).toEqual([]);
+    expect(
+      log.lines.filter(
+        (l) => l["msg"] === "series split off the appointment's event removed: an appointment is one event",
+      ),
+    ).toHaveLength(1);
+  });
+
   it("goes with the event in a purge; a copy's split series stays", async () => {
     const clock = new ManualClock(Date.now());
     const { x, id, cal, ev, start } = await mirroredOne(clock);
