@@ -389,8 +389,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       } catch (err) {
         // A stop (a deploy) or a leader hand-over gives up the syncs the run waits for: no failure, so it neither
         // counts toward notify.reconcile_failures nor reads as one in the log; the next leader's run does the work.
+        // A replica that lost the lease writes nothing of its plan: the engine refuses its syncs and stray deletions.
         if (stopping || err instanceof EngineStoppedError) {
-          logger.info({ err: describeError(err) }, "reconciliation given up: stopping");
+          const why = stopping ? "stopping" : "leadership was lost; the next leader reconciles";
+          logger.info({ err: describeError(err) }, `reconciliation given up: ${why}`);
           throw err;
         }
         if (err instanceof BookingApiError && (err.kind === "auth" || err.kind === "transient")) {

@@ -5,13 +5,23 @@ import type { PlanEntry } from "./types.ts";
 /** Plan entries handed to the engine at once at most. */
 export const APPLY_IN_FLIGHT = 256;
 
-/** `fn` over `items`, at most `size` at once, each next one started as soon as one finishes. */
+/**
+ * `fn` over `items`, at most `size` at once, each next one started as soon as one finishes. After the first rejection
+ * (the engine refused: this replica no longer leads) none is started; it rejects with it once those running ended.
+ */
 export async function inPool<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
+  let failed = false;
   const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
+    try {
+      while (next < items.length && !failed) await fn(items[next++]!);
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
   };
-  await Promise.all(Array.from({ length: Math.min(size, items.length) }, worker));
+  const ends = await Promise.allSettled(Array.from({ length: Math.min(size, items.length) }, worker));
+  for (const end of ends) if (end.status === "rejected") throw end.reason;
 }
 
 /** The plan with therapists taking turns: the first entry of each, then the second of each, and so on. */

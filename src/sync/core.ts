@@ -27,7 +27,7 @@ import { type HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
 
 export interface SyncCoreOptions {
   config: Config;
-  /** Whether this process may write back now (it holds the leader lease); without it, always. */
+  /** Whether this process may sync and write back now (it holds the leader lease); without it, always. */
   leading?: () => boolean;
   booking: BookingPort;
   /** Usable calendars by therapist id (the map may change later: a reload adds and removes entries). */
@@ -130,6 +130,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
       ...o.retry,
     },
     ...(relocator ? { relocator } : {}),
+    // A replica that lost the lease starts no sync, also one its reconciliation planned before (the next leader's).
+    ...(o.leading ? { leading: o.leading } : {}),
   });
   // Every saved link that awaits an enrichment queues one (a no-op while enrichments are off).
   links.onEnrichmentDue = (id) => engine.enrich(id);

@@ -8,6 +8,7 @@ import type { QuotaRates } from "./concurrency.ts";
 import { customerResyncs, tellWhenSettled } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
+import type { EngineOptions } from "./engine-options.ts";
 import { engineQueue, stoppedVerdict, waitsVerdict } from "./engine-queue.ts";
 import { describeError } from "./errors.ts";
 import { Failures } from "./failures.ts";
@@ -21,27 +22,7 @@ import { type BookingState, hintState } from "./snapshot.ts";
 import type { Action, BookingHint, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
 import { EngineStoppedError, LANES, type Pending, type Settle, seenIn, toPending } from "./work.ts";
 import type { RunVerdict, WorkQueue } from "./work-queue.ts";
-import { type WritebackGate, WritebackWaits } from "./writeback-gate.ts";
-
-export interface EngineOptions {
-  booking: BookingPort;
-  fx: Effects;
-  dead: DeadLetters;
-  gate: WritebackGate;
-  /** Where each decision about an appointment is told (its history). */
-  history?: HistoryRecorder;
-  logger?: Logger;
-  clock?: Clock;
-  /** Syncs at once at least (sync.concurrency). */
-  concurrency: number;
-  /** Syncs at once at most (sync.max_concurrency; default: the floor, fixed). */
-  maxConcurrency?: number;
-  /** Google's budgets and round trip: between the two bounds, as many syncs run as keep the budget busy. */
-  quota?: QuotaRates;
-  retry?: Partial<RetryPolicy>;
-  /** Brings a link's event to the calendar the mapping names now before anything else is decided about it. */
-  relocator?: Relocator;
-}
+import { WritebackWaits } from "./writeback-gate.ts";
 
 const ignore = () => {};
 export class SyncEngine {
@@ -61,6 +42,7 @@ export class SyncEngine {
   readonly #deps: AttemptDeps;
   readonly #maxConcurrency: number;
   readonly #quota: QuotaRates | undefined;
+  readonly #leading: () => boolean;
   #queue: WorkQueue<Pending>;
   #stopped = false;
   #enrichment = false;
@@ -92,6 +74,7 @@ export class SyncEngine {
     };
     this.#maxConcurrency = o.maxConcurrency ?? o.concurrency;
     this.#quota = o.quota;
+    this.#leading = o.leading ?? (() => true);
     this.#queue = this.#newQueue();
   }
 
@@ -201,6 +184,14 @@ export class SyncEngine {
     }
   }
 
+  /**
+   * Whether this process may sync now. A daemon that lost the leader lease refuses every sync (EngineStoppedError)
+   * before it starts, also one queued or retried while it led: the next leader's writes are not raced.
+   */
+  get leading(): boolean {
+    return this.#leading();
+  }
+
   /** Resolves when nothing is queued or running (appointments waiting to retry may remain). */
   idle(): Promise<void> {
     return this.#queue.idle();
@@ -256,6 +247,7 @@ export class SyncEngine {
   }
 
   async #run(id: string, p: Pending): Promise<RunVerdict> {
+    if (!this.#leading()) return stoppedVerdict(p);
     const parent = p.request.log ?? this.#logger;
     const log = parent.bindings().appointment_id === id ? parent : parent.child({ appointment_id: id });
     const attempt = p.counted + 1;
@@ -276,6 +268,7 @@ export class SyncEngine {
 
   /** A customer's re-render: the listing is this run's work (retried like a sync); each appointment is its own sync. */
   async #runCustomer(p: Pending): Promise<RunVerdict> {
+    if (!this.#leading()) return stoppedVerdict(p);
     const customerId = p.customerId!;
     const log = (p.request.log ?? this.#logger).child({ customer_id: customerId });
     let resyncs: [string, SyncRequest][];

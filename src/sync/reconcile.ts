@@ -17,6 +17,7 @@ import { misplaced } from "./placement.ts";
 import { lookUpMissing, placeAll } from "./reconcile-lookups.ts";
 import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
+import { EngineStoppedError } from "./stopped.ts";
 import { earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
 
 export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
@@ -36,7 +37,7 @@ export interface ReconcileContext {
   mapping: Mapping;
   booking: BookingPort;
   links: LinkReader;
-  sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints" | "enrich">;
+  sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints" | "enrich" | "leading">;
   /** Requests a minute enrichments may use (the plan's limit less the gate's reserve), for the report's estimate. */
   enrichPerMinute: () => number;
   metrics: Pick<SyncMetrics, "guardTripped" | "reconcileDuration" | "lastReconcileSuccess">;
@@ -237,6 +238,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     await inPool(interleaved(plan), APPLY_IN_FLIGHT, async (action) => {
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && isStrayReason(action.reason)) {
+        if (!ctx.sync.leading) throw new EngineStoppedError(); // the lease was lost: the next leader decides
         const deleted = await mapping
           .calendar(action.therapistId)
           .delete(action.eventId)
