@@ -12,7 +12,8 @@ export const RELEASED_CHANNEL = "calbridge:leader:released";
 
 // KEYS[1] lease key · ARGV[1] holder id · ARGV[2] lease ms. Both act only while the value is still ours.
 const RENEW_SCRIPT = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`;
-const RELEASE_SCRIPT = `if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) redis.call("PUBLISH", ARGV[2], ARGV[1]) return 1 end return 0`;
+// RELEASE_SCRIPT: ARGV[2] the channel to tell standbys on, "" for none.
+const RELEASE_SCRIPT = `if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) if ARGV[2] ~= "" then redis.call("PUBLISH", ARGV[2], ARGV[1]) end return 1 end return 0`;
 
 export interface LeaderLeaseOptions {
   store: Store;
@@ -43,6 +44,10 @@ type Outcome<T> =
  * acquire or renew was *sent* (Redis starts the TTL later, so the real expiry is later still) and is given up at
  * 2L/3 without a confirmed renewal, L/3 before any other replica could acquire the key. `isLeader` checks that
  * deadline itself, so a stalled event loop never reads a stale true.
+ * The key may also vanish without expiring (Redis restarted without persistence, FLUSHALL, a failover to a replica
+ * that lacked it) while its holder still leads. So a key won with SET NX is held, and renewed, without leading for
+ * 2L/3 (by then any former holder has passed its own deadline) before leadership starts; only a take-over right after
+ * a leader's release notice (it stopped leading, then deleted the key) starts at once.
  */
 export class LeaderLease {
   readonly holderId: string;
@@ -54,6 +59,10 @@ export class LeaderLease {
   readonly #key: string;
   #leader = false;
   #confirmedAt = 0;
+  /** When the key we hold without leading yet was won with SET NX (sent); undefined when not holding. */
+  #heldSince: number | undefined;
+  /** A leader's release notice arrived since the last acquire attempt began. */
+  #released = false;
   #stop: AbortController | undefined;
   #wake = new AbortController();
   #loop: Promise<void> | undefined;
@@ -89,7 +98,10 @@ export class LeaderLease {
     return client;
   }
 
-  /** Makes the first attempt (so `isLeader` is meaningful when this resolves), then keeps the lease in the background. */
+  /**
+   * Makes the first attempt, then keeps the lease in the background. A replica that wins a free key leads 2L/3
+   * later (see the class comment), not when this resolves.
+   */
   async start(): Promise<void> {
     if (this.#stop) return;
     const stop = new AbortController();
@@ -115,13 +127,20 @@ export class LeaderLease {
     await this.#loop;
     this.#loop = undefined;
     this.#stop = undefined;
+    // Only a leader's release is a clean hand-over; a key held without leading yet is deleted without a notice.
+    const wasLeader = this.#leader;
+    this.#heldSince = undefined;
     if (this.#leader) this.#set(false, "stopping");
     if (this.#store.kind !== "redis") return;
     if (options.release === false) {
       this.#log.info("leader lease left to lapse: leader work still running");
     } else {
       const released = await this.#call(
-        () => this.#redis.eval(RELEASE_SCRIPT, { keys: [this.#key], arguments: [this.holderId, RELEASED_CHANNEL] }),
+        () =>
+          this.#redis.eval(RELEASE_SCRIPT, {
+            keys: [this.#key],
+            arguments: [this.holderId, wasLeader ? RELEASED_CHANNEL : ""],
+          }),
         Math.min(this.#renewEveryMs, options.timeoutMs ?? Number.POSITIVE_INFINITY),
       );
       if (released.kind === "ok" && Number(released.value) === 1) this.#log.info("released the leader lease");
@@ -151,13 +170,16 @@ export class LeaderLease {
   async #acquire(signal: AbortSignal): Promise<number> {
     const sentAt = this.#clock.now();
     const timeout = this.#renewEveryMs;
+    const afterRelease = this.#released;
+    this.#released = false;
     const set = await this.#call(
       () =>
         this.#redis.set(this.#key, this.holderId, { condition: "NX", expiration: { type: "PX", value: this.leaseMs } }),
       timeout,
       signal,
     );
-    let won = set.kind === "ok" && set.value === "OK";
+    const wonNx = set.kind === "ok" && set.value === "OK";
+    let won = wonNx;
     if (set.kind === "ok" && !won) {
       // Still ours (a restart of the loop after a lost renewal, or a slow answer we gave up on): take it back.
       const renewed = await this.#call(() => this.#evalRenew(), timeout, signal);
@@ -165,9 +187,16 @@ export class LeaderLease {
     }
     if (signal.aborted) return 0;
     if (won) {
+      // A fresh key (not straight after a release notice) may have replaced one whose holder still leads: hold it.
+      if (wonNx) this.#heldSince = afterRelease ? undefined : sentAt;
       // Only an answer that came back quickly leaves enough of the lease to act on; otherwise confirm again first.
       if (this.#clock.now() - sentAt >= this.#renewEveryMs) return 0;
       this.#confirmedAt = sentAt;
+      const leadFrom = this.#heldSince === undefined ? sentAt : this.#heldSince + this.#safeMs;
+      if (sentAt < leadFrom) {
+        return Math.max(0, Math.min(sentAt + this.#renewEveryMs, leadFrom) - this.#clock.now());
+      }
+      this.#heldSince = undefined;
       this.#set(true, "acquired the leader lease");
       return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
     }
@@ -230,7 +259,10 @@ export class LeaderLease {
       .connect()
       .then(() =>
         sub.subscribe(RELEASED_CHANNEL, (holder) => {
-          if (holder !== this.holderId && !this.#leader) this.#wake.abort();
+          if (holder !== this.holderId && !this.#leader) {
+            this.#released = true;
+            this.#wake.abort();
+          }
         }),
       )
       .catch((err: unknown) => {

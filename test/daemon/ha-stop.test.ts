@@ -54,6 +54,8 @@ describe("graceful stop of the leader", () => {
     cleanups.push(() => world.close());
     const a = await replica(world);
     const b = await replica(world);
+    // The first replica holds the fresh lease key 2/3 of the lease before it leads (Redis may have lost a leader's key).
+    await waitFor("the first replica to lead", () => a.app.lease.isLeader, 2000);
     expect([a.app.lease.isLeader, b.app.lease.isLeader]).toEqual([true, false]);
     await waitFor(
       "start-up reconciliation",

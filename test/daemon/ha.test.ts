@@ -1,7 +1,7 @@
 // Tests high availability over a real redis-server: two Apps (the production wiring) share one store; exactly one
 // leads; both accept signed webhooks into the shared inbox and the leader applies them; when the leader is cut off
 // (its Redis traffic frozen mid-lease, as a crash or a partition would, without releasing the lease) the standby
-// takes over within the lease time and applies what arrives afterwards; no event is applied twice.
+// takes over within 5/3 of the lease and applies what arrives afterwards; no event is applied twice.
 import { performance } from "node:perf_hooks";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
@@ -97,7 +97,8 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
     // --- exactly one leader
     const a = await replica(world);
     const b = await replica(world);
-    expect(a.app.lease.isLeader).toBe(true);
+    // The first replica holds the fresh lease key 2/3 of the lease before it leads (Redis may have lost a leader's key).
+    await waitFor("the first replica to lead", () => a.app.lease.isLeader, LEASE_SECONDS * 1000);
     expect(b.app.lease.isLeader).toBe(false);
     await new Promise((r) => setTimeout(r, LEASE_SECONDS * 1000)); // a whole lease: still one leader
     expect([a.app.lease.isLeader, b.app.lease.isLeader]).toEqual([true, false]);
@@ -142,7 +143,7 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
     for (const [i, appt] of burst.entries()) expect(mirrors(world, i % 2 ? "th_a" : "th_b", appt.id)).toHaveLength(1);
     const before = await lastReconcile(a.app);
 
-    // --- the leader is cut off without releasing the lease: the standby takes over within the lease time
+    // --- the leader is cut off without releasing the lease: the standby takes over within 5/3 of the lease
     a.proxy.freeze();
     const frozenAt = performance.now();
     let overlap = false;
@@ -157,7 +158,8 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
     const takeoverMs = performance.now() - frozenAt;
     expect(overlap).toBe(false);
     expect(a.app.lease.isLeader).toBe(false);
-    expect(takeoverMs).toBeLessThan(LEASE_SECONDS * 1000 + 750);
+    // The key lapses within the lease; the standby then holds the fresh key 2/3 of the lease before it leads.
+    expect(takeoverMs).toBeLessThan((LEASE_SECONDS * 1000 * 5) / 3 + 750);
 
     // The new leader reconciles once at its start; then a booking reaches the calendar only by its webhook.
     await waitFor("the new leader's reconciliation", async () => (await lastReconcile(b.app)) !== before, 10_000);
