@@ -51,7 +51,8 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-reconcile"))("a leader losing 
     const app: App = await createApp(config, { logger: log.logger, listen: "127.0.0.1:0" });
     cleanups.push(() => app.stop(3000));
     await app.start();
-    expect(app.lease.isLeader).toBe(true);
+    // A freshly won lease is held 2/3 of its time before the replica leads (lease.ts).
+    await waitFor("the replica to lead", () => app.lease.isLeader, 3000);
     const meta = app.store.table<number>("meta");
     await waitFor(
       "the start-up reconciliation",
