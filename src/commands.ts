@@ -6,6 +6,8 @@ import "./heap.ts";
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
+import { quotaUserOf } from "./calendar/gateway.ts";
+import { reachCalendar } from "./calendar/reach.ts";
 import { takeEarlySignals } from "./cli/early-signals.ts";
 import { historyCommand } from "./cli/history.ts";
 import { formatPlan, writeJsonInPieces } from "./cli/plan-output.ts";
@@ -20,6 +22,7 @@ import { ConfigReloader } from "./daemon/reload.ts";
 import { createLogger, type Logger, LogLevelError, logLevel } from "./log.ts";
 import { CredentialStore, EncryptionKeyMissingError, secretBoxFor } from "./store/secrets.ts";
 import { missingStoreFile, openStore, probeWrite, redactStoreUrl, StoreMissingError } from "./store/store.ts";
+import { describeError } from "./sync/errors.ts";
 
 const version = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -344,6 +347,22 @@ export function program(): Command {
           port,
           ...(t.impersonate ? { loginHint: t.impersonate } : {}),
         });
+        // As the connect page does: the account chosen must open the mapped calendar (a shared one may belong to
+        // another account), or every write would fail while the token looked fine. Nothing is stored otherwise.
+        const reach = await reachCalendar({
+          apiRoot: config.google.api_root,
+          calendarId: t.calendar_id,
+          accessToken: result.access_token,
+          quotaUser: quotaUserOf(t.therapist_id),
+        });
+        if (reach.outcome !== "reached") {
+          throw new ExitCode(
+            1,
+            reach.outcome === "no_access"
+              ? `the Google account chosen cannot open calendar ${t.calendar_id} (${describeError(reach.error)}): nothing was stored; run authorize again and choose the account that owns it, or share the calendar with that account ("Make changes to events")`
+              : `access to calendar ${t.calendar_id} could not be checked (${describeError(reach.error)}): nothing was stored; run authorize again`,
+          );
+        }
         await new CredentialStore({ store, box }).saveRefreshToken(t.therapist_id, result.refresh_token, {
           source: "authorize",
           scope: result.scopes.join(" "),

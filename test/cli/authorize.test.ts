@@ -134,6 +134,29 @@ describe("calbridge authorize", () => {
     expect(await storedToken(world.config)).toBeUndefined();
   });
 
+  it("stores nothing when the account chosen cannot open the mapped calendar, and says which; the owner then can", async () => {
+    world = await oauthWorld();
+    const shared = "ben-praxis@group.calendar.google.com";
+    world.google.createCalendar(shared, "ben@personal.test");
+    const file = writeConfig(world, (c) => {
+      c.store.encryption_key = KEY;
+      c.therapists[0]!.calendar_id = shared;
+    });
+    // The browser is signed in to another of Ben's accounts: Google answers the shared calendar 404 for it.
+    world.google.consent.subject = "ben.private@gmail.test";
+    const wrong = await authorize(file);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain(`the Google account chosen cannot open calendar ${shared}`);
+    expect(wrong.stderr).toContain("nothing was stored");
+    expect(wrong.stdout).toBe("");
+    expect(await storedToken(world.config)).toBeUndefined();
+
+    world.google.consent.subject = "ben@personal.test";
+    const right = await authorize(file);
+    expect(right.code).toBe(0);
+    expect(await storedToken(world.config)).toMatchObject({ meta: { source: "authorize" } });
+  });
+
   it("refuses without store.encryption_key before asking for consent, with the fix", async () => {
     world = await oauthWorld();
     const file = writeConfig(world);
