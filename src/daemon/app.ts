@@ -19,6 +19,7 @@ import { Notifier } from "../notify/notifier.ts";
 import { daemonView } from "../notify/view.ts";
 import { defaultHolderId, LeaderLease } from "../store/lease.ts";
 import { CredentialStore, isWrongKeyError, secretBoxFor } from "../store/secrets.ts";
+import { SqliteRunners } from "../store/sqlite-runners.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
 import { createSyncCore, type SyncCore } from "../sync/core.ts";
@@ -709,6 +710,17 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       );
     },
   });
+  // A SQLite store is one replica's: a second daemon on the same file is found by its heartbeat and logged as an error.
+  const runners =
+    store.kind === "sqlite" && !options.oneShot
+      ? new SqliteRunners({
+          store,
+          holderId: lease.holderId,
+          ttlMs: config.store.lease_seconds * 1000,
+          clock,
+          logger: logger.child({ component: "store" }),
+        })
+      : undefined;
 
   const app: App = {
     config,
@@ -882,6 +894,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         }
       }
       void checkCredentials(credentialsCheck.signal);
+      await runners
+        ?.start()
+        .catch((err: unknown) =>
+          logger.warn(
+            { err: describeError(err) },
+            "store heartbeat not written; a second daemon on this file goes unseen",
+          ),
+        );
       await lease.start();
       await leaderWork;
     },
@@ -923,6 +943,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       await stopStep("syncs in flight", engine.stop());
       // Closed even when the grace is over: what was stored stays, and a store that does not answer is left.
       await stopStep("history", sync.history.log.close(), true);
+      if (runners) await stopStep("store heartbeat", runners.stop(), true);
       gateways.close();
       notifier.close();
       await stopStep("store", store.close(), true);
