@@ -213,9 +213,13 @@ export class SyncEngine {
     }
   }
 
-  /** A stop begins: syncs' Google calls waiting for quota or a retry, nothing sent, give up; the others finish. */
+  /**
+   * A stop begins: syncs' Google calls waiting for quota or a retry, nothing sent, give up, and so do syncs waiting for
+   * their calendar to be usable again (their callers are told: webhook events stay in the inbox); the others finish.
+   */
   giveUpWaits(): void {
     this.#abort.abort(new EngineStoppedError());
+    for (const p of this.#queue.dropParked()) stoppedVerdict(p);
   }
 
   /** Stops retries and new work for good, waits for the syncs in flight, and tells the callers of everything left. */
@@ -262,7 +266,9 @@ export class SyncEngine {
       if (err instanceof WritebackWaits) return waitsVerdict(this.#history, id, p, err, log);
       // Given up because the engine stops (a Google call waiting for quota, an enrichment for leftover budget).
       if (abort.aborted && (err === abort.reason || p.request.priority === "enrich")) return stoppedVerdict(p);
-      return this.#failures.handle(`appt:${id}`, p, err, log, read.state);
+      const verdict = await this.#failures.handle(`appt:${id}`, p, err, log, read.state);
+      // Parked while a stop gives up waits: given up as those already parked were.
+      return !verdict.done && verdict.parked && abort.aborted ? stoppedVerdict(p) : verdict;
     }
   }
 

@@ -79,6 +79,6 @@ export class Failures {
     }
     p.resolveAttempts({ ok: false, error, final: false });
     p.request = retryRequest(p.request, unavailable, read, now);
-    return { done: false, retryInMs };
+    return unavailable ? { done: false, retryInMs, parked: true } : { done: false, retryInMs };
   }
 }

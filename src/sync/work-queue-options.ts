@@ -1,8 +1,11 @@
 // Owns what the keyed work queue is told and tells: its options and limits, a run's verdict, a waiter on its state.
 import type { Clock } from "../clock.ts";
 
-/** What a run tells the queue: finished with this key, or run it again after `retryInMs`. */
-export type RunVerdict = { done: true } | { done: false; retryInMs: number };
+/**
+ * What a run tells the queue: finished with this key, or run it again after `retryInMs`. `parked`: the run failed with
+ * nothing it sent applied (its calendar cannot be used now), so a stop may give up its wait at once (dropParked).
+ */
+export type RunVerdict = { done: true } | { done: false; retryInMs: number; parked?: true };
 
 /** How many runs may be going at once: in all, and per group. */
 export interface QueueLimits {

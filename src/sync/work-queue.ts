@@ -19,6 +19,8 @@ interface Entry<R> {
   /** A request that arrived while this key was running: it runs after, merged into a retry if there is one. */
   next?: { request: R; lane: number };
   wake?: AbortController;
+  /** Waiting after a run that sent nothing applied (RunVerdict.parked). */
+  parked?: boolean;
 }
 
 export class WorkQueue<R> {
@@ -121,6 +123,19 @@ export class WorkQueue<R> {
     for (const lane of this.#ready) lane.clear();
     this.#notify();
     return left;
+  }
+
+  /** Removes the keys waiting to retry after a run that sent nothing (parked), and returns their requests. */
+  dropParked(): R[] {
+    const dropped: R[] = [];
+    for (const [key, entry] of this.#entries) {
+      if (entry.state !== "waiting" || !entry.parked) continue;
+      entry.wake?.abort();
+      this.#entries.delete(key);
+      dropped.push(entry.request);
+    }
+    this.#notify();
+    return dropped;
   }
 
   /**
@@ -235,6 +250,7 @@ export class WorkQueue<R> {
       this.#enqueue(key, entry);
     } else {
       entry.state = "waiting";
+      entry.parked = verdict.parked === true;
       const wake = new AbortController();
       entry.wake = wake;
       this.#o.clock.sleep(verdict.retryInMs, wake.signal).then(

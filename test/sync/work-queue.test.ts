@@ -207,6 +207,23 @@ describe("WorkQueue", () => {
     expect(q.add("late", { key: "late", tags: [] })).toBe(false);
   });
 
+  it("dropParked() removes only the keys waiting after a run that sent nothing, and cancels their waits", async () => {
+    const { q, clock } = queue({
+      concurrency: 2,
+      run: async (key) =>
+        key === "parked" ? { done: false, retryInMs: 5_000, parked: true } : { done: false, retryInMs: 5_000 },
+    });
+    q.add("parked", { key: "parked", tags: ["p"] });
+    q.add("retrying", { key: "retrying", tags: ["r"] });
+    await q.idle();
+    expect(q.waiting).toBe(2);
+    expect(q.dropParked().map((r) => r.tags[0])).toEqual(["p"]);
+    expect(q.has("parked")).toBe(false);
+    expect(q.has("retrying")).toBe(true);
+    expect(clock.waiting).toBe(1);
+    expect((await q.stop()).map((r) => r.tags[0])).toEqual(["r"]);
+  });
+
   it("pause() waits for the runs in flight and starts nothing new until resume(); requests are kept and merged", async () => {
     const gate = deferred<RunVerdict>();
     const { q, runs } = queue({ concurrency: 2, run: async (key) => (key === "busy" ? gate.promise : { done: true }) });
