@@ -40,3 +40,13 @@ export function calendarChange(link: Link, event: CalEvent | null | undefined): 
   }
   return end - start === link.eventEnd - link.eventStart ? "moved" : "resized";
 }
+
+/**
+ * Whether both sides now show the same times after both moved: a move the booking service took whose link was not saved
+ * yet (a stop, a crash or a failed Google write after its answer). Converged, so no conflict and nothing to write back.
+ */
+export function showsBooking(event: CalEvent | null | undefined, appt: Appointment | Snapshot): boolean {
+  // Google keeps whole seconds (see instantOf).
+  const sec = (iso: string | undefined | null) => Math.floor(bookingInstant(iso) / 1000) * 1000;
+  return instantOf(event?.start) === sec(appt.start_time) && instantOf(event?.end) === sec(appt.end_time);
+}

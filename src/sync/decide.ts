@@ -5,7 +5,7 @@ import type { Appointment } from "../booking/schemas.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
-import { bookingChanged, calendarChange } from "./changes.ts";
+import { bookingChanged, calendarChange, showsBooking } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
 import { unwatchedChange } from "./watched.ts";
@@ -136,7 +136,9 @@ export function decide(input: DecideInput): Action {
   }
 
   const fromBooking = bookingChanged(link, appt);
-  const change = calendarChange(link, event);
+  const seen = calendarChange(link, event);
+  // Both sides moved to the same times (a move the booking took, its link not yet saved): converged, no conflict.
+  const change = fromBooking && (seen === "moved" || seen === "resized") && showsBooking(event, appt) ? "none" : seen;
 
   // The therapist changed the event: push it back, unless the booking changed too and the booking wins, or the
   // appointment was reassigned meanwhile (not theirs to change: the event follows the booking to the new therapist at

@@ -395,6 +395,29 @@ describe("decide", () => {
   });
 });
 
+describe("decide: both sides moved to the same times", () => {
+  // A move the booking service took, its link not saved yet (a stop, a crash, or a failed Google write after the
+  // PATCH): the replayed booking change finds both sides changed, but they agree. Not a conflict: nothing was undone.
+  const moved = event(A, { ...at(T0 + 2 * H), summary: "stale title", etag: '"2"' });
+  it.each(["booking_wins", "calendar_wins"] as const)(
+    "%s: the event is brought in line, no undone note",
+    (conflict) => {
+      const action = decide(
+        input({ name: "", appt: MOVED, link: link(A), event: moved, conflict, expect: { kind: "none" } }),
+      );
+      expect(action).toMatchObject({ kind: "update", reason: "booking changed", ifMatch: '"2"' });
+      expect(action.kind === "update" ? action.notice : "not an update").toBeUndefined();
+    },
+  );
+  it("calendar_wins, the event otherwise as written: adopted, nothing written back", () => {
+    const e = event(MOVED, { etag: '"2"' });
+    const action = decide(
+      input({ name: "", appt: MOVED, link: link(A), event: e, conflict: "calendar_wins", expect: { kind: "none" } }),
+    );
+    expect(action.kind).toBe("adopt");
+  });
+});
+
 describe("isEcho", () => {
   const l = link(A);
   it.each([
