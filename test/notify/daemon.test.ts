@@ -2,7 +2,7 @@
 // SMTP server and an HTTP receiver on 127.0.0.1. A revoked token, a paused calendar and dead letters each produce
 // exactly one message per target when they open and one when they clear; nothing is sent again while a condition
 // stays open, after a restart, or by a replica that does not lead; no message carries a customer's name or e-mail.
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
@@ -138,8 +138,15 @@ describe("notifications from the daemon", () => {
     // Access restored; the gateway tries the credentials again at its next probe (every 10 minutes).
     s.h.world.google.restoreAccess("th_1@clinic.test");
     await s.clock.advance(10 * 60_000);
-    await poll(s.h.app, "th_1");
-    expect(s.h.app.calendars.get("th_1")!.health().credentials).toBe("ok");
+    // The probe may be another call's (a sync's retry due during the advance), still on its way: a poll meanwhile
+    // fails fast, so the test waits for the probe's answer.
+    await vi.waitFor(
+      async () => {
+        await poll(s.h.app, "th_1");
+        expect(s.h.app.calendars.get("th_1")!.health().credentials).toBe("ok");
+      },
+      { timeout: 5000, interval: 50 },
+    );
     await s.h.app.notifier.check();
     await s.h.app.notifier.check();
     expect(s.hook.posts).toHaveLength(2);
