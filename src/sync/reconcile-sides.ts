@@ -44,7 +44,6 @@ export interface CalendarSide {
   calendarErrors: Record<string, string>;
   /** Therapists whose calendar cannot be used at all now (credentials, quota pause): nothing is tried there. */
   unusable: Set<string>;
-  managed: number;
   /** Listed occurrences of series made of managed events (neither managed events nor strays). */
   occurrences: number;
 }
@@ -107,8 +106,7 @@ export async function listCalendars(
       }
     }),
   );
-  const managed = [...events.values()].reduce((n, m) => n + m.size, 0);
-  return { events, incremental, calendarErrors, unusable, managed, occurrences };
+  return { events, incremental, calendarErrors, unusable, occurrences };
 }
 
 /** Managed events no listed appointment accounts for (`claimed`: "therapist/eventId"), with their appointment's id. */

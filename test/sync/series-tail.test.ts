@@ -43,6 +43,17 @@ function splitWeekly(x: Harness, cal: string, ev: string, start: number): string
   return String(tail.id);
 }
 
+/** A copy the therapist made of the appointment's event a day later: calbridge's marks, another id. */
+function markedCopy(x: Harness, cal: string, id: string, at: number): string {
+  const copy = x.world.google.userInsert(cal, {
+    summary: "copy",
+    start: { dateTime: iso(at) },
+    end: { dateTime: iso(at + HOUR) },
+    extendedProperties: { private: { calbridge_appointment_id: id, calbridge_managed: "1" } },
+  });
+  return String(copy.id);
+}
+
 const bookingWrites = (x: Harness) => x.world.booking.requests.filter((r) => r.method !== "GET").length;
 const liveIds = (x: Harness, cal: string, id: string) => liveOf(x, cal, id).map((e) => String(e.id));
 
@@ -51,14 +62,7 @@ describe("a series Google split off an appointment's event", () => {
     const clock = new ManualClock(Date.now());
     const { x, log, id, cal, ev, start } = await mirroredOne(clock);
     // A copy the therapist made of the event (its marks, another id), made weekly and split too: not calbridge's.
-    const copy = String(
-      x.world.google.userInsert(cal, {
-        summary: "copy",
-        start: { dateTime: iso(start + DAY) },
-        end: { dateTime: iso(start + DAY + HOUR) },
-        extendedProperties: { private: { calbridge_appointment_id: id, calbridge_managed: "1" } },
-      }).id,
-    );
+    const copy = markedCopy(x, cal, id, start + DAY);
     const copyTail = splitWeekly(x, cal, copy, start + DAY);
     const tail = splitWeekly(x, cal, ev, start);
     expect(tail).toMatch(new RegExp(`^${ev}_R\\d{8}T\\d{6}Z?$`));
@@ -128,14 +132,7 @@ describe("a series Google split off an appointment's event", () => {
   it("goes with the event in a purge; a copy's split series stays", async () => {
     const clock = new ManualClock(Date.now());
     const { x, id, cal, ev, start } = await mirroredOne(clock);
-    const copy = String(
-      x.world.google.userInsert(cal, {
-        summary: "copy",
-        start: { dateTime: iso(start + DAY) },
-        end: { dateTime: iso(start + DAY + HOUR) },
-        extendedProperties: { private: { calbridge_appointment_id: id, calbridge_managed: "1" } },
-      }).id,
-    );
+    const copy = markedCopy(x, cal, id, start + DAY);
     const copyTail = splitWeekly(x, cal, copy, start + DAY);
     const tail = splitWeekly(x, cal, ev, start);
     const o = {
