@@ -15,7 +15,7 @@ import { PurgeUsageError, runPurge } from "./cli/purge.ts";
 import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
-import type { Config } from "./config/schema.ts";
+import type { Config, TherapistConfig } from "./config/schema.ts";
 import { createInvite, inviteUrl, linksUnusable, MAX_TTL_MS, notConnectable, parseTtl } from "./connect/invite.ts";
 import { type App, CREDENTIALS_CHANGED_CHANNEL, createApp } from "./daemon/app.ts";
 import { ConfigReloader } from "./daemon/reload.ts";
@@ -33,6 +33,34 @@ class ExitCode extends Error {
     super(message);
     this.code = code;
   }
+}
+
+/**
+ * Why `calbridge authorize` must not keep a consent whose fresh access token is `accessToken`, in words for the
+ * terminal and the browser alike; undefined when the account opens the calendar and, as far as Google tells, may change
+ * its events (a role Google does not tell is noted on stderr and accepted).
+ */
+async function authorizeRefusal(config: Config, t: TherapistConfig, accessToken: string): Promise<string | undefined> {
+  const reach = await reachCalendar({
+    apiRoot: config.google.api_root,
+    calendarId: t.calendar_id,
+    accessToken,
+    quotaUser: quotaUserOf(t.therapist_id),
+  });
+  switch (reach.outcome) {
+    case "no_access":
+      return `the Google account chosen cannot open calendar ${t.calendar_id} (${describeError(reach.error)}): nothing was stored; run authorize again and choose the account that owns it, or share the calendar with that account ("Make changes to events")`;
+    case "failed":
+      return `access to calendar ${t.calendar_id} could not be checked (${describeError(reach.error)}): nothing was stored; run authorize again`;
+    case "view_only":
+      return `the Google account chosen can only see calendar ${t.calendar_id} (access ${reach.role}), not change its events: nothing was stored; the account needs the "Make changes to events" permission on it (have the owner change the share in the calendar's "Settings and sharing"), then run authorize again, or run it again and choose the account that owns it`;
+  }
+  if (reach.writeUnverified) {
+    process.stderr.write(
+      `note: whether this account may change events in calendar ${t.calendar_id} could not be told (${reach.writeUnverified}); taken as it opens the calendar\n`,
+    );
+  }
+  return undefined;
 }
 
 /** A whole number in [min, max] given for `option`, or exit code 2 naming it (Number("abc") || 0 read as "none"). */
@@ -339,45 +367,38 @@ export function program(): Command {
             `store: ${redactStoreUrl(config.store.url)} refuses writes (${(err as Error).message}); nothing was asked of the therapist: fix the store first`,
           );
         }
-        const result = await runConsentFlow({
+        await runConsentFlow({
           clientId: config.google.oauth.client_id,
           clientSecret: config.google.oauth.client_secret,
           authUrl: config.google.auth_url,
           tokenUrl: config.google.token_url,
           port,
           ...(t.impersonate ? { loginHint: t.impersonate } : {}),
-        });
-        // As the connect page does: the account chosen must open the mapped calendar (a shared one may belong to
-        // another account), or every write would fail while the token looked fine. Nothing is stored otherwise.
-        const reach = await reachCalendar({
-          apiRoot: config.google.api_root,
-          calendarId: t.calendar_id,
-          accessToken: result.access_token,
-          quotaUser: quotaUserOf(t.therapist_id),
-        });
-        if (reach.outcome !== "reached") {
-          throw new ExitCode(
-            1,
-            reach.outcome === "no_access"
-              ? `the Google account chosen cannot open calendar ${t.calendar_id} (${describeError(reach.error)}): nothing was stored; run authorize again and choose the account that owns it, or share the calendar with that account ("Make changes to events")`
-              : `access to calendar ${t.calendar_id} could not be checked (${describeError(reach.error)}): nothing was stored; run authorize again`,
-          );
-        }
-        await new CredentialStore({ store, box }).saveRefreshToken(t.therapist_id, result.refresh_token, {
-          source: "authorize",
-          scope: result.scopes.join(" "),
-        });
-        // Daemons on this Redis store take the token up at once; without the notice (SQLite, or it failed) each one
-        // reads it at its credentials check, every sync.calendar_poll_seconds.
-        told = await store.notices?.publish(CREDENTIALS_CHANGED_CHANNEL, t.therapist_id).then(
-          () => true,
-          (err: unknown) => {
-            process.stderr.write(
-              `warning: running daemons were not told of the new token: ${(err as Error).message}\n`,
+          // Decided before the browser's page is answered, so that it says what this terminal says.
+          accept: async (result) => {
+            // As the connect page does: the account chosen must open the mapped calendar (a shared one may belong to
+            // another account) and may change its events (not a view-only share), or every write would fail while the
+            // token looked fine. Nothing is stored otherwise.
+            const refusal = await authorizeRefusal(config, t, result.access_token);
+            if (refusal) return { message: refusal };
+            await new CredentialStore({ store, box }).saveRefreshToken(t.therapist_id, result.refresh_token, {
+              source: "authorize",
+              scope: result.scopes.join(" "),
+            });
+            // Daemons on this Redis store take the token up at once; without the notice (SQLite, or it failed) each
+            // one reads it at its credentials check, every sync.calendar_poll_seconds.
+            told = await store.notices?.publish(CREDENTIALS_CHANGED_CHANNEL, t.therapist_id).then(
+              () => true,
+              (err: unknown) => {
+                process.stderr.write(
+                  `warning: running daemons were not told of the new token: ${(err as Error).message}\n`,
+                );
+                return false;
+              },
             );
-            return false;
+            return undefined;
           },
-        );
+        });
       } finally {
         await store.close();
       }

@@ -1,5 +1,6 @@
 // Owns the OAuth consent flow of `calbridge authorize`: loopback redirect on 127.0.0.1, PKCE, state check, code
-// exchange, and the check of the scopes Google granted (no token without the calendar scope).
+// exchange, the check of the scopes Google granted (no token without the calendar scope), and the browser's answer,
+// held until the caller has accepted or refused the tokens.
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -23,6 +24,26 @@ export interface ConsentFlowOptions {
   /** Gives up after this long without an answer (default 5 minutes). */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /**
+   * Decides, with the tokens, whether the consent is kept (checks, storing), once the code is exchanged and the calendar
+   * scope granted and before the browser's page is answered, so that the page tells what the terminal does. Resolves
+   * with undefined when it is kept, or with the refusal the page shows (runConsentFlow then rejects with
+   * ConsentRefusedError carrying it); a throw makes the page point at the terminal, and is passed on.
+   */
+  accept?: (result: ConsentResult) => Promise<ConsentRefusal | undefined>;
+}
+
+/** Why calbridge does not keep a consent, in words for the therapist (the browser) and the terminal alike. */
+export interface ConsentRefusal {
+  message: string;
+}
+
+/** `accept` refused the consent: nothing was kept; the message is the one the browser was shown. */
+export class ConsentRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConsentRefusedError";
+  }
 }
 
 export interface ConsentResult {
@@ -160,7 +181,7 @@ export async function runConsentFlow(options: ConsentFlowOptions): Promise<Conse
       options.openUrl ??
       ((u: string) => void process.stderr.write(`Open this address to authorize calbridge:\n${u}\n`));
     // Not awaited before the code: a browser (or a test playing one) may wait for the page that follows the redirect,
-    // and that page is answered only once the exchange is done.
+    // and that page is answered only once the exchange (and the caller's `accept`) is done.
     const opening = Promise.resolve().then(() => open(url.toString()));
     opening.catch(() => {}); // a failure surfaces through the race below, or after the reply
     const code = await Promise.race([waiter.code, opening.then(() => waiter.code)]);
@@ -198,14 +219,29 @@ export async function runConsentFlow(options: ConsentFlowOptions): Promise<Conse
         "Google returned no refresh token: remove calbridge's access at https://myaccount.google.com/permissions and run calbridge authorize again",
       );
     }
-    waiter.reply(200, "calbridge is authorized. You can close this tab.");
-    await opening;
-    return {
+    const result: ConsentResult = {
       refresh_token: refreshToken,
       access_token: tokens.access_token,
       expiry_date: Date.now() + (expiresInSeconds(tokens) ?? 3600) * 1000,
       scopes,
     };
+    // The page waits for the caller's verdict: "authorized" before a refusal in the terminal would be a false promise.
+    let refusal: ConsentRefusal | undefined;
+    try {
+      refusal = await options.accept?.(result);
+    } catch (err) {
+      waiter.reply(500, "calbridge authorize did not finish; see the terminal. You can close this tab.");
+      throw err;
+    }
+    if (refusal) {
+      // The terminal's words as a sentence of their own.
+      const said = refusal.message.charAt(0).toUpperCase() + refusal.message.slice(1);
+      waiter.reply(403, `${said}${/[.!?]$/.test(said) ? "" : "."} You can close this tab.`);
+      throw new ConsentRefusedError(refusal.message);
+    }
+    waiter.reply(200, "calbridge is authorized. You can close this tab.");
+    await opening;
+    return result;
   } finally {
     waiter.close();
   }

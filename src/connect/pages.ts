@@ -97,6 +97,23 @@ ask its owner to share it with your account ("Make changes to events").</p>
   );
 }
 
+/**
+ * The account chosen can only see the mapped calendar (shared "See all event details" or "See only free/busy"): no
+ * appointment could be written to it. What the share needs, in the words of Google's sharing settings, and the link.
+ */
+export function viewOnlyPage(s: Subject, retryUrl: string): string {
+  return layout(
+    "This Google account can only see your calendar",
+    `<p>The Google account you chose can see ${calendarWords(s.calendarId)}, where ${e(s.clinic)} puts the appointments of
+${e(s.therapist)}, but it may not change events there, so no appointment could be written to it. Nothing was saved, and
+your link still works.</p>
+<p class="box">Ask the calendar's owner to share it with your account with the permission <strong>"Make changes to
+events"</strong> (in the calendar's "Settings and sharing"), then open the link again; or, on Google's page, choose the
+account that owns this calendar.</p>
+<p><a class="button" id="retry" href="${e(retryUrl)}">Try again</a></p>`,
+  );
+}
+
 /** Google did not answer the access check: nothing was saved, the consent is to be given again. */
 export function uncheckedPage(s: Subject, retryUrl: string): string {
   return layout(

@@ -1,7 +1,8 @@
 // Owns the connect pages' routes on the daemon's public listener: GET /connect?invite=... (check the link, start the
 // consent with state and PKCE) and GET /connect/callback (check the state, exchange the code, check the granted
-// scopes, check the chosen account opens the mapped calendar, mark the link used, store the refresh token, confirm). Small and bounded: nothing is stored for a link that
-// does not verify, and no page or log line carries a token or customer data.
+// scopes, check the chosen account opens the mapped calendar and may change its events, mark the link used, store the
+// refresh token, confirm). Small and bounded: nothing is stored for a link that does not verify, and no page or log
+// line carries a token or customer data.
 import { createHash, randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { quotaUserOf } from "../calendar/gateway.ts";
@@ -35,6 +36,7 @@ import {
   type Subject,
   sendPage,
   uncheckedPage,
+  viewOnlyPage,
 } from "./pages.ts";
 
 export interface ConnectOptions {
@@ -253,14 +255,22 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
         ),
       };
     }
-    // The account chosen on Google's page must open the mapped calendar (a shared one may belong to another account):
-    // checked with the fresh access token before the link is spent, so a wrong choice leaves the link usable.
+    // The account chosen on Google's page must open the mapped calendar (a shared one may belong to another account),
+    // and not only see it (a view-only share): checked with the fresh access token before the link is spent, so a
+    // wrong choice leaves the link usable. Where Google does not tell the role, the account is taken (logged at info).
     const reach = await reachCalendar({
       apiRoot: config.google.api_root,
       calendarId: t.calendar_id,
       accessToken: answer.access_token,
       quotaUser: quotaUserOf(t.therapist_id),
     });
+    if (reach.outcome === "view_only") {
+      log.warn(
+        { ...ids, calendar_id: t.calendar_id, access_role: reach.role },
+        "connect: the Google account chosen may only see the mapped calendar, not change its events; nothing stored, the link still works",
+      );
+      return { status: 403, html: viewOnlyPage(subject(t), retry) };
+    }
     if (reach.outcome !== "reached") {
       const noAccess = reach.outcome === "no_access";
       log.warn(
@@ -272,6 +282,12 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
       return noAccess
         ? { status: 403, html: noAccessPage(subject(t), retry) }
         : { status: 503, html: uncheckedPage(subject(t), retry) };
+    }
+    if (reach.writeUnverified) {
+      log.info(
+        { ...ids, calendar_id: t.calendar_id, reason: reach.writeUnverified },
+        "connect: the chosen account opens the mapped calendar; whether it may change events there could not be told",
+      );
     }
     if (!(await ledger.claim(invite, clock.now()))) {
       return {

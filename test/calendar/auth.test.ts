@@ -13,6 +13,7 @@ import {
   runConsentFlow,
   ServiceAccountCredentials,
 } from "../../src/calendar/auth.ts";
+import { type ConsentRefusal, ConsentRefusedError } from "../../src/calendar/consent.ts";
 import { CalendarError } from "../../src/calendar/errors.ts";
 import { CalendarGateway, type CalendarGatewayOptions } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
@@ -367,6 +368,49 @@ describe("consent flow", () => {
       tokenUrl: emulator.tokenUrl,
     });
     expect(await gatewayFor(creds).checkAccess()).toMatchObject({ ok: true });
+  });
+
+  it("answers the browser only once `accept` decided: its refusal, or a pointer to the terminal when it throws", async () => {
+    const client = emulator.registerOAuthClient();
+    emulator.consent.subject = ANNA;
+    const run = (accept: () => Promise<ConsentRefusal | undefined>) => {
+      let page: Promise<{ status: number; text: string }> | undefined;
+      const flow = runConsentFlow({
+        clientId: client.client_id,
+        clientSecret: client.client_secret,
+        authUrl: emulator.authUrl,
+        tokenUrl: emulator.tokenUrl,
+        accept,
+        openUrl: async (url) => {
+          page = answerConsent(url).then(async (location) => {
+            const res = await fetch(location);
+            return { status: res.status, text: await res.text() };
+          });
+        },
+      }).catch((e: unknown) => e);
+      return flow.then(async (outcome) => ({ outcome, page: await page }));
+    };
+    let decided = false;
+    const refused = await run(async () => {
+      await new Promise((r) => setTimeout(r, 200));
+      decided = true;
+      return { message: "the account cannot be used here: nothing was stored" };
+    });
+    expect(decided).toBe(true);
+    expect(refused.outcome).toBeInstanceOf(ConsentRefusedError);
+    expect((refused.outcome as Error).message).toBe("the account cannot be used here: nothing was stored");
+    expect(refused.page).toMatchObject({ status: 403 });
+    expect(refused.page?.text).toContain(
+      "The account cannot be used here: nothing was stored. You can close this tab.",
+    );
+    expect(refused.page?.text).not.toContain("authorized");
+
+    const failed = await run(async () => {
+      throw new Error("store: refused the write");
+    });
+    expect((failed.outcome as Error).message).toBe("store: refused the write");
+    expect(failed.page).toMatchObject({ status: 500 });
+    expect(failed.page?.text).toContain("did not finish; see the terminal");
   });
 
   it("exchanges the single-use code once: a failing token endpoint is reported, not retried", async () => {

@@ -1,6 +1,7 @@
 // The emulator's calendar sharing as Google's acl.list shows it (through googleapis and the gateway): the users, the
 // public ("default"), domain and group rules a person sets in the calendar's settings; writer access and an ACL scope
-// needed to read them; and the gateway's `sharing()` naming a refusal instead of throwing.
+// needed to read them; the gateway's `sharing()` naming a refusal instead of throwing; and calendarList.get's
+// accessRole (the account's own share), with 404 for a shared calendar that is not on the account's calendar list.
 import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { OAuthCredentials } from "../../src/calendar/auth.ts";
@@ -102,5 +103,31 @@ describe("acl.list", () => {
     gateways.push(readerOnly);
     const refused = await readerOnly.sharing();
     expect(refused).toMatchObject({ error: expect.stringMatching(/writer access/) });
+  });
+});
+
+describe("calendarList.get", () => {
+  it("answers the account's own role; a calendar not on its list answers 404 while calendars.get still reaches it", async () => {
+    f = await setup();
+    f.emulator.createCalendar("desk@clinic.example", "desk@clinic.example");
+    f.emulator.shareCalendar("desk@clinic.example", SUBJECT, "reader");
+    const reader = await f.api.calendarList.get({ calendarId: "desk@clinic.example" });
+    expect(reader.data).toMatchObject({ kind: "calendar#calendarListEntry", accessRole: "reader" });
+    f.emulator.shareCalendar("desk@clinic.example", SUBJECT, "writer");
+    expect((await f.api.calendarList.get({ calendarId: "desk@clinic.example" })).data.accessRole).toBe("writer");
+    expect((await f.api.calendarList.get({ calendarId: CALENDAR_ID })).data.accessRole).toBe("owner");
+
+    f.emulator.removeFromCalendarList("desk@clinic.example", SUBJECT);
+    expect(await refusal(f.api.calendarList.get({ calendarId: "desk@clinic.example" }))).toEqual({
+      status: 404,
+      reason: "notFound",
+    });
+    expect((await f.api.calendars.get({ calendarId: "desk@clinic.example" })).data.id).toBe("desk@clinic.example");
+    // Not shared at all: 404 from both.
+    f.emulator.createCalendar("boss@clinic.example", "boss@clinic.example");
+    expect(await refusal(f.api.calendarList.get({ calendarId: "boss@clinic.example" }))).toEqual({
+      status: 404,
+      reason: "notFound",
+    });
   });
 });

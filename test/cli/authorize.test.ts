@@ -74,6 +74,15 @@ async function authorize(file: string, choice: ConsentChoice = { tick: "all" }) 
   return { ...result, opened, page: await browser };
 }
 
+/** The loopback page's words, as the browser shows them. */
+const textOf = (page: { text: string } | undefined) =>
+  (page?.text ?? "")
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">")
+    .replace(/&amp;/g, "&");
+
 async function storedToken(config: Config) {
   const store = await openStore(config.store.url);
   try {
@@ -149,11 +158,64 @@ describe("calbridge authorize", () => {
     expect(wrong.stderr).toContain(`the Google account chosen cannot open calendar ${shared}`);
     expect(wrong.stderr).toContain("nothing was stored");
     expect(wrong.stdout).toBe("");
+    // The browser is told the same, not "authorized": the loopback page waits for the check.
+    expect(wrong.page?.status).toBe(403);
+    expect(textOf(wrong.page)).not.toContain("calbridge is authorized");
+    expect(textOf(wrong.page)).toContain(`The Google account chosen cannot open calendar ${shared}`);
+    expect(textOf(wrong.page)).toContain("choose the account that owns it");
     expect(await storedToken(world.config)).toBeUndefined();
 
     world.google.consent.subject = "ben@personal.test";
     const right = await authorize(file);
     expect(right.code).toBe(0);
+    expect(await storedToken(world.config)).toMatchObject({ meta: { source: "authorize" } });
+  });
+
+  it("refuses an account that can only see the mapped calendar, in the terminal and on the page; with writer access it is stored", async () => {
+    world = await oauthWorld();
+    const shared = "ben-praxis@group.calendar.google.com";
+    world.google.createCalendar(shared, "desk@praxis.test");
+    world.google.shareCalendar(shared, "ben@personal.test", "reader");
+    const file = writeConfig(world, (c) => {
+      c.store.encryption_key = KEY;
+      c.therapists[0]!.calendar_id = shared;
+    });
+    const viewOnly = await authorize(file);
+    expect(viewOnly.code).toBe(1);
+    const refusal = `the Google account chosen can only see calendar ${shared} (access reader), not change its events: nothing was stored; the account needs the "Make changes to events" permission on it`;
+    expect(viewOnly.stderr).toContain(`calbridge: ${refusal}`);
+    expect(viewOnly.stdout).toBe("");
+    expect(viewOnly.page?.status).toBe(403);
+    expect(textOf(viewOnly.page)).not.toContain("calbridge is authorized");
+    expect(textOf(viewOnly.page)).toContain(`The${refusal.slice(3)}`);
+    expect(await storedToken(world.config)).toBeUndefined();
+
+    world.google.shareCalendar(shared, "ben@personal.test", "writer");
+    const writer = await authorize(file);
+    expect(writer.code).toBe(0);
+    expect(writer.page).toMatchObject({ status: 200, text: expect.stringMatching(/calbridge is authorized/) });
+    expect(await storedToken(world.config)).toMatchObject({ meta: { source: "authorize" } });
+  });
+
+  it("stores the token when the calendar is not on the account's calendar list (no role to tell), and says so", async () => {
+    world = await oauthWorld();
+    const shared = "ben-praxis@group.calendar.google.com";
+    world.google.createCalendar(shared, "desk@praxis.test");
+    world.google.shareCalendar(shared, "ben@personal.test", "writer");
+    world.google.removeFromCalendarList(shared, "ben@personal.test");
+    const file = writeConfig(world, (c) => {
+      c.store.encryption_key = KEY;
+      c.therapists[0]!.calendar_id = shared;
+    });
+    const r = await authorize(file);
+    expect(r.code).toBe(0);
+    expect(r.page).toMatchObject({ status: 200, text: expect.stringMatching(/calbridge is authorized/) });
+    expect(r.stderr).toContain(
+      `note: whether this account may change events in calendar ${shared} could not be told (the calendar is not in the account's calendar list)`,
+    );
+    expect(world.google.requestLog.filter((req) => req.path.includes("/users/me/calendarList/"))).toMatchObject([
+      { status: 404, subject: "ben@personal.test" },
+    ]);
     expect(await storedToken(world.config)).toMatchObject({ meta: { source: "authorize" } });
   });
 

@@ -160,6 +160,9 @@ export function handleApi(ctx: ApiContext, req: ApiRequest): ApiAnswer {
   if (head === "calendars") return calendarRoute(ctx, req, rest);
   if (head === "users" && rest[0] === "me" && rest[1] === "calendarList" && rest[2] && req.method === "GET") {
     const cal = ctx.store.resolve(rest[2], req.subject, "read");
+    if (cal.unlisted.has(req.subject)) throw new ApiError(404, "notFound");
+    // Google's reference (CalendarList resource, accessRole): "The effective access role that the authenticated user
+    // has on the calendar" (freeBusyReader, reader, writer, owner): the user's share here.
     const role = cal.acl.get(req.subject) ?? "reader";
     return {
       status: 200,

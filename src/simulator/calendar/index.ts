@@ -199,6 +199,17 @@ export class CalendarEmulator {
     this.#calendar(id).acl.delete(subject);
   }
   /**
+   * The calendar is not on `subject`'s calendar list, although shared with them: they removed it from the list
+   * (calendarList.delete: "Removes a calendar from the user's calendar list"), or never added a calendar shared with
+   * them (Google's Calendar API background, developers.google.com/workspace/calendar/api/resource_types: the
+   * CalendarList resource "represents metadata for an individual calendar that appears on the user's calendar list in
+   * the UI"). calendars.get and events still answer as the share allows; calendarList.get answers 404 notFound, and
+   * with it the accessRole it would carry. shareCalendar does not put it back.
+   */
+  removeFromCalendarList(id: string, subject: string): void {
+    this.#calendar(id).unlisted.add(subject);
+  }
+  /**
    * A person shares the calendar beyond single users in its settings: with the public (`default`: "See only
    * free/busy" is freeBusyReader, "See all event details" reader), a domain or a group; `none` removes the rule.
    * acl.list shows it; access through the API stays per user.

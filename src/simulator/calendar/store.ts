@@ -18,6 +18,8 @@ export interface CalendarRecord {
   acl: Map<string, AccessRole>;
   /** Sharing beyond single users (public, a domain, a group), by rule id; not used for access (acl.list shows it). */
   scopes: Map<string, ScopeRule>;
+  /** Users with access whose calendar list does not show the calendar: calendarList.get answers them 404. */
+  unlisted: Set<string>;
   /** Events by id; exceptions of a series are stored under their instance id. */
   events: Map<string, EventRecord>;
   /** Ids of events a person deleted that were purged since: Google keeps them unusable. */
@@ -105,6 +107,7 @@ export class CalendarStore {
       timeZone: options.timeZone ?? "UTC",
       acl: new Map([[owner, "owner"]]),
       scopes: new Map(),
+      unlisted: new Set(),
       events: new Map(),
       reservedIds: new Set(),
       tokenEpoch: 0,
