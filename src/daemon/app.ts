@@ -289,6 +289,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     registry,
     health: pushHealth,
     clock,
+    credentialsOf: (channel) => gateways.forChannel(channel),
   });
 
   const notifier = new Notifier({

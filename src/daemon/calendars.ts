@@ -213,6 +213,41 @@ export class TherapistCalendars {
     return this.#gateway(at, await this.#auth(at), new Registry());
   }
 
+  /**
+   * A gateway with the credentials that opened a push channel, to stop it once its therapist is no longer mapped (or
+   * mapped to another calendar): a mapped therapist's credentials acting as the account that opened it; else the
+   * therapist's stored OAuth token, or the service account acting as that account. Undefined when they are gone (no
+   * stored token, no service account). Throws when they cannot be built now (the store does not answer, a mapped
+   * therapist not connected): tried again later. The caller closes it.
+   */
+  async forChannel(channel: {
+    therapistId: string;
+    calendarId?: string;
+    subject?: string;
+    oauth?: boolean;
+  }): Promise<CalendarGateway | undefined> {
+    const { config, credentials } = this.#o;
+    const mapped = config.therapists.find((t) => t.therapist_id === channel.therapistId);
+    const base: TherapistConfig = mapped ?? {
+      therapist_id: channel.therapistId,
+      calendar_id: channel.calendarId ?? "primary",
+      timezone: "UTC",
+    };
+    const t: TherapistConfig = { ...base, calendar_id: channel.calendarId ?? base.calendar_id };
+    const subject = channel.subject ?? mapped?.impersonate;
+    if (subject) t.impersonate = subject;
+    else delete t.impersonate;
+    if (!mapped) {
+      // An earlier build's channel does not say: a stored token means the therapist used OAuth.
+      const stored = (await credentials.loadRefreshToken(channel.therapistId))?.token;
+      const oauth = channel.oauth ?? stored !== undefined;
+      if (oauth && (!stored || !config.google.oauth)) return undefined;
+      if (!oauth && config.google.auth.type !== "service_account") return undefined;
+      t.auth = oauth ? { type: "oauth", refresh_token: stored! } : { type: "service_account" };
+    }
+    return this.#gateway(t, await this.#auth(t), new Registry());
+  }
+
   close(): void {
     for (const gw of this.map.values()) gw.close();
   }

@@ -9,6 +9,9 @@
 // channel is looked up by its id (one read), never by listing the store.
 // Each channel gets its own random token (or google.push.token when configured); the store keeps only its SHA-256,
 // since a notification's X-Goog-Channel-Token only ever needs comparing.
+// A channel left behind (its therapist no longer mapped, or mapped to another calendar, by a reload or while the daemon
+// was stopped) is stopped with the credentials that opened it; one that cannot be stopped now is kept under
+// `left:<channel id>` and tried again at the next check, until it expires.
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, type Registry } from "prom-client";
@@ -24,6 +27,7 @@ import { describeError } from "../sync/errors.ts";
 import { KeyedSerial } from "../sync/keyed.ts";
 import type { PushHealth } from "../sync/push-health.ts";
 import { RejectionLog } from "../webhooks/rejection-log.ts";
+import { usesOAuth } from "./calendars.ts";
 import { hasBody } from "./http.ts";
 
 export const PUSH_PATH = "/webhooks/google";
@@ -35,6 +39,8 @@ const MAX_CHANNEL_ID = 64;
 const MAX_TOKEN = 256;
 /** A channel is also kept under this key, so a notification finds it in one read (the table is keyed by therapist). */
 const byId = (channelId: string) => `channel-id:${channelId}`;
+/** A channel left behind that is still to be stopped (see the head of this file); it expires with the by-id entry. */
+const leftKey = (channelId: string) => `left:${channelId}`;
 /** The by-id entry outlives its channel by a day, then expires by itself if nobody removed it. */
 const BY_ID_GRACE_MS = 24 * 3_600_000;
 const RENEW_BEFORE_MS = 24 * 3_600_000;
@@ -63,6 +69,12 @@ export interface Channel {
   resourceId: string;
   /** SHA-256 (hex) of the channel's token; the token itself is given to Google and not kept. */
   tokenHash?: string;
+  /**
+   * The credentials that opened it, so that it can be stopped with them once its therapist is no longer mapped: the
+   * delegated account (google service account), or the therapist's stored OAuth token. Unknown for earlier builds'.
+   */
+  subject?: string;
+  oauth?: boolean;
   /** The token in clear, as an earlier build stored it (rewritten as `tokenHash` at start). */
   token?: string;
   expiration: number;
@@ -124,6 +136,11 @@ export class PushChannels {
   readonly #refusedAddresses = new Set<string>();
   readonly #rejections: RejectionLog;
   readonly #notifications: Counter<"result">;
+  readonly #credentialsOf: ((channel: Channel) => Promise<CalendarGateway | undefined>) | undefined;
+  /** channelId → a channel left behind still to be stopped, and the key it is stored under. */
+  readonly #left = new Map<string, { channel: Channel; key: string }>();
+  /** Channels left behind whose stop failed once: logged at warn once, then at debug. */
+  readonly #leftFailed = new Set<string>();
 
   constructor(options: {
     config: Config;
@@ -138,6 +155,12 @@ export class PushChannels {
     /** Where what each channel is known to do goes (the poller's schedule reads it). */
     health?: PushHealth;
     clock?: Clock;
+    /**
+     * A gateway with the credentials that opened a channel left behind, to stop it (closed after use); undefined when
+     * they are gone (the therapist's OAuth token removed). Without it, such a channel is stopped with the therapist's
+     * live gateway when there is one.
+     */
+    credentialsOf?: (channel: Channel) => Promise<CalendarGateway | undefined>;
   }) {
     this.#config = options.config;
     this.#calendars = options.calendars;
@@ -149,6 +172,7 @@ export class PushChannels {
     this.#isLeader = options.isLeader;
     this.#health = options.health;
     this.#clock = options.clock ?? systemClock;
+    this.#credentialsOf = options.credentialsOf;
     // A channel that missed a change is replaced at once (the leader's; a standby's health is not acted on).
     this.#health?.onChange((therapistId, why) => {
       if (why === "suspect" && this.#isLeader()) void this.#renewOne(therapistId, this.#clock.now(), true);
@@ -179,9 +203,17 @@ export class PushChannels {
           await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
         if (channel.opening) continue; // a replica's watch call in flight, or lost with it: expires by itself
         this.#known.set(channel.channelId, channel);
+        if (key.startsWith(leftKey(""))) {
+          this.#left.set(channel.channelId, { channel, key });
+          continue;
+        }
         if (!key.startsWith(byId(""))) {
+          // A therapist taken out of the mapping, or given another calendar, while the daemon was stopped: their channel
+          // is stopped below (a running daemon's reload does it at once); it watches nothing the daemon syncs.
+          const left = this.#isLeft(channel);
+          if (left) this.#left.set(channel.channelId, { channel, key });
           // One at another address (the configured one changed) is replaced by renew() below, never trusted.
-          if (this.#calendars.has(channel.therapistId) && this.#here(channel))
+          else if (this.#calendars.has(channel.therapistId) && this.#here(channel))
             this.#health?.opened(channel.therapistId, channel);
           // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
           missing.push({ key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel) });
@@ -306,6 +338,7 @@ export class PushChannels {
    */
   async renew(now = this.#clock.now()): Promise<void> {
     if (!this.#config.google.push) return;
+    await this.#stopLeft(now);
     let next: number | undefined;
     for (const therapistId of this.#calendars.keys()) {
       const due = await this.#renewOne(therapistId, now, false);
@@ -368,6 +401,7 @@ export class PushChannels {
           if (this.#notices) await this.#channels.delete(byId(channelId)).catch(() => false); // else it expires
           throw err;
         }
+        const mapped = this.#config.therapists.find((t) => t.therapist_id === therapistId);
         const channel: Channel = {
           therapistId,
           calendarId: gw.calendarId,
@@ -376,6 +410,8 @@ export class PushChannels {
           resourceId: answer.resourceId,
           tokenHash,
           expiration: answer.expiration,
+          ...(mapped?.impersonate ? { subject: mapped.impersonate } : {}),
+          ...(mapped ? { oauth: usesOAuth(this.#config, mapped) } : {}),
         };
         this.#health?.opened(therapistId, channel);
         await this.#channels.setMany([
@@ -435,9 +471,16 @@ export class PushChannels {
     try {
       const current = await this.#channels.get(therapistId);
       if (!current) return;
-      await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
-      this.#known.delete(current.channelId);
       this.#health?.closed(therapistId);
+      try {
+        await gw.stopChannel(current.channelId, current.resourceId);
+      } catch (err) {
+        // Kept, and tried again at the next check with the credentials that opened it.
+        this.#left.set(current.channelId, { channel: current, key: therapistId });
+        await this.#keepLeft(current, therapistId, err);
+        return;
+      }
+      this.#known.delete(current.channelId);
       await this.#channels.deleteMany([therapistId, byId(current.channelId)]);
       this.#logger.info({ therapist_id: therapistId, channel_id: current.channelId }, "push channel stopped");
     } catch (err) {
@@ -445,6 +488,84 @@ export class PushChannels {
         { therapist_id: therapistId, err: describeError(err) },
         "push channel of a calendar no longer mapped not stopped; it expires by itself",
       );
+    }
+  }
+
+  /**
+   * Whether a channel stored under its therapist is left behind: the therapist is no longer mapped, or watches another
+   * calendar now (for `primary`, another delegated account's). A mapped therapist without usable credentials keeps
+   * theirs: it is still their calendar.
+   */
+  #isLeft(channel: Channel): boolean {
+    const t = this.#config.therapists.find((x) => x.therapist_id === channel.therapistId);
+    if (!t) return true;
+    if (channel.calendarId === undefined) return false;
+    if (channel.calendarId !== t.calendar_id) return true;
+    return t.calendar_id === "primary" && channel.subject !== undefined && channel.subject !== t.impersonate;
+  }
+
+  /**
+   * Stops the channels left behind, each with the credentials that opened it (leader only: start and every check).
+   * Forgotten once stopped, expired, or when those credentials are gone (Google stops it at its expiration meanwhile;
+   * its notifications are acknowledged and ignored). A failure is logged and tried again at the next check. Never
+   * throws.
+   */
+  async #stopLeft(now: number): Promise<void> {
+    for (const [channelId, { channel, key }] of [...this.#left]) {
+      const fields = { therapist_id: channel.therapistId, channel_id: channelId, calendar_id: channel.calendarId };
+      let gw: CalendarGateway | undefined;
+      let own = false;
+      try {
+        if (channel.expiration > now) {
+          if (this.#credentialsOf) {
+            gw = await this.#credentialsOf(channel);
+            own = gw !== undefined;
+          } else gw = this.#calendars.get(channel.therapistId);
+          if (!gw) {
+            this.#logger.info(
+              { ...fields, expiration: new Date(channel.expiration).toISOString() },
+              "push channel of a calendar no longer mapped not stopped: the credentials that opened it are gone; Google stops it at its expiration",
+            );
+          } else await gw.stopChannel(channelId, channel.resourceId);
+        }
+        // Its by-id entry stays while Google may still notify on it (it expires with the channel): acknowledged, ignored.
+        const stopped = gw !== undefined;
+        const current = key === channel.therapistId ? await this.#channels.get(key) : undefined;
+        await this.#channels.deleteMany([
+          ...(key !== channel.therapistId || current?.channelId === channelId ? [key] : []),
+          ...(stopped ? [byId(channelId)] : []),
+        ]);
+        this.#left.delete(channelId);
+        this.#leftFailed.delete(channelId);
+        if (stopped) {
+          this.#known.delete(channelId);
+          this.#logger.info(fields, "push channel of a calendar no longer mapped stopped");
+        }
+      } catch (err) {
+        await this.#keepLeft(channel, key, err);
+      } finally {
+        if (own) gw?.close();
+      }
+    }
+  }
+
+  /** A channel left behind whose stop failed: kept under `left:<id>` (its therapist's key may be reused), tried again. */
+  async #keepLeft(channel: Channel, key: string, err: unknown): Promise<void> {
+    const first = !this.#leftFailed.has(channel.channelId);
+    this.#leftFailed.add(channel.channelId);
+    this.#logger[first ? "warn" : "debug"](
+      { therapist_id: channel.therapistId, channel_id: channel.channelId, err: describeError(err) },
+      "push channel of a calendar no longer mapped not stopped; tried again at the next check",
+    );
+    if (key.startsWith(leftKey(""))) return;
+    try {
+      const moved = leftKey(channel.channelId);
+      await this.#channels.set(moved, channel, byIdTtl(channel, this.#clock.now()));
+      const current = await this.#channels.get(key);
+      if (current?.channelId === channel.channelId) await this.#channels.delete(key);
+      this.#left.set(channel.channelId, { channel, key: moved });
+    } catch {
+      // Still under its therapist's key: found again at the next start, or tried again at the next check.
     }
   }
 
