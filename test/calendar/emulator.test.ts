@@ -3,6 +3,8 @@ import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { calendar_v3 } from "googleapis/build/src/apis/calendar/v3.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/clock.ts";
+import { NOTIFICATION_RETRIES, RETRY_FIRST_MS } from "../../src/simulator/calendar/push.ts";
 import { body, CALENDAR_ID, expectGoogleError, type Fixture, SUBJECT, setup } from "./helpers.ts";
 
 let f: Fixture;
@@ -377,6 +379,85 @@ describe("push notifications", () => {
       expect(order[0]).toBe("answer chan-concurrent");
       await f.emulator.settleNotifications();
       expect(order).toEqual(["answer chan-concurrent", "notification sync"]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("sends a notification answered 500/502/503/504 again with exponential backoff, a bounded number of times; not one answered 404 or 429", async () => {
+    const clock = new ManualClock(Date.now());
+    await f.close();
+    f = await setup({ clock }, { clock });
+    const answers: number[] = [];
+    const received: IncomingHttpHeaders[] = [];
+    const server = createServer((req, res) => {
+      received.push(req.headers);
+      req.resume();
+      res.writeHead(answers.shift() ?? 200).end();
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const address = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks/google`;
+    /** Moves the emulator's clock on, and lets the retries due by then be sent and answered. */
+    const advance = async (ms: number) => {
+      await clock.advance(ms);
+      await new Promise((r) => setTimeout(r, 20));
+      await f.emulator.settleNotifications();
+    };
+    try {
+      await f.api.events.watch({ calendarId, requestBody: { id: "chan-r", type: "web_hook", address } });
+      await f.emulator.settleNotifications();
+      // Longer than every retry's wait together (1 + 2 + 4 + 8 + 16 s).
+      const LATER = 2 ** (NOTIFICATION_RETRIES + 1) * RETRY_FIRST_MS;
+      let from = 0;
+      const attempts = () =>
+        f.emulator.deliveries
+          .slice(from)
+          .filter((d) => d.state === "exists")
+          .map((d) => [d.attempt, d.status]);
+
+      // 503 then 502: sent again 1 s, then 2 s later, with the same message number; taken the third time.
+      answers.push(503, 502);
+      expect((await f.emulator.notify(calendarId)).map((d) => d.status)).toEqual([503]);
+      await advance(RETRY_FIRST_MS - 1);
+      expect(attempts()).toEqual([[1, 503]]);
+      await advance(1);
+      expect(attempts()).toEqual([
+        [1, 503],
+        [2, 502],
+      ]);
+      await advance(2 * RETRY_FIRST_MS);
+      expect(attempts()).toEqual([
+        [1, 503],
+        [2, 502],
+        [3, 200],
+      ]);
+      expect(new Set(received.slice(1).map((h) => h["x-goog-message-number"]))).toEqual(new Set(["2"]));
+      await advance(LATER);
+      expect(attempts()).toHaveLength(3);
+
+      // Always 500: the first try and NOTIFICATION_RETRIES more, then no more.
+      from = f.emulator.deliveries.length;
+      answers.push(...Array<number>(NOTIFICATION_RETRIES + 5).fill(500));
+      await f.emulator.notify(calendarId);
+      for (let i = 0; i < NOTIFICATION_RETRIES + 3; i++) await advance(RETRY_FIRST_MS * 2 ** i);
+      expect(attempts()).toHaveLength(NOTIFICATION_RETRIES + 1);
+      answers.length = 0;
+
+      // 404 and 429 are failures Google does not retry; nor does it retry to a channel stopped meanwhile.
+      for (const status of [404, 429]) {
+        from = f.emulator.deliveries.length;
+        answers.push(status);
+        await f.emulator.notify(calendarId);
+        await advance(LATER);
+        expect(attempts()).toEqual([[1, status]]);
+      }
+      from = f.emulator.deliveries.length;
+      answers.push(503);
+      await f.emulator.notify(calendarId);
+      const resourceId = [...f.emulator.channels.values()][0] as unknown as { resourceId: string };
+      await f.api.channels.stop({ requestBody: { id: "chan-r", resourceId: resourceId.resourceId } });
+      await advance(LATER);
+      expect(attempts()).toEqual([[1, 503]]);
     } finally {
       server.close();
     }

@@ -351,6 +351,7 @@ export class CalendarEmulator {
   }
 
   async close(): Promise<void> {
+    this.#push.close();
     await this.#push.settle();
     this.#server.closeAllConnections();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));

@@ -16,11 +16,26 @@ export interface Channel {
 export interface Delivery {
   channelId: string;
   state: "sync" | "exists" | "not_exists";
+  /** X-Goog-Message-Number: a retry repeats its message's. */
+  messageNumber: number;
+  /** 1 for the first attempt, 2 for the first retry, ... */
+  attempt: number;
   status?: number;
   error?: string;
 }
 
 const DEFAULT_TTL_S = 7 * 24 * 3600;
+/**
+ * Google's push guide, "Respond to notifications" (developers.google.com/calendar/api/guides/push): the receiver
+ * answers 200, 201, 202, 204 or 102 for a notification it took; one answered 500, 502, 503 or 504 is sent again with
+ * exponential backoff; every other answer is a failure that is not retried. The guide names neither the number of
+ * retries nor their delays: the emulator sends a notification at most RETRIES more times, RETRY_FIRST_MS after the
+ * failed attempt and twice as long after each next one, on its clock (a ManualClock sends them once advanced). A refused
+ * connection or a timeout is not an answer the guide speaks of: not retried. A retry goes only to a channel still open.
+ */
+const RETRIED_STATUSES = new Set([500, 502, 503, 504]);
+export const NOTIFICATION_RETRIES = 5;
+export const RETRY_FIRST_MS = 1000;
 const MAX_TTL_S = 30 * 24 * 3600;
 
 export class PushChannels {
@@ -45,6 +60,8 @@ export class PushChannels {
   syncBeforeAnswer = true;
   readonly #clock: Clock;
   #inflight = new Set<Promise<unknown>>();
+  /** Ends the retries waiting for their time (close()). */
+  readonly #closing = new AbortController();
 
   constructor(clock: Clock) {
     this.#clock = clock;
@@ -115,23 +132,45 @@ export class PushChannels {
     return Promise.all(live.map((c) => this.#deliver(c, state)));
   }
 
-  /** Waits for notifications in flight (the initial "sync" ones included). */
+  /** Waits for notifications in flight (the initial "sync" ones included); not for retries still waiting their time. */
   async settle(): Promise<void> {
     while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
   }
 
+  /** Drops the retries still waiting (the emulator closes). */
+  close(): void {
+    this.#closing.abort();
+  }
+
+  /** Sends one notification; resolves with its first attempt's answer (retries, if any, follow on their own). */
   #deliver(channel: Channel, state: Delivery["state"]): Promise<Delivery> {
     channel.messageNumber += 1;
+    return this.#attempt(channel, state, channel.messageNumber, 1);
+  }
+
+  /** A 5xx answer Google retries (see RETRIED_STATUSES): the same message again after the backoff, if still open. */
+  async #retryLater(channel: Channel, state: Delivery["state"], messageNumber: number, attempt: number): Promise<void> {
+    if (attempt > NOTIFICATION_RETRIES + 1) return;
+    try {
+      await this.#clock.sleep(RETRY_FIRST_MS * 2 ** (attempt - 2), this.#closing.signal);
+    } catch {
+      return; // closed
+    }
+    if (this.channels.get(channel.id) !== channel || channel.expiration <= this.#clock.now()) return;
+    await this.#attempt(channel, state, messageNumber, attempt);
+  }
+
+  #attempt(channel: Channel, state: Delivery["state"], messageNumber: number, attempt: number): Promise<Delivery> {
     const headers: Record<string, string> = {
       "X-Goog-Channel-ID": channel.id,
       "X-Goog-Channel-Expiration": new Date(channel.expiration).toUTCString(),
       "X-Goog-Resource-ID": channel.resourceId,
       "X-Goog-Resource-URI": `https://www.googleapis.com/calendar/v3/calendars/${encodeURIComponent(channel.calendarId)}/events?alt=json`,
       "X-Goog-Resource-State": state,
-      "X-Goog-Message-Number": String(channel.messageNumber),
+      "X-Goog-Message-Number": String(messageNumber),
     };
     if (channel.token) headers["X-Goog-Channel-Token"] = channel.token;
-    const delivery: Delivery = { channelId: channel.id, state };
+    const delivery: Delivery = { channelId: channel.id, state, messageNumber, attempt };
     const p = fetch(channel.address, { method: "POST", headers, body: "", signal: AbortSignal.timeout(5000) })
       .then(async (res) => {
         delivery.status = res.status;
@@ -145,6 +184,8 @@ export class PushChannels {
       .finally(() => {
         this.deliveries.push(delivery);
         this.#inflight.delete(p);
+        if (delivery.status !== undefined && RETRIED_STATUSES.has(delivery.status))
+          void this.#retryLater(channel, state, messageNumber, attempt + 1);
       });
     this.#inflight.add(p);
     return p;
