@@ -26,9 +26,10 @@ export interface Delivery {
 
 const DEFAULT_TTL_S = 7 * 24 * 3600;
 /**
- * Google's push guide, "Respond to notifications" (developers.google.com/calendar/api/guides/push): the receiver
- * answers 200, 201, 202, 204 or 102 for a notification it took; one answered 500, 502, 503 or 504 is sent again with
- * exponential backoff; every other answer is a failure that is not retried. The guide names neither the number of
+ * Google's push guide, "Respond to notifications" (developers.google.com/workspace/calendar/api/guides/push): "To
+ * indicate success, you can return any of the following status codes: 200, 201, 202, 204, or 102. If your service ...
+ * returns 500, 502, 503, or 504, the Google Calendar API retries with exponential backoff. Every other return status
+ * code is considered to be a message failure." (not retried). The guide names neither the number of
  * retries nor their delays: the emulator sends a notification at most RETRIES more times, RETRY_FIRST_MS after the
  * failed attempt and twice as long after each next one, on its clock (a ManualClock sends them once advanced). A refused
  * connection or a timeout is not an answer the guide speaks of: not retried. A retry goes only to a channel still open.
