@@ -23,6 +23,8 @@ const ANSWERS: ReadonlySet<CalendarErrorKind> = new Set([
 
 /** Calls that change the calendar (only their success shows that a refused write works again). */
 const WRITES: ReadonlySet<string> = new Set(["events.insert", "events.update", "events.patch", "events.delete"]);
+/** Calls that change a calendar's events: each of their attempts passes the guard of `guardingWrites` first. */
+const CHANGES: ReadonlySet<string> = new Set([...WRITES, "events.move"]);
 
 export interface CallState {
   /** Some attempt may have been applied without our seeing the answer (lost response, timeout, 5xx). */
@@ -49,6 +51,20 @@ const waitsScope = new AsyncLocalStorage<AbortSignal>();
  */
 export function givingUpWaits<T>(signal: AbortSignal, fn: () => T): T {
   return waitsScope.run(signal, fn);
+}
+
+/** The check each attempt of a call that changes a calendar passes within `guardingWrites` (however deep). */
+const writesScope = new AsyncLocalStorage<() => void>();
+
+/**
+ * Runs `fn` so that `guard` runs before each attempt of its Google calls that change a calendar (insert, update, patch,
+ * delete, move; reads pass unchecked): one that throws sends nothing, and the call rejects with what it threw. The
+ * engine runs each sync this way, so a replica that lost the leader lease sends none of a running sync's further
+ * writes (the next leader writes the same calendars). A retry is checked too, also after an attempt that may have
+ * been applied: the next leader reads what it finds.
+ */
+export function guardingWrites<T>(guard: () => void, fn: () => T): T {
+  return writesScope.run(guard, fn);
 }
 
 /** What each attempt's request must carry: googleapis takes it as a method's second argument (MethodOptions). */
@@ -122,15 +138,23 @@ export class CallRunner {
     const { auth, health, metrics } = this.#o;
     let reauthorized = false;
     const write = WRITES.has(operation);
+    const guard = CHANGES.has(operation) ? writesScope.getStore() : undefined;
     // Given up while nothing of the call may have been applied: then the caller hears the stop, nothing else.
     let giveUp = waitsScope.getStore();
     for (let attempt = 1; ; attempt++) {
+      guard?.();
       const admission = health.admit(operation, options.probe, write);
       if (admission.probe) {
         await this.#o.beforeProbe?.().catch(() => {});
         dropAccessToken(auth);
       }
       const permit = await this.#o.quota?.acquire(this.#o.quotaUser, unitsOf(operation), giveUp);
+      try {
+        guard?.(); // the permit may have been long in coming
+      } catch (err) {
+        permit?.done();
+        throw err;
+      }
       const sentAt = performance.now();
       const limit = deadline(this.#o.timeoutMs ?? 30_000);
       try {

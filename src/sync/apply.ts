@@ -6,6 +6,7 @@ import type { Logger } from "../log.ts";
 import type { Effects, EventAt, Written } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import { coreOf } from "./snapshot.ts";
+import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 import { applyWriteback } from "./writeback.ts";
 import type { WritebackOutcome } from "./writeback-steps.ts";
@@ -168,6 +169,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       try {
         await fx.remove(action.from.therapistId, action.from.eventId, { appointmentId: id, log });
       } catch (err) {
+        if (err instanceof EngineStoppedError) throw err; // leadership was lost: the sync is given up here
         // The link already points at the new calendar; the next reconciliation removes the copy left behind.
         log.warn(
           { err: describeError(err), from: action.from.therapistId },

@@ -1,6 +1,6 @@
 // Owns one attempt of an appointment's sync: read both sides, plan (reading the full form when the payload or list
 // item at hand lacks fields the event shows), pass the write-back gate, apply, and decide once more after a 412.
-import { givingUpWaits } from "../calendar/call-runner.ts";
+import { givingUpWaits, guardingWrites } from "../calendar/call-runner.ts";
 import type { Logger } from "../log.ts";
 import { type Applied, applyAction } from "./apply.ts";
 import type { Effects } from "./effects.ts";
@@ -11,6 +11,7 @@ import type { Known } from "./planner.ts";
 import type { ReadState, StateReader } from "./reader.ts";
 import type { Relocator } from "./relocate.ts";
 import type { BookingState } from "./snapshot.ts";
+import { LeadershipLostError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
 import { type Pending, seenIn } from "./work.ts";
 import type { WritebackGate } from "./writeback-gate.ts";
@@ -27,6 +28,8 @@ export interface AttemptDeps {
   history: HistoryRecorder;
   /** Brings a link's event to the calendar the mapping names now before anything else is decided about it. */
   relocator?: Relocator;
+  /** Whether this process may write calendars now (a daemon: while it holds the leader lease). */
+  leading: () => boolean;
 }
 
 /**
@@ -58,7 +61,9 @@ export async function planReading(
 
 /**
  * One attempt. When `abort` aborts (the engine stops), its Google calls waiting for quota or a retry with nothing sent
- * are given up and the attempt rejects with the abort's reason; calls already sent finish.
+ * are given up and the attempt rejects with the abort's reason; calls already sent finish. Once this process no longer
+ * leads, the attempt sends no further calendar write (each is checked before it is sent, reads are not) and rejects
+ * with LeadershipLostError: the next leader writes the same calendars, and its sync of the appointment makes it whole.
  */
 export function attemptSync(
   deps: AttemptDeps,
@@ -69,7 +74,10 @@ export function attemptSync(
   read: { state?: BookingState },
   abort: AbortSignal,
 ): Promise<Action> {
-  return givingUpWaits(abort, () => attemptIn(deps, id, p, log, attempt, read, abort));
+  const mayWrite = () => {
+    if (!deps.leading()) throw new LeadershipLostError();
+  };
+  return givingUpWaits(abort, () => guardingWrites(mayWrite, () => attemptIn(deps, id, p, log, attempt, read, abort)));
 }
 
 async function attemptIn(

@@ -15,6 +15,7 @@ import { describeError } from "./errors.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import { checkAnnounced } from "./missed-changes.ts";
+import { handedOver } from "./poll-handover.ts";
 import type { PushHealth } from "./push-health.ts";
 
 export interface PollerOptions {
@@ -258,7 +259,7 @@ export class CalendarPoller {
         // A reload changed the mapping meanwhile: this calendar may no longer be the therapist's (an event moved out of
         // it is no deletion). The rest is read again from the mapping as it is now; the token is not advanced.
         log.info("mapping reloaded during the poll; the calendar is read again at the next poll");
-        await Promise.all(work);
+        await handedOver(work, log);
         return { changes, echoes, fullSync: result.fullSync };
       }
       if (event.id !== (link?.eventId ?? eventIdFor(id))) {
@@ -287,8 +288,8 @@ export class CalendarPoller {
         }),
       );
     }
-    await Promise.all(work);
-    // Saved only after the changes were handed over and handled: a crash re-reads them, never skips them.
+    await handedOver(work, log);
+    // Saved only after the changes were handed over and handled: a crash, or a refusal, re-reads them, never skips them.
     await this.#tokens.set(therapistId, result.nextSyncToken);
     this.#lastPoll.set(therapistId, this.#clock.now());
     this.#state(therapistId).pending = false;

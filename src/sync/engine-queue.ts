@@ -4,6 +4,7 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { type QuotaRates, queueLimits } from "./concurrency.ts";
 import type { HistoryRecorder } from "./history.ts";
+import { LeadershipLostError } from "./stopped.ts";
 import { EngineStoppedError, LANES, mergeRequests, type Pending, therapistOf } from "./work.ts";
 import { type RunVerdict, WorkQueue } from "./work-queue.ts";
 import type { WritebackWaits } from "./writeback-gate.ts";
@@ -63,5 +64,16 @@ export function waitsVerdict(history: HistoryRecorder, id: string, p: Pending, w
  */
 export function stoppedVerdict(p: Pending): RunVerdict {
   for (const w of p.waiters.splice(0)) w.fail(new EngineStoppedError());
+  return { done: true };
+}
+
+/**
+ * A run refused, or given up before its next calendar write, because this replica lost the leader lease: no failure,
+ * as for a stop; its callers hear LeadershipLostError. With `log`, the sync was under way: what it wrote stays, and the
+ * next leader's sync of the appointment does the rest.
+ */
+export function lostVerdict(p: Pending, log?: Logger): RunVerdict {
+  log?.info({ reason: p.request.reason }, "sync given up: leadership was lost; the next leader syncs the appointment");
+  for (const w of p.waiters.splice(0)) w.fail(new LeadershipLostError());
   return { done: true };
 }

@@ -9,7 +9,7 @@ import { customerResyncs, tellWhenSettled } from "./customers.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
 import type { EngineOptions } from "./engine-options.ts";
-import { engineQueue, stoppedVerdict, waitsVerdict } from "./engine-queue.ts";
+import { engineQueue, lostVerdict, stoppedVerdict, waitsVerdict } from "./engine-queue.ts";
 import { describeError } from "./errors.ts";
 import { Failures } from "./failures.ts";
 import { type HistoryRecorder, noHistory } from "./history.ts";
@@ -19,6 +19,7 @@ import { StateReader } from "./reader.ts";
 import type { Relocator } from "./relocate.ts";
 import { type RetryPolicy, withDefaults } from "./retry.ts";
 import { type BookingState, hintState } from "./snapshot.ts";
+import { LeadershipLostError } from "./stopped.ts";
 import type { Action, BookingHint, BookingPort, Link, SyncOutcome, SyncRequest } from "./types.ts";
 import { EngineStoppedError, LANES, type Pending, type Settle, seenIn, toPending } from "./work.ts";
 import type { RunVerdict, WorkQueue } from "./work-queue.ts";
@@ -42,7 +43,6 @@ export class SyncEngine {
   readonly #deps: AttemptDeps;
   readonly #maxConcurrency: number;
   readonly #quota: QuotaRates | undefined;
-  readonly #leading: () => boolean;
   #queue: WorkQueue<Pending>;
   #stopped = false;
   #enrichment = false;
@@ -71,10 +71,10 @@ export class SyncEngine {
       maxAttempts: this.#retry.maxAttempts,
       history: this.#history,
       ...(o.relocator ? { relocator: o.relocator } : {}),
+      leading: o.leading ?? (() => true),
     };
     this.#maxConcurrency = o.maxConcurrency ?? o.concurrency;
     this.#quota = o.quota;
-    this.#leading = o.leading ?? (() => true);
     this.#queue = this.#newQueue();
   }
 
@@ -185,11 +185,11 @@ export class SyncEngine {
   }
 
   /**
-   * Whether this process may sync now. A daemon that lost the leader lease refuses every sync (EngineStoppedError)
-   * before it starts, also one queued or retried while it led: the next leader's writes are not raced.
+   * Whether this process may sync now. A daemon that lost the leader lease refuses every sync (LeadershipLostError)
+   * before it starts, also one queued or retried while it led, and one under way sends no further calendar write.
    */
   get leading(): boolean {
-    return this.#leading();
+    return this.#deps.leading();
   }
 
   /** Resolves when nothing is queued or running (appointments waiting to retry may remain). */
@@ -251,7 +251,7 @@ export class SyncEngine {
   }
 
   async #run(id: string, p: Pending): Promise<RunVerdict> {
-    if (!this.#leading()) return stoppedVerdict(p);
+    if (!this.#deps.leading()) return lostVerdict(p);
     const parent = p.request.log ?? this.#logger;
     const log = parent.bindings().appointment_id === id ? parent : parent.child({ appointment_id: id });
     const attempt = p.counted + 1;
@@ -264,6 +264,7 @@ export class SyncEngine {
       return { done: true };
     } catch (err) {
       if (err instanceof WritebackWaits) return waitsVerdict(this.#history, id, p, err, log);
+      if (err instanceof LeadershipLostError) return lostVerdict(p, log); // its next calendar write was not sent
       // Given up because the engine stops (a Google call waiting for quota, an enrichment for leftover budget).
       if (abort.aborted && (err === abort.reason || p.request.priority === "enrich")) return stoppedVerdict(p);
       const verdict = await this.#failures.handle(`appt:${id}`, p, err, log, read.state);
@@ -274,7 +275,7 @@ export class SyncEngine {
 
   /** A customer's re-render: the listing is this run's work (retried like a sync); each appointment is its own sync. */
   async #runCustomer(p: Pending): Promise<RunVerdict> {
-    if (!this.#leading()) return stoppedVerdict(p);
+    if (!this.#deps.leading()) return lostVerdict(p);
     const customerId = p.customerId!;
     const log = (p.request.log ?? this.#logger).child({ customer_id: customerId });
     let resyncs: [string, SyncRequest][];

@@ -17,7 +17,7 @@ import { misplaced } from "./placement.ts";
 import { lookUpMissing, placeAll } from "./reconcile-lookups.ts";
 import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
-import { EngineStoppedError } from "./stopped.ts";
+import { LeadershipLostError } from "./stopped.ts";
 import { earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
 
 export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
@@ -238,7 +238,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     await inPool(interleaved(plan), APPLY_IN_FLIGHT, async (action) => {
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && isStrayReason(action.reason)) {
-        if (!ctx.sync.leading) throw new EngineStoppedError(); // the lease was lost: the next leader decides
+        if (!ctx.sync.leading) throw new LeadershipLostError(); // the lease was lost: the next leader decides
         const deleted = await mapping
           .calendar(action.therapistId)
           .delete(action.eventId)
