@@ -670,7 +670,9 @@ export const ConfigSchema = z
           .int()
           .min(2)
           .default(15)
-          .describe("Leader lease (Redis) before a standby takes over."),
+          .describe(
+            "Leader lease before a standby takes over: Redis replicas, or a second daemon on the same SQLite file.",
+          ),
         min_free_mb: z
           .number()
           .int()

@@ -100,7 +100,7 @@ export function createMetrics(registry: Registry = new Registry()): DaemonMetric
     }),
     leader: new Gauge({
       name: "calbridge_leader",
-      help: "1 on the replica that holds the leader lease (always 1 with a SQLite store).",
+      help: "1 on the daemon that holds the leader lease (0 on a standby; always 1 with a memory store).",
       registers,
     }),
   };

@@ -1,10 +1,12 @@
-// Owns the leader lease: on a shared Redis store exactly one replica holds `calbridge:leader` and runs leader-only
-// work; a standby takes over when the lease lapses or is released. SQLite and memory stores mean one replica: always leader.
+// Owns the leader lease: of the daemons sharing a store (replicas on Redis; on a SQLite file, a rolling update's new
+// daemon or a second `run` started by hand) exactly one holds `calbridge:leader` and runs leader-only work; the others
+// stand by and take over when the lease lapses or is released. A memory store is one process's: always leader.
 import { randomUUID } from "node:crypto";
+import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import type { RedisClient, Store } from "./store.ts";
+import type { LeaseHolder, LeaseRow, RedisClient, Store } from "./store.ts";
 
 export const LEADER_KEY = "calbridge:leader";
 /** Published by a replica that releases the lease, so a standby takes over at once instead of at its next poll. */
@@ -33,6 +35,38 @@ export function defaultHolderId(): string {
   return `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 }
 
+/** How often a standby on SQLite reads the lease row at most (no release notice there): one indexed read. */
+const SQLITE_STANDBY_POLL_MS = 1000;
+
+/** Holder ids whose lease may still be running work in this process (started, and not stopped with a release). */
+const runningHere = new Set<string>();
+
+/** This process's pid namespace on Linux ("pid:[4026531836]"); undefined elsewhere. */
+const PID_NS = (() => {
+  try {
+    return readlinkSync("/proc/self/ns/pid");
+  } catch {
+    return undefined;
+  }
+})();
+
+/**
+ * The holder of a SQLite lease row is known to be gone: a process of this host (and pid namespace, where a pid means
+ * the same process) that no longer runs (killed, crashed: `kill -9`, an OOM kill, a container restarted), or a lease
+ * of this very process that was stopped with a release or never started here (a container restarted under the same
+ * pid). Anything else (another host, a process that is there but stalled) is only taken over once the row lapses.
+ */
+export function holderGone(row: LeaseHolder): boolean {
+  if (row.host !== hostname() || row.pidNs !== PID_NS) return false;
+  if (row.pid === process.pid) return !runningHere.has(row.holder);
+  try {
+    process.kill(row.pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+}
+
 type Outcome<T> =
   | { kind: "ok"; value: T }
   | { kind: "error"; error: unknown }
@@ -40,6 +74,10 @@ type Outcome<T> =
   | { kind: "aborted" };
 
 /**
+ * On SQLite the lease is a row of the store file (store.ts `LeaseRow`), taken, renewed and released each by one
+ * conditional statement; a standby reads the row (at most every second, an indexed read) and claims it once it is
+ * released, lapsed, or its holder is known to be gone (holderGone). A daemon alone on the file leads at once.
+ *
  * Timing, with L = leaseMs: the lease is renewed every L/3. Leadership counts from the moment the last successful
  * acquire or renew was *sent* (Redis starts the TTL later, so the real expiry is later still) and is given up at
  * 2L/3 without a confirmed renewal, L/3 before any other replica could acquire the key. `isLeader` checks that
@@ -63,6 +101,8 @@ export class LeaderLease {
   #heldSince: number | undefined;
   /** A leader's release notice arrived since the last acquire attempt began. */
   #released = false;
+  /** The holder last seen in the SQLite row while standing by (its log line is written once per holder). */
+  #seenHolder: string | undefined;
   #stop: AbortController | undefined;
   #wake = new AbortController();
   #loop: Promise<void> | undefined;
@@ -81,7 +121,18 @@ export class LeaderLease {
 
   get isLeader(): boolean {
     if (!this.#leader) return false;
-    return this.#store.kind !== "redis" || this.#clock.now() < this.#confirmedAt + this.#safeMs;
+    return this.#solo || this.#clock.now() < this.#confirmedAt + this.#safeMs;
+  }
+
+  /** A store only this process uses (memory): no lease to hold. */
+  get #solo(): boolean {
+    return this.#store.kind !== "redis" && this.#store.leaseRow === undefined;
+  }
+
+  get #row(): LeaseRow {
+    const row = this.#store.leaseRow;
+    if (!row) throw new Error("lease: the store has no lease row");
+    return row;
   }
 
   get #renewEveryMs(): number {
@@ -106,11 +157,12 @@ export class LeaderLease {
     if (this.#stop) return;
     const stop = new AbortController();
     this.#stop = stop;
-    if (this.#store.kind !== "redis") {
-      this.#set(true, "single replica store");
+    if (this.#solo) {
+      this.#set(true, "single process store");
       return;
     }
-    this.#subscribe();
+    runningHere.add(this.holderId);
+    if (this.#store.kind === "redis") this.#subscribe();
     const firstDelay = await this.#acquire(stop.signal);
     this.#loop = this.#run(stop.signal, firstDelay);
   }
@@ -130,17 +182,22 @@ export class LeaderLease {
     // Only a leader's release is a clean hand-over; a key held without leading yet is deleted without a notice.
     const wasLeader = this.#leader;
     this.#heldSince = undefined;
+    this.#seenHolder = undefined;
     if (this.#leader) this.#set(false, "stopping");
-    if (this.#store.kind !== "redis") return;
+    if (this.#solo) return;
     if (options.release === false) {
+      // Kept as running here: a standby of this process (tests run two) waits for the row to lapse, as for a stall.
       this.#log.info("leader lease left to lapse: leader work still running");
     } else {
+      runningHere.delete(this.holderId);
       const released = await this.#call(
         () =>
-          this.#redis.eval(RELEASE_SCRIPT, {
-            keys: [this.#key],
-            arguments: [this.holderId, wasLeader ? RELEASED_CHANNEL : ""],
-          }),
+          this.#store.kind === "redis"
+            ? this.#redis.eval(RELEASE_SCRIPT, {
+                keys: [this.#key],
+                arguments: [this.holderId, wasLeader ? RELEASED_CHANNEL : ""],
+              })
+            : this.#row.release(this.holderId),
         Math.min(this.#renewEveryMs, options.timeoutMs ?? Number.POSITIVE_INFINITY),
       );
       if (released.kind === "ok" && Number(released.value) === 1) this.#log.info("released the leader lease");
@@ -168,6 +225,7 @@ export class LeaderLease {
 
   /** One attempt to become leader; returns how long to wait before the next step. */
   async #acquire(signal: AbortSignal): Promise<number> {
+    if (this.#store.kind !== "redis") return this.#acquireRow(signal);
     const sentAt = this.#clock.now();
     const timeout = this.#renewEveryMs;
     const afterRelease = this.#released;
@@ -210,19 +268,76 @@ export class LeaderLease {
     return ms > 0 ? Math.min(ms + 5, this.#renewEveryMs) : ms === -2 ? 0 : this.#renewEveryMs;
   }
 
+  /**
+   * One attempt on the SQLite row. A row won here leads at once, without Redis's hold of 2L/3 after a won SET NX: that
+   * hold covers a key Redis lost while its holder still led, and a committed row is not lost that way. The file keeps
+   * it across a crash of any process (WAL, synchronous=NORMAL); a power loss may drop the last transactions, but it
+   * also stops every process of the host that could still be leading; a lone daemon thus leads right away.
+   */
+  async #acquireRow(signal: AbortSignal): Promise<number> {
+    const timeout = this.#renewEveryMs;
+    const poll = Math.min(this.#renewEveryMs, SQLITE_STANDBY_POLL_MS);
+    // A read first: a standby's polls take no write lock while the row is held.
+    const found = await this.#call(() => this.#row.read(), timeout, signal);
+    if (signal.aborted) return 0;
+    if (found.kind !== "ok") {
+      this.#log.debug({ err: errorOf(found) }, "lease: the lease row was not read");
+      return poll;
+    }
+    const held = found.value;
+    const now = this.#clock.now();
+    const orphan = held && held.holder !== this.holderId && holderGone(held) ? held.holder : undefined;
+    if (held && held.holder !== this.holderId && held.until > now && !orphan) {
+      if (this.#seenHolder !== held.holder) {
+        this.#seenHolder = held.holder;
+        this.#log.info(
+          { other_host: held.host, other_pid: held.pid, other_holder: held.holder },
+          "another calbridge daemon holds the leader lease of this store: this one is a standby",
+        );
+      }
+      return Math.min(poll, held.until - now + 5);
+    }
+    const sentAt = this.#clock.now();
+    const lease: LeaseHolder = {
+      holder: this.holderId,
+      host: hostname(),
+      pid: process.pid,
+      ...(PID_NS ? { pidNs: PID_NS } : {}),
+      until: sentAt + this.leaseMs,
+    };
+    const claimed = await this.#call(() => this.#row.claim(lease, sentAt, orphan), timeout, signal);
+    if (signal.aborted) return 0;
+    if (claimed.kind !== "ok") {
+      this.#log.debug({ err: errorOf(claimed) }, "lease: acquire attempt failed");
+      return poll;
+    }
+    if (!claimed.value) return 0; // another standby was first: read who holds it now
+    // Only an answer that came back quickly leaves enough of the lease to act on; otherwise confirm again first.
+    if (this.#clock.now() - sentAt >= this.#renewEveryMs) return 0;
+    this.#confirmedAt = sentAt;
+    this.#seenHolder = undefined;
+    if (orphan) this.#log.warn({ other_holder: orphan }, "took over the leader lease of a daemon that is gone");
+    this.#set(true, "acquired the leader lease");
+    return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
+  }
+
   /** One renewal while leader; gives leadership up when it cannot be confirmed in time. */
   async #renew(signal: AbortSignal): Promise<number> {
     const sentAt = this.#clock.now();
     const deadline = this.#confirmedAt + this.#safeMs;
     if (sentAt >= deadline) return this.#lose("no confirmed renewal in time");
-    const result = await this.#call(() => this.#evalRenew(), deadline - sentAt, signal);
+    const result = await this.#call(
+      () => (this.#store.kind === "redis" ? this.#evalRenew() : this.#row.renew(this.holderId, sentAt + this.leaseMs)),
+      deadline - sentAt,
+      signal,
+    );
     if (result.kind === "aborted") return 0;
     if (result.kind === "ok") {
       if (Number(result.value) !== 1) return this.#lose("the lease expired or another replica holds it");
       this.#confirmedAt = sentAt;
       return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
     }
-    if (result.kind === "timeout") return this.#lose(`Redis did not answer within ${deadline - sentAt} ms`);
+    if (result.kind === "timeout") return this.#lose(`the store did not answer within ${deadline - sentAt} ms`);
     const left = deadline - this.#clock.now();
     if (left <= 0) return this.#lose(`renewal failed: ${String(errorOf(result))}`);
     this.#log.warn({ err: errorOf(result), leftMs: left }, "lease: renewal failed, retrying");

@@ -25,8 +25,11 @@ export interface Table<T> {
    * it wrote. Atomic per key: of two writers racing for one key (two replicas), one gets true.
    */
   addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]>;
-  /** Every live entry, in no particular order. */
-  entries(): AsyncIterable<[string, T]>;
+  /**
+   * Every live entry, in no particular order. `without` names a field of the stored object: entries that have it may be
+   * left out where the backend can tell cheaply (SQLite, in SQL), so the caller still checks each entry it gets.
+   */
+  entries(options?: { without?: string }): AsyncIterable<[string, T]>;
 }
 
 /**
@@ -89,6 +92,8 @@ export interface Store {
   purgeExpired(): Promise<number>;
   /** The raw Redis client when kind is "redis" (leader lease); undefined otherwise. */
   readonly redis?: RedisClient;
+  /** The leader lease's row when kind is "sqlite" (lease.ts); undefined otherwise. */
+  readonly leaseRow?: LeaseRow;
   /** Hints between replicas sharing this store (Redis pub/sub); undefined when only one process uses the store. */
   readonly notices?: Notices;
   close(): Promise<void>;
@@ -102,6 +107,38 @@ export interface Notices {
 }
 
 export type RedisClient = ReturnType<typeof createClient>;
+
+/** Who holds the leader lease of a SQLite store, and until when (epoch ms, on the holders' shared clock). */
+export interface LeaseHolder {
+  holder: string;
+  host: string;
+  pid: number;
+  /** The pid namespace (Linux: /proc/self/ns/pid), so a pid is only read where it means the same process. */
+  pidNs?: string;
+  until: number;
+}
+
+/**
+ * The leader lease as one row of the SQLite file (in "meta", under LEASE_ROW_KEY, without keyv's expiry so no purge
+ * removes it). Each change is one statement: SQLite runs it under the file's write lock, so of two processes racing
+ * for the row one wins. The file's locks hold between processes of one host, not across a network filesystem.
+ */
+export interface LeaseRow {
+  /**
+   * Takes the lease for `lease.holder` until `lease.until` when the row is absent, lapsed at `now`, already the
+   * holder's, or still held by `orphan` (a holder known to be gone); true when it did.
+   */
+  claim(lease: LeaseHolder, now: number, orphan?: string): Promise<boolean>;
+  /** Moves the lease's end to `until`, only while the row is still `holder`'s; true when it did. */
+  renew(holder: string, until: number): Promise<boolean>;
+  /** Deletes the row, only while it is still `holder`'s; true when it did. */
+  release(holder: string): Promise<boolean>;
+  /** The row as stored (lapsed or not); undefined when there is none. */
+  read(): Promise<LeaseHolder | undefined>;
+}
+
+/** The lease row's key in the "meta" table (readable as `store.table("meta").get(LEASE_ROW_KEY)`). */
+export const LEASE_ROW_KEY = "calbridge:leader";
 
 /**
  * The backend's insert-if-absent, which keyv does not offer. It gets the rows as keyv would hand them to the adapter's
@@ -123,7 +160,7 @@ interface AdapterRow {
 type PutRows = (rows: AdapterRow[]) => Promise<unknown>;
 
 /** A backend's own listing: each row's key as the table's callers wrote it, and its serialized value. */
-type ListRows = () => AsyncIterable<[string, string]>;
+type ListRows = (options?: { without?: string }) => AsyncIterable<[string, string]>;
 
 /** Runs one store operation; a backend may fail it fast or bound its time (Redis), or just run it (SQLite). */
 type Guard = <R>(op: () => Promise<R>) => Promise<R>;
@@ -239,9 +276,9 @@ class KeyvTable<T> implements Table<T> {
     }
     return keys.length > 0 ? new UnstorableValueError(keys, cause) : undefined;
   }
-  async *entries(): AsyncIterable<[string, T]> {
+  async *entries(options?: { without?: string }): AsyncIterable<[string, T]> {
     if (this.#list) {
-      for await (const [key, raw] of this.#list()) {
+      for await (const [key, raw] of this.#list(options)) {
         const data = await this.#keyv.deserializeData<T>(raw);
         if (!data || (typeof data.expires === "number" && data.expires <= Date.now())) continue;
         yield [key, data.value as T];
@@ -380,7 +417,7 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
       new KeyvTable(
         keyvFor(adapter, name),
         (rows) => sqliteAdd(adapter, name, rows),
-        undefined,
+        sqliteList(adapter, name),
         unguarded,
         (rows) => sqlitePut(adapter, name, rows),
       ),
@@ -390,6 +427,7 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
   const first = adapters.get("links")!;
   return {
     kind: "sqlite",
+    leaseRow: sqliteLeaseRow(adapters.get("meta")!),
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
     ping: async () => {
       await first.query("SELECT 1");
@@ -531,6 +569,93 @@ function addSqliteSetMany(adapter: KeyvSqlite, table: string): void {
     },
     setMany: (entries: { key: string; value: unknown }[]) => sqlitePut(adapter, table, entries),
   });
+}
+
+/** The lease row's SQL: the value is keyv's serialized form ({"value": LeaseHolder}), read back with json_extract. */
+function sqliteLeaseRow(meta: KeyvSqlite): LeaseRow {
+  const key = `meta:${LEASE_ROW_KEY}`;
+  const field = (column: string, name: string) =>
+    `(CASE WHEN json_valid(${column}) THEN json_extract(${column}, '$.value.${name}') END)`;
+  const written = (rows: unknown) => (rows as unknown[]).length > 0;
+  return {
+    async claim(lease, now, orphan) {
+      // A row that is not a lease (unreadable, no end) is taken too: nobody could be holding it.
+      const rows = await meta.query(
+        `INSERT INTO meta (key, value) VALUES (?, ?)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value
+         WHERE ${field("meta.value", "until")} IS NULL OR ${field("meta.value", "until")} <= ?
+            OR ${field("meta.value", "holder")} IN (?, ?)
+         RETURNING key`,
+        key,
+        JSON.stringify({ value: lease }),
+        now,
+        lease.holder,
+        orphan ?? lease.holder,
+      );
+      return written(rows);
+    },
+    async renew(holder, until) {
+      const rows = await meta.query(
+        `UPDATE meta SET value = json_set(value, '$.value.until', ?) WHERE key = ? AND ${field("value", "holder")} = ?
+         RETURNING key`,
+        until,
+        key,
+        holder,
+      );
+      return written(rows);
+    },
+    async release(holder) {
+      const rows = await meta.query(
+        `DELETE FROM meta WHERE key = ? AND ${field("value", "holder")} = ? RETURNING key`,
+        key,
+        holder,
+      );
+      return written(rows);
+    },
+    async read() {
+      const rows = (await meta.query("SELECT value FROM meta WHERE key = ?", key)) as { value: string }[];
+      const raw = rows[0]?.value;
+      if (raw === undefined) return undefined;
+      try {
+        const lease = (JSON.parse(raw) as { value?: LeaseHolder }).value;
+        return lease && typeof lease.holder === "string" && typeof lease.until === "number" ? lease : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+  };
+}
+
+/** Rows one listing statement reads. */
+const SQLITE_LIST_PAGE = 1000;
+
+/**
+ * A table's rows in key order, a page at a time, each page starting after the last key of the one before (an index
+ * range: @keyv/sqlite's own listing pages with OFFSET, which re-reads every earlier row for each page, 3 s of CPU for
+ * an inbox of 100,000 done marks, and skips rows when some are deleted meanwhile). Keys as the table's callers wrote
+ * them (without keyv's namespace prefix).
+ */
+function sqliteList(adapter: KeyvSqlite, table: string): ListRows {
+  const prefix = `${table}:`;
+  return async function* (options) {
+    const without = options?.without;
+    if (without !== undefined && !/^\w+$/.test(without)) throw new Error(`store: not a field name: ${without}`);
+    // A row that is not JSON is listed (keyv's reading of it decides), never a failure of the whole statement.
+    const filter =
+      without === undefined
+        ? ""
+        : ` AND (CASE WHEN json_valid(value) THEN json_extract(value, '$.value.${without}') END) IS NULL`;
+    let after = "";
+    for (;;) {
+      const rows = (await adapter.query(
+        `SELECT key, value FROM ${table} WHERE key > ?${filter} ORDER BY key LIMIT ${SQLITE_LIST_PAGE}`,
+        after,
+      )) as { key: string; value: string }[];
+      for (const r of rows) if (r.key.startsWith(prefix)) yield [r.key.slice(prefix.length), r.value];
+      if (rows.length < SQLITE_LIST_PAGE) return;
+      after = rows[rows.length - 1]!.key;
+    }
+  };
 }
 
 /** Overwrites rows (keys prefixed, values serialized), a statement per SQLITE_CHUNK rows. */

@@ -176,7 +176,8 @@ export class WebhookInbox {
   async *pending(): AsyncIterable<InboxEntry> {
     // Snapshot first: the table pages with OFFSET, and entries change while the caller works.
     const live: InboxEntry[] = [];
-    for await (const [, stored] of this.#inbox.entries()) if (!isDone(stored)) live.push(stored);
+    // Done marks (most of the table: each is kept for the duplicate window) are left out by the store where it can.
+    for await (const [, stored] of this.#inbox.entries({ without: "doneAt" })) if (!isDone(stored)) live.push(stored);
     live.sort((a, b) => a.seq - b.seq);
     this.#pendingIds.clear();
     for (const e of live) this.#pendingIds.add(e.id);

@@ -1,6 +1,11 @@
-// Tests the leader lease against a real redis-server: one leader, takeover on lapse, handover on release, no split brain.
+// Tests the leader lease: on a SQLite file shared by two stores (ManualClock), and against a real redis-server: one
+// leader, takeover on lapse, handover on release, no split brain.
+import { mkdtempSync, readlinkSync, rmSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/clock.ts";
 import { LeaderLease } from "../../src/store/lease.ts";
 import { openStore, type Store } from "../../src/store/store.ts";
 import { type FreezableProxy, redisTestsEnabled, startProxy, useRedisServer } from "../support/redis.ts";
@@ -31,8 +36,8 @@ function expectNoOverlap(timeline: Change[]): void {
   }
 }
 
-describe("LeaderLease on a single-replica store", () => {
-  it("is always leader on memory and sqlite stores", async () => {
+describe("LeaderLease on a single-process store", () => {
+  it("is always leader on a memory store, and at once on a SQLite file nobody else holds", async () => {
     for (const url of ["memory://", "sqlite://:memory:"]) {
       const store = await openStore(url);
       const changes: boolean[] = [];
@@ -44,6 +49,110 @@ describe("LeaderLease on a single-replica store", () => {
       expect(lease.isLeader).toBe(false);
       expect(changes).toEqual([true, false]);
       await store.close();
+    }
+  });
+});
+
+describe("LeaderLease on one SQLite file shared by two stores (ManualClock)", () => {
+  const L = 3000;
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+  });
+
+  async function file(): Promise<string> {
+    const dir = mkdtempSync(join(tmpdir(), "calbridge-lease-"));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    return `sqlite://${join(dir, "store.sqlite")}`;
+  }
+
+  async function lease(url: string, holderId: string, clock: ManualClock): Promise<LeaderLease> {
+    const store = await openStore(url);
+    const l = new LeaderLease({ store, holderId, leaseMs: L, clock });
+    cleanups.push(async () => {
+      await l.stop();
+      await store.close();
+    });
+    return l;
+  }
+
+  /** Moves the clock in steps, letting each step's SQLite statements complete (real I/O) before the next. */
+  async function advance(clock: ManualClock, ms: number, step = 50, each?: () => void): Promise<void> {
+    for (let done = 0; done < ms; done += step) {
+      await clock.advance(Math.min(step, ms - done));
+      await new Promise((r) => setTimeout(r, 15));
+      each?.();
+    }
+  }
+
+  it("one leads at once and keeps it; the other stands by; a release hands over at the standby's next read", async () => {
+    const url = await file();
+    const clock = new ManualClock();
+    const a = await lease(url, "a", clock);
+    const b = await lease(url, "b", clock);
+    await a.start();
+    expect(a.isLeader).toBe(true);
+    await b.start();
+    expect(b.isLeader).toBe(false);
+    let both = false;
+    await advance(clock, 4 * L, 100, () => (both ||= a.isLeader && b.isLeader));
+    expect([a.isLeader, b.isLeader, both]).toEqual([true, false, false]);
+    await a.stop();
+    await advance(clock, 1000);
+    expect([a.isLeader, b.isLeader]).toEqual([false, true]);
+  });
+
+  it("a holder that stopped renewing is taken over once its lease lapses, not before", async () => {
+    const url = await file();
+    const clock = new ManualClock();
+    const a = await lease(url, "a", clock);
+    const b = await lease(url, "b", clock);
+    await a.start();
+    await b.start();
+    await advance(clock, L / 2); // a renewal in between
+    await a.stop({ release: false }); // still "running" in this process: as a stalled holder
+    const store = await openStore(url);
+    const until = (await store.leaseRow!.read())!.until;
+    await store.close();
+    let takenAt: number | undefined;
+    await advance(clock, 2 * L, 50, () => {
+      if (b.isLeader) takenAt ??= clock.now();
+    });
+    expect(takenAt).toBeDefined();
+    expect(takenAt!).toBeGreaterThanOrEqual(until);
+    expect(takenAt! - until).toBeLessThanOrEqual(1100);
+  });
+
+  it("takes a row at once from a daemon of this host that is gone, and waits for one on another host", async () => {
+    const url = await file();
+    const clock = new ManualClock();
+    const gonePid = 2 ** 22 + 17;
+    const pidNs = (() => {
+      try {
+        return readlinkSync("/proc/self/ns/pid");
+      } catch {
+        return undefined;
+      }
+    })();
+    for (const [host, leadsAtOnce] of [
+      [hostname(), true],
+      ["another-host", false],
+    ] as const) {
+      const store = await openStore(url);
+      const until = clock.now() + L;
+      const row = { holder: `${host}:${gonePid}:x`, host, pid: gonePid, ...(pidNs ? { pidNs } : {}), until };
+      expect(await store.leaseRow!.claim(row, clock.now())).toBe(true);
+      await store.close();
+      const l = await lease(url, `c-${host}`, clock);
+      await l.start();
+      expect(l.isLeader).toBe(leadsAtOnce);
+      if (!leadsAtOnce) {
+        await advance(clock, L - 100);
+        expect(l.isLeader).toBe(false);
+        await advance(clock, 1200);
+        expect(l.isLeader).toBe(true);
+      }
+      await l.stop();
     }
   });
 });
