@@ -12,6 +12,7 @@ import { takeEarlySignals } from "./cli/early-signals.ts";
 import { historyCommand } from "./cli/history.ts";
 import { formatPlan, writeJsonInPieces } from "./cli/plan-output.ts";
 import { PurgeUsageError, runPurge } from "./cli/purge.ts";
+import { FORCED_EXIT_CODE, takeStopSignals } from "./cli/stop-signals.ts";
 import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
 import { ConfigError, loadConfig } from "./config/load.ts";
@@ -122,8 +123,10 @@ export function program(): Command {
       // entry, which held them while the modules loaded (early-signals.ts): Node's default for SIGHUP ends the process,
       // and SIGTERM's skips the orderly stop. A SIGHUP before the daemon has started is answered by one reload once it
       // has; a SIGTERM or SIGINT while the store opens closes it and exits 0 without starting, one during the start
-      // stops the daemon as soon as the start is over.
+      // stops the daemon as soon as the start is over. A second SIGTERM during the stop is ignored, a second Ctrl-C
+      // ends the process at once (stop-signals.ts).
       let reloader: ConfigReloader | undefined;
+      let runLog: Logger | undefined; // set before any signal can be handled (the file loads synchronously)
       let hangupWaiting = false;
       let stopSignal: string | undefined;
       let stop: ((signal: string) => void) | undefined;
@@ -133,24 +136,27 @@ export function program(): Command {
         if (reloader) void reloader.request();
         else hangupWaiting = true;
       };
-      const onStop = (signal: string) => {
-        if (!stopSignal) {
+      process.on("SIGHUP", onHangup);
+      const releaseStopSignals = takeStopSignals({
+        stop: (signal) => {
           stopSignal = signal;
           // However far the start got, the process ends within a container's 10-second stop deadline.
           setTimeout(() => process.exit(1), 9_500).unref();
-        }
-        stop?.(signal);
-      };
-      const onTerm = () => onStop("SIGTERM");
-      const onInt = () => onStop("SIGINT");
-      process.on("SIGHUP", onHangup);
-      process.once("SIGTERM", onTerm);
-      process.once("SIGINT", onInt);
+          stop?.(signal);
+        },
+        repeated: (signal) => runLog?.info({ signal }, "stop already in progress"),
+        forced: () =>
+          runLog?.warn(
+            { signal: "SIGINT", exit_code: FORCED_EXIT_CODE },
+            "second Ctrl-C: exiting at once, without finishing the stop",
+          ),
+      });
       if (takeEarlySignals().hangup) onHangup();
       try {
         const file = configPath(cmd.opts());
         const config = loadConfig(file);
         const log = logger();
+        runLog = log;
         const app = await createApp(config, { logger: log });
         if (stopSignal) {
           log.info({ signal: stopSignal }, "stopping before the start");
@@ -183,8 +189,7 @@ export function program(): Command {
         setTimeout(() => process.exit(), 100).unref();
       } finally {
         process.off("SIGHUP", onHangup);
-        process.off("SIGTERM", onTerm);
-        process.off("SIGINT", onInt);
+        releaseStopSignals();
       }
     });
 
@@ -334,11 +339,22 @@ export function program(): Command {
     .action(async (o: { duration: string }) => {
       const { runDemo } = await import("./cli/demo.ts");
       const ctl = new AbortController();
-      process.once("SIGINT", () => ctl.abort());
-      process.once("SIGTERM", () => ctl.abort());
-      const durationSec = wholeNumber("--duration", o.duration, 0, 365 * 86_400);
-      const result = await runDemo({ durationSec, logger: quietLogger(), signal: ctl.signal });
-      if (!result.converged) throw new ExitCode(1);
+      // As `run`: a second SIGTERM does not end the demo partway, a second Ctrl-C does (exit 130).
+      const releaseStopSignals = takeStopSignals({
+        stop: () => {
+          process.stderr.write("calbridge demo: stopping (Ctrl-C again to exit at once)\n");
+          ctl.abort();
+        },
+        repeated: (signal) => process.stderr.write(`calbridge demo: ${signal}: stop already in progress\n`),
+        forced: () => process.stderr.write("calbridge demo: second Ctrl-C: exiting at once\n"),
+      });
+      try {
+        const durationSec = wholeNumber("--duration", o.duration, 0, 365 * 86_400);
+        const result = await runDemo({ durationSec, logger: quietLogger(), signal: ctl.signal });
+        if (!result.converged) throw new ExitCode(1);
+      } finally {
+        releaseStopSignals();
+      }
     });
 
   cmd
