@@ -9,6 +9,7 @@ import type { App } from "../daemon/app.ts";
 import { connectCommand } from "../daemon/calendars.ts";
 import { checkDisk, checkStore, checkStoreWrite, storeFolderOf } from "../daemon/health.ts";
 import { deadline } from "../deadline.ts";
+import { LEASE_PERMISSIONS_FIX, LeasePermissionError } from "../store/lease.ts";
 import { CredentialDecryptError } from "../store/secrets.ts";
 import { probeWrite, redactStoreUrl, StoreMissingError } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
@@ -163,6 +164,15 @@ async function storeCheck(app: App, options: DoctorOptions, storeUrl: string): P
       detail: disk.detail,
       fix: `free space on the volume of ${folder} (or grow it), or lower store.min_free_mb; below it ${outage}`,
     };
+  }
+  // A Redis user without scripting: the daemon refuses to start (its replicas could never lead).
+  const refused = await app.lease.checkPermissions().then(
+    () => undefined,
+    (err: unknown) => (err instanceof LeasePermissionError ? err.refusal : undefined),
+  );
+  if (refused !== undefined) {
+    const detail = `Redis answers but refuses the leader lease's script: ${refused} (${storeUrl})`;
+    return { name, status: "fail", detail, fix: LEASE_PERMISSIONS_FIX };
   }
   const room = folder ? `; ${disk.detail}` : "";
   return { name, status: "ok", detail: `${app.store.kind} answers and takes a write (${storeUrl})${room}` };

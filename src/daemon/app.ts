@@ -17,7 +17,7 @@ import { createConnectHandler } from "../connect/route.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { Notifier } from "../notify/notifier.ts";
 import { daemonView } from "../notify/view.ts";
-import { defaultHolderId, LeaderLease } from "../store/lease.ts";
+import { defaultHolderId, LEASE_PERMISSIONS_FIX, LeaderLease } from "../store/lease.ts";
 import { CredentialStore, isWrongKeyError, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
@@ -435,6 +435,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       generatedAt: new Date(clock.now()).toISOString(),
       instance: lease.holderId,
       leader: lease.isLeader,
+      ...(lease.problem ? { leaseProblem: `${lease.problem}; ${LEASE_PERMISSIONS_FIX}` } : {}),
       lastReconcileAt: iso(lastReconcileAt),
       queues: { sync: engine.queueDepth, webhooks: inbox.pendingCount },
       deadLetters: sync.dead.count,
@@ -754,6 +755,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     mappingReport: () => upkeep.report(),
     reload,
     async start() {
+      // A Redis user without scripting would never lead (every renewal refused), silently: not started at all.
+      await lease.checkPermissions();
       await sync.dead.load();
       await refreshHolds();
       await sync.history.log.loadRecent();

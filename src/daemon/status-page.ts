@@ -40,6 +40,8 @@ export interface StatusSnapshot {
   /** This replica's holder id, when running with a lease. */
   instance?: string;
   leader: boolean;
+  /** Set while Redis refuses the leader lease (an ACL without scripting: no replica can lead), with the fix. */
+  leaseProblem?: string;
   lastReconcileAt: string | null;
   queues: Record<string, number>;
   deadLetters: number;
@@ -135,7 +137,7 @@ export function renderStatusHtml(s: StatusSnapshot, more = ""): string {
     .map(([name, depth]) => `${escapeHtml(name)}: ${escapeHtml(depth)}`)
     .join(", ");
   const summary = [
-    ["Role", s.leader ? "leader" : "standby"],
+    ["Role", `${s.leader ? "leader" : "standby"}${s.leaseProblem ? `: ${s.leaseProblem}` : ""}`],
     ["Instance", s.instance ?? "—"],
     ["Last reconciliation", s.lastReconcileAt ?? "never"],
     ["Dead letters", String(s.deadLetters)],

@@ -17,6 +17,33 @@ const RENEW_SCRIPT = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis
 // RELEASE_SCRIPT: ARGV[2] the channel to tell standbys on, "" for none.
 const RELEASE_SCRIPT = `if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) if ARGV[2] ~= "" then redis.call("PUBLISH", ARGV[2], ARGV[1]) end return 1 end return 0`;
 
+/** What a Redis user needs for the lease, named wherever Redis refuses it (NOPERM). */
+export const LEASE_PERMISSIONS_FIX =
+  "let calbridge's Redis user run scripts: `ACL SETUSER <user> +@scripting` (at least `+eval`), besides GET, SET, " +
+  "PTTL, PEXPIRE, DEL, PUBLISH and SUBSCRIBE on the calbridge:* keys and channels (README: Deployment)";
+
+// The start's check: every command of the two scripts, on a key of its own that is never there, and a channel no replica
+// listens on (a notice on RELEASED_CHANNEL would let a standby lead at once). KEYS[1] probe key · ARGV[1] channel.
+const PROBE_SCRIPT = `redis.call("GET", KEYS[1]) redis.call("PEXPIRE", KEYS[1], 1) redis.call("DEL", KEYS[1]) redis.call("PUBLISH", ARGV[1], "") return 1`;
+
+/**
+ * Redis refused a command under its ACL: `NOPERM ...`, or for a command inside a script (Redis 7) `ERR The user
+ * executing the script can't run this command ...`. A setting, which no retry gets past.
+ */
+export function isNoPermission(err: unknown): boolean {
+  return err instanceof Error && /^NOPERM\b|The user executing the script can't run/.test(err.message);
+}
+
+/** Redis refused the lease's script at start (NOPERM); `refusal` is Redis's own message. */
+export class LeasePermissionError extends Error {
+  readonly refusal: string;
+  constructor(refusal: string) {
+    super(`store: Redis refuses the leader lease: ${refusal}; ${LEASE_PERMISSIONS_FIX}`);
+    this.refusal = refusal;
+    this.name = "LeasePermissionError";
+  }
+}
+
 export interface LeaderLeaseOptions {
   store: Store;
   /** Unique per process (see defaultHolderId); two processes with one id would both think they lead. */
@@ -107,6 +134,8 @@ export class LeaderLease {
   #wake = new AbortController();
   #loop: Promise<void> | undefined;
   #subscriber: RedisClient | undefined;
+  /** Why Redis refuses the lease (NOPERM), until a lease command goes through again. */
+  #problem: string | undefined;
 
   constructor(options: LeaderLeaseOptions) {
     if (!(options.leaseMs >= 300)) throw new Error(`lease: leaseMs must be at least 300 (got ${options.leaseMs})`);
@@ -135,6 +164,27 @@ export class LeaderLease {
     return row;
   }
 
+  /** Set while Redis refuses the lease's commands (an ACL without scripting): no replica can lead. */
+  get problem(): string | undefined {
+    return this.#problem;
+  }
+
+  /**
+   * Runs the scripts' commands once, changing nothing (PROBE_SCRIPT), and throws when Redis refuses them (its ACL): a
+   * user without scripting would win the key, have every renewal refused and never lead, silently. Other failures
+   * (Redis away, slow) are left to the lease's own retries. A no-op on stores without a lease.
+   */
+  async checkPermissions(): Promise<void> {
+    if (this.#store.kind !== "redis") return;
+    const probe = await this.#call(
+      () => this.#redis.eval(PROBE_SCRIPT, { keys: [`${this.#key}:probe`], arguments: [`${RELEASED_CHANNEL}:probe`] }),
+      this.#renewEveryMs,
+    );
+    if (probe.kind === "error" && isNoPermission(probe.error)) {
+      throw new LeasePermissionError(messageOf(probe.error));
+    }
+  }
+
   get #renewEveryMs(): number {
     return Math.floor(this.leaseMs / 3);
   }
@@ -161,6 +211,7 @@ export class LeaderLease {
       this.#set(true, "single process store");
       return;
     }
+    await this.checkPermissions();
     runningHere.add(this.holderId);
     if (this.#store.kind === "redis") this.#subscribe();
     const firstDelay = await this.#acquire(stop.signal);
@@ -238,9 +289,11 @@ export class LeaderLease {
     );
     const wonNx = set.kind === "ok" && set.value === "OK";
     let won = wonNx;
+    this.#permitted(set, false);
     if (set.kind === "ok" && !won) {
       // Still ours (a restart of the loop after a lost renewal, or a slow answer we gave up on): take it back.
       const renewed = await this.#call(() => this.#evalRenew(), timeout, signal);
+      this.#permitted(renewed);
       won = renewed.kind === "ok" && Number(renewed.value) === 1;
     }
     if (signal.aborted) return 0;
@@ -331,6 +384,7 @@ export class LeaderLease {
       deadline - sentAt,
       signal,
     );
+    this.#permitted(result);
     if (result.kind === "aborted") return 0;
     if (result.kind === "ok") {
       if (Number(result.value) !== 1) return this.#lose("the lease expired or another replica holds it");
@@ -346,6 +400,24 @@ export class LeaderLease {
 
   #evalRenew(): Promise<unknown> {
     return this.#redis.eval(RENEW_SCRIPT, { keys: [this.#key], arguments: [this.holderId, String(this.leaseMs)] });
+  }
+
+  /**
+   * Notes a refusal under Redis's ACL (logged at error once, shown in /status) and, at a script's answer (`clears`),
+   * its end: a SET going through says nothing of the scripts.
+   */
+  #permitted(outcome: Outcome<unknown>, clears = true): void {
+    if (outcome.kind === "ok") {
+      if (!clears) return;
+      if (this.#problem !== undefined) this.#log.info("Redis runs the leader lease's commands again");
+      this.#problem = undefined;
+    } else if (outcome.kind === "error" && isNoPermission(outcome.error)) {
+      const problem = `Redis refuses the leader lease: ${messageOf(outcome.error)}`;
+      if (this.#problem === undefined) {
+        this.#log.error({ fix: LEASE_PERMISSIONS_FIX }, `${problem}: no replica can lead`);
+      }
+      this.#problem = problem;
+    }
   }
 
   #lose(reason: string): number {
@@ -423,6 +495,10 @@ function linked(parents: AbortSignal[]): { signal: AbortSignal; abort(): void; u
       for (const p of parents) p.removeEventListener("abort", abort);
     },
   };
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 function errorOf(outcome: Outcome<unknown>): unknown {
