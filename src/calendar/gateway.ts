@@ -71,6 +71,16 @@ export interface ChangeSet {
   fullSync: boolean;
 }
 
+/** A calendar on the account's calendar list, with the account's access role on it (calendarList.list). */
+export interface AccountCalendar {
+  id: string;
+  /** freeBusyReader, reader, writer or owner (Google may add others: compare, never rank). */
+  accessRole: string;
+  /** The account's own (primary) calendar. */
+  primary: boolean;
+  summary?: string;
+}
+
 /** A child logger with those bindings the given logger does not carry yet (no duplicate keys in the JSON). */
 function withBindings(logger: Logger, bindings: Record<string, string>): Logger {
   const have = logger.bindings();
@@ -470,6 +480,100 @@ export class CalendarGateway {
         if (opts.confirmMissing) await this.#calendarAnswers();
         return null;
       }
+      throw err;
+    }
+  }
+
+  /**
+   * The calendars on the calendar list of the account these credentials act as (calendarList.list, every page, hidden
+   * entries too), with its access role on each; `minAccessRole` lets Google leave out the others (Google's reference:
+   * "The minimum access role for the user in the returned entries"). A 404 here is no verdict on this calendar.
+   */
+  async calendarList(minAccessRole?: "reader" | "writer" | "owner"): Promise<AccountCalendar[]> {
+    const out: AccountCalendar[] = [];
+    let pageToken: string | undefined;
+    do {
+      const page = await this.#runner.run("calendarList.list", "event", (attempt) =>
+        this.#api.calendarList.list(
+          {
+            quotaUser: this.#quotaUser,
+            maxResults: 250,
+            showHidden: true,
+            ...(minAccessRole ? { minAccessRole } : {}),
+            ...(pageToken ? { pageToken } : {}),
+          },
+          attempt,
+        ),
+      );
+      const items: unknown = page.items ?? [];
+      if (!Array.isArray(items)) {
+        throw new CalendarError("calendarList.list: the answer's items are not a list", {
+          kind: "transient",
+          reason: "invalidResponse",
+        });
+      }
+      for (const e of items as calendar_v3.Schema$CalendarListEntry[]) {
+        if (typeof e?.id !== "string") continue;
+        out.push({
+          id: e.id,
+          accessRole: String(e.accessRole ?? ""),
+          primary: e.primary === true,
+          ...(e.summary ? { summary: e.summary } : {}),
+        });
+      }
+      pageToken = page.nextPageToken ?? undefined;
+    } while (pageToken);
+    return out;
+  }
+
+  /**
+   * The event in another calendar of the same account, or null where Google answers 404 (not there). Whatever that
+   * calendar answers says nothing about this one: its failures never mark these credentials broken.
+   */
+  async getIn(calendarId: string, eventId: string): Promise<CalendarEvent | null> {
+    try {
+      return await this.#runner.run(
+        "events.get",
+        "event",
+        (attempt) => this.#api.events.get({ calendarId, eventId, quotaUser: this.#quotaUser }, attempt),
+        { detached: true },
+      );
+    } catch (err) {
+      if (err instanceof CalendarError && err.kind === "not_found") return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Moves the event from another calendar of the same account to `destination` under its id (events.move, no
+   * notifications). Its failures never mark these credentials broken (a calendar the account may no longer write
+   * answers 403 requiredAccessLevel, which for this calendar would mean broken credentials).
+   */
+  moveFrom(calendarId: string, eventId: string, destination: string): Promise<CalendarEvent> {
+    return this.#runner.run(
+      "events.move",
+      "event",
+      (attempt) =>
+        this.#api.events.move(
+          { calendarId, eventId, destination, quotaUser: this.#quotaUser, sendUpdates: "none" },
+          attempt,
+        ),
+      { detached: true },
+    );
+  }
+
+  /** Deletes the event from another calendar of the same account; gone already (404, 410) counts as done. */
+  async deleteIn(calendarId: string, eventId: string): Promise<void> {
+    try {
+      await this.#runner.run(
+        "events.delete",
+        "event",
+        (attempt) =>
+          this.#api.events.delete({ calendarId, eventId, quotaUser: this.#quotaUser, sendUpdates: "none" }, attempt),
+        { detached: true },
+      );
+    } catch (err) {
+      if (err instanceof CalendarError && (err.kind === "not_found" || err.kind === "gone")) return;
       throw err;
     }
   }

@@ -2,7 +2,7 @@
 
 import { aclList } from "./acl.ts";
 import { writeSupport } from "./event-fields.ts";
-import { toResource } from "./event-model.ts";
+import { toDeletedResource, toResource } from "./event-model.ts";
 import type { Faults } from "./faults.ts";
 import { ApiError } from "./http.ts";
 import type { EventLister } from "./list.ts";
@@ -83,8 +83,15 @@ function refuseRestore(ctx: ApiContext, cal: CalendarRecord, eventId: string, bo
 function eventRoute(ctx: ApiContext, req: ApiRequest, cal: CalendarRecord, eventId: string): ApiAnswer {
   const { store } = ctx;
   switch (req.method) {
-    case "GET":
-      return { status: 200, body: toResource(store.get(cal, eventId), cal) };
+    case "GET": {
+      // Google's reference (Event.status): cancelled events are returned by get ("The get method always returns
+      // them"), and "Deleted events are only guaranteed to have the id field populated" (quoted from the googleapis
+      // type docs in KeepSoftwareSimple/compass-calendar#374). No report says what events.get answers on the
+      // calendar an event was moved out of; the strict reading is taken: 200 with status "cancelled" and no details,
+      // as the listings show that entry (list.ts), so a client cannot tell it from a deletion by reading it.
+      const rec = store.get(cal, eventId);
+      return { status: 200, body: rec.movedAway ? toDeletedResource(rec, cal) : toResource(rec, cal) };
+    }
     case "PUT": {
       checkAttendees(req);
       refuseRestore(ctx, cal, eventId, req.body);
@@ -154,26 +161,60 @@ function calendarRoute(ctx: ApiContext, req: ApiRequest, rest: string[]): ApiAns
   return eventRoute(ctx, req, cal, eventId);
 }
 
+const ROLE_RANK: Record<string, number> = { freeBusyReader: 0, reader: 1, writer: 2, owner: 3 };
+
+/** One entry of the user's calendar list: the calendar with the user's access role on it. */
+function listEntry(cal: CalendarRecord, subject: string) {
+  // Google's reference (CalendarList resource, accessRole): "The effective access role that the authenticated user
+  // has on the calendar" (freeBusyReader, reader, writer, owner): the user's share here.
+  const role = cal.acl.get(subject) ?? "reader";
+  return {
+    ...calendarResource(cal),
+    kind: "calendar#calendarListEntry",
+    accessRole: role,
+    defaultReminders: [],
+    ...(cal.owner === subject && cal.id === subject ? { primary: true } : {}),
+  };
+}
+
+/**
+ * calendarList.list (Google's reference, CalendarList: list): "Returns the calendars on the user's calendar list",
+ * each with its accessRole; `minAccessRole` "The minimum access role for the user in the returned entries";
+ * `maxResults` 100 by default, "The page size can never be larger than 250 entries"; pages by `pageToken`. Every
+ * calendar shared with the user is on the list unless removed from it (removeFromCalendarList). Hidden entries are
+ * not modelled (showHidden changes nothing), nor its syncToken.
+ */
+function calendarList(ctx: ApiContext, req: ApiRequest): Record<string, unknown> {
+  const one = (k: string) => (Array.isArray(req.query[k]) ? req.query[k][0] : req.query[k]) as string | undefined;
+  const min = one("minAccessRole");
+  if (min !== undefined && ROLE_RANK[min] === undefined) throw new ApiError(400, "invalid", "Invalid minAccessRole");
+  const size = Math.min(250, Math.max(1, Number(one("maxResults") ?? 100) || 100));
+  const from = Number(one("pageToken") ?? 0) || 0;
+  const entries = [...ctx.store.calendars.values()]
+    .filter((cal) => cal.acl.has(req.subject) && !cal.unlisted.has(req.subject))
+    .filter((cal) => min === undefined || (ROLE_RANK[cal.acl.get(req.subject)!] ?? 0) >= ROLE_RANK[min]!)
+    .map((cal) => listEntry(cal, req.subject));
+  const items = entries.slice(from, from + size);
+  const more = from + size < entries.length;
+  return {
+    kind: "calendar#calendarList",
+    etag: `"l${entries.length}"`,
+    items,
+    ...(more ? { nextPageToken: String(from + size) } : { nextSyncToken: `L${entries.length}` }),
+  };
+}
+
 /** Answers one Calendar API request, or throws ApiError. */
 export function handleApi(ctx: ApiContext, req: ApiRequest): ApiAnswer {
   const [head, ...rest] = req.segments;
   if (head === "calendars") return calendarRoute(ctx, req, rest);
+  if (head === "users" && rest[0] === "me" && rest[1] === "calendarList" && !rest[2] && req.method === "GET") {
+    return { status: 200, body: calendarList(ctx, req) };
+  }
   if (head === "users" && rest[0] === "me" && rest[1] === "calendarList" && rest[2] && req.method === "GET") {
     const cal = ctx.store.resolve(rest[2], req.subject, "read");
     if (cal.unlisted.has(req.subject)) throw new ApiError(404, "notFound");
-    // Google's reference (CalendarList resource, accessRole): "The effective access role that the authenticated user
-    // has on the calendar" (freeBusyReader, reader, writer, owner): the user's share here.
-    const role = cal.acl.get(req.subject) ?? "reader";
-    return {
-      status: 200,
-      body: {
-        ...calendarResource(cal),
-        kind: "calendar#calendarListEntry",
-        accessRole: role,
-        defaultReminders: [],
-        ...(cal.owner === req.subject && cal.id === req.subject ? { primary: true } : {}),
-      },
-    };
+    return { status: 200, body: listEntry(cal, req.subject) };
   }
   if (head === "channels" && rest[0] === "stop" && req.method === "POST") {
     ctx.push.stop(req.body);

@@ -11,6 +11,12 @@ export interface FaultSpec {
   match?: RegExp;
   /** Seconds for a Retry-After header. */
   retryAfter?: number;
+  /**
+   * Asked when a request matches: the fault is taken only if it answers true. It may change the emulator first (a
+   * person acting just before the request arrives) and answer false, so the request meets the changed state. The
+   * request counts against `n` either way.
+   */
+  when?: () => boolean;
 }
 
 export class Faults {
@@ -81,6 +87,11 @@ export class Faults {
       (q) => (q.spec.target ?? "api") === target && (!q.spec.match || q.spec.match.test(request)),
     );
     const entry = this.#queue[index];
+    if (entry?.spec.when && !entry.spec.when()) {
+      entry.remaining -= 1;
+      if (entry.remaining <= 0) this.#queue.splice(index, 1);
+      return undefined;
+    }
     if (entry) {
       entry.remaining -= 1;
       if (entry.remaining <= 0) this.#queue.splice(index, 1);

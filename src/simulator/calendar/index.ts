@@ -187,6 +187,14 @@ export class CalendarEmulator {
   createCalendar(id: string, ownerSubject: string, options: { summary?: string; timeZone?: string } = {}): void {
     this.#store.createCalendar(id, ownerSubject, options);
   }
+  /**
+   * A person deletes a secondary calendar in its settings (calendars.delete): from then on Google answers 404 notFound
+   * for it and for every event in it, and it leaves everyone's calendar list.
+   */
+  deleteCalendar(id: string): void {
+    this.#calendar(id);
+    this.#store.calendars.delete(id);
+  }
   shareCalendar(id: string, subject: string, role: AccessRole = "writer"): void {
     this.#calendar(id).acl.set(subject, role);
   }

@@ -179,7 +179,7 @@ export function methodName(method: string, segments: string[]): string {
   }
   if (head === "calendars" && collection === "acl") return "acl.list";
   if (head === "calendars") return "calendars.get";
-  if (head === "users") return "calendarList.get";
+  if (head === "users") return segments[3] === undefined ? "calendarList.list" : "calendarList.get";
   if (head === "channels") return "channels.stop";
   return "unknown";
 }
