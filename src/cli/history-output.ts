@@ -32,6 +32,12 @@ function span(e: HistoryEntry): string {
 
 const cal = (therapistId: string | undefined) => `${therapistId ?? "?"}'s calendar`;
 
+/** Where a deleted event may have been moved: another mapped therapist's calendar, or one of its own account's. */
+const elsewhere = (e: HistoryEntry) =>
+  e.toTherapistId !== undefined && e.toTherapistId === e.therapistId
+    ? `another calendar of ${e.therapistId ?? "?"}'s account`
+    : cal(e.toTherapistId);
+
 function answer(e: HistoryEntry): string {
   const status = e.httpStatus ? ` ${e.httpStatus}` : "";
   return e.code ? `${e.side ?? "?"}${status} ${e.code}` : "";
@@ -59,6 +65,10 @@ function writeback(e: HistoryEntry): string {
       return "the appointment no longer exists in the booking service; its event is removed";
     case "disabled":
       return `event moved to ${cal(e.toTherapistId)}, but reassigning from the calendar is off; the event is put back`;
+    case "moved_back":
+      return `the event was not deleted but moved to another calendar of ${e.therapistId ?? "?"}'s account (${e.calendarId ?? "?"}): the cancellation is not sent; the event is moved back, with a note`;
+    case "rewritten":
+      return `the event was not deleted but moved to another calendar of ${e.therapistId ?? "?"}'s account (${e.calendarId ?? "?"}), and could not be moved back (${answer(e)}): the cancellation is not sent; the event is written again as booked, with a note`;
     default:
       return `${what} not sent (${e.result ?? "?"})`;
   }
@@ -94,11 +104,11 @@ export function whatOf(e: HistoryEntry): string {
       return `${wbNoun} is held by the write-back guard for an administrator to decide`;
     case "sync_failed":
       return e.code === "other_calendar_unavailable"
-        ? `the cancellation is not sent: the event may have been moved to ${cal(e.toTherapistId)}, which cannot be looked at now (${answer(e)}); it waits for that calendar`
+        ? `the cancellation is not sent: the event may have been moved to ${elsewhere(e)}, which cannot be looked at now (${answer(e)}); it waits for that calendar`
         : `sync failed (${answer(e)}); retrying`;
     case "dead_letter":
       return e.code === "other_calendar_unavailable"
-        ? `gave up waiting for ${cal(e.toTherapistId)}, where the event may have been moved (${answer(e)}): dead letter; the cancellation was not sent`
+        ? `gave up waiting for ${elsewhere(e)}, where the event may have been moved (${answer(e)}): dead letter; the cancellation was not sent`
         : `gave up after ${e.attempts ?? "?"} attempts (${answer(e)}): dead letter`;
   }
 }

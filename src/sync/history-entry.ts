@@ -37,6 +37,8 @@ export interface HistoryEntry {
   therapistId?: string;
   /** A reassignment: the therapist whose calendar the event went (or was moved) to. */
   toTherapistId?: string;
+  /** A "deletion" that was a move to another calendar of the therapist's account: that calendar. */
+  calendarId?: string;
   eventId?: string;
   /** The event's times as written, or the start sent to the booking service. */
   start?: string;
@@ -45,7 +47,10 @@ export interface HistoryEntry {
   status?: string;
   /** A write-back: what was sent (or would have been). */
   writeback?: "reschedule" | "cancel" | "reassign";
-  /** The answer: ok, refused, failed, gone, disabled (write-backs); deleted, already_gone, not_mapped (deletions). */
+  /**
+   * The answer: ok, refused, failed, gone, disabled, moved_back, rewritten (write-backs); deleted, already_gone,
+   * not_mapped (deletions).
+   */
   result?: string;
   /** Who answered with an error, and its code (booking `error.code`, Google's reason) and HTTP status. */
   side?: "booking" | "google" | "calbridge";
@@ -171,6 +176,7 @@ export function actionEntry(
         reason: action.reason,
         therapistId: action.therapistId,
         ...(wb?.therapistId ? { toTherapistId: wb.therapistId } : {}),
+        ...(wb?.calendarId ? { calendarId: wb.calendarId } : {}),
         writeback: wb?.kind ?? (action.kind === "writeback_cancel" ? "cancel" : "reschedule"),
         ...(action.kind === "writeback_reschedule" ? times(action.startTime) : {}),
         result: wb?.result ?? "skipped",

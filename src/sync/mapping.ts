@@ -16,9 +16,11 @@ export class CalendarUnavailableError extends Error {
 
 /**
  * An event gone from one therapist's calendar may have been moved ("Change calendar") to another mapped therapist's
- * calendar that cannot be looked at now (not connected yet, credentials broken, a quota pause, no longer shared): until
- * it can be, a deletion cannot be told from that move, so the cancellation waits like any sync of an unavailable
- * calendar and is never sent on a guess. `therapistId` is the first of `unseen`.
+ * calendar, or to another calendar of the therapist's own account, that cannot be looked at now (not connected yet,
+ * credentials broken, a quota pause, no longer shared, the account's calendar list not read): until it can be, a
+ * deletion cannot be told from that move, so the cancellation waits like any sync of an unavailable calendar and is
+ * never sent on a guess. `therapistId` is the first of `unseen`; `from` itself among them stands for its account's
+ * other calendars.
  */
 export class OtherCalendarUnavailableError extends CalendarUnavailableError {
   /** The therapist whose calendar lost the event. */
@@ -31,9 +33,12 @@ export class OtherCalendarUnavailableError extends CalendarUnavailableError {
     this.name = "OtherCalendarUnavailableError";
     this.from = from;
     this.unseen = unseen;
-    const which = [...unseen].map(([id, why]) => `${id}: ${why}`).join("; ");
+    const which = [...unseen]
+      .map(([id, why]) => `${id === from ? `the other calendars of ${from}'s account` : id}: ${why}`)
+      .join("; ");
+    const where = unseen.has(from) ? "another calendar of its account" : "a mapped therapist's calendar";
     this.message =
-      `the event gone from ${from}'s calendar may have been moved to a mapped therapist's calendar that cannot be ` +
+      `the event gone from ${from}'s calendar may have been moved to ${where} that cannot be ` +
       `looked at now (${which}); the cancellation is not sent and waits for it`;
   }
 }

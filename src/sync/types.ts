@@ -8,6 +8,14 @@ import type { Logger } from "../log.ts";
 
 export type CalEvent = calendar_v3.Schema$Event;
 
+/** A calendar on an account's calendar list, with the account's access role on it. */
+export interface AccountCalendar {
+  id: string;
+  accessRole: string;
+  primary: boolean;
+  summary?: string;
+}
+
 /** An appointment's booking state as one sync knows it: the fields a payload, list item or full read gave. */
 export type Snapshot = Appointment;
 
@@ -172,6 +180,14 @@ export interface CalendarPort {
   incrementalChanges(
     syncToken: string | undefined,
   ): Promise<{ events: CalEvent[]; nextSyncToken: string; fullSync: boolean }>;
+  /**
+   * Calls on the other calendars of the account the credentials act as (the therapist's personal ones): the calendar
+   * list with the account's role on each, and reading, moving (into `destination`) and deleting an event there.
+   */
+  calendarList(minAccessRole?: "reader" | "writer" | "owner"): Promise<AccountCalendar[]>;
+  getIn(calendarId: string, eventId: string): Promise<CalEvent | null>;
+  moveFrom(calendarId: string, eventId: string, destination: string): Promise<CalEvent>;
+  deleteIn(calendarId: string, eventId: string): Promise<void>;
   /** The calendar's standing with Google: broken credentials, a quota pause (epoch ms), the last error. */
   health?(): { credentials: "ok" | "broken" | "unknown"; pausedUntil?: number; lastError?: string };
 }

@@ -1,10 +1,13 @@
 // Owns the write-back of a therapist's calendar change to the booking service: a moved event becomes a PATCH, a
-// deleted one a cancel, an event moved to another mapped calendar a reassignment. A refusal, or a failure that
-// outlives its retries, restores the event from the booking and says why in the event itself.
+// deleted one a cancel, an event moved to another mapped calendar a reassignment, one moved to another calendar of the
+// therapist's own account nothing (it is brought back: moved-out.ts). A refusal, or a failure that outlives its
+// retries, restores the event from the booking and says why in the event itself.
 import { BookingApiError } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isRefusal, isUnavailable } from "./errors.ts";
+import { OtherCalendarUnavailableError } from "./mapping.ts";
+import { findInOwnCalendars, keepInMappedCalendar } from "./moved-out.ts";
 import { findElsewhere, movedToOtherCalendar } from "./reassign.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
@@ -84,11 +87,24 @@ async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promi
 }
 
 async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
-  const moved = await findElsewhere(ctx, w.link);
+  // A mapped calendar that cannot be looked at: the event may be there, unless found in the account's own calendars.
+  let waits: OtherCalendarUnavailableError | undefined;
+  const moved = await findElsewhere(ctx, w.link).catch((err: unknown) => {
+    if (!(err instanceof OtherCalendarUnavailableError)) throw err;
+    waits = err;
+    return undefined;
+  });
   if (moved) {
     await movedToOtherCalendar(ctx, w, moved);
     return;
   }
+  // Moved to a calendar of the therapist's own account that calbridge does not manage: kept, never cancelled.
+  const outside = await findInOwnCalendars(ctx, w.link, w.log);
+  if (outside) {
+    await keepInMappedCalendar(ctx, w, outside);
+    return;
+  }
+  if (waits) throw waits;
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   const res = await ctx.booking.cancelAppointment(
     w.id,

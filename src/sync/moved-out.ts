@@ -1,0 +1,157 @@
+// Owns the write-back's last look before a deletion counts as one: an event moved ("Change calendar") to another
+// calendar of the therapist's own account that calbridge does not manage (a personal or "Private" calendar) leaves the
+// same cancelled entry in the mapped calendar as a deletion (events.move keeps the id). Found there, it is moved back
+// with a note, or written anew in the mapped calendar when it cannot be: the appointment is never cancelled for it.
+import type { Logger } from "../log.ts";
+import { describeError, isCalendarKind } from "./errors.ts";
+import { OtherCalendarUnavailableError } from "./mapping.ts";
+import { calendarKey } from "./placement.ts";
+import { isNoAccess } from "./source-calendar.ts";
+import { EngineStoppedError } from "./stopped.ts";
+import type { AccountCalendar, CalEvent, Link } from "./types.ts";
+import { accept, type Ctx, LeaveAsIs, restore, type WritebackInput } from "./writeback-steps.ts";
+
+/** At most this many of the account's other calendars are looked at for one deletion (one events.get each). */
+export const MAX_OWN_CALENDARS = 25;
+
+/** The event found live in another calendar of the therapist's account. */
+export interface FoundOutside {
+  /** The calendar it is in now. */
+  calendarId: string;
+  event: CalEvent;
+  /** The mapped calendar's id as the calendar list names it (`primary` resolved): where the event goes back to. */
+  home: string;
+  /** The mapped calendar's name, for the note. */
+  homeName: string;
+}
+
+/**
+ * Looks for the deleted event's id in the other calendars of the therapist's account (calendarList.list with the
+ * therapist's credentials; only calendars it owns or may write, mapped ones left out: they were looked at before),
+ * with events.get in each: a 404 is "not there", a live event is found. A look that cannot be made (the list or a
+ * calendar answering 5xx, quota, credentials) throws OtherCalendarUnavailableError: the cancellation waits. More than
+ * MAX_OWN_CALENDARS such calendars: the first ones (owned before shared) are looked at, and a log line says so.
+ */
+export async function findInOwnCalendars(ctx: Ctx, link: Link, log: Logger): Promise<FoundOutside | undefined> {
+  const mapping = ctx.fx.mapping;
+  const t = mapping.therapist(link.therapistId);
+  const cal = mapping.calendarIfAny(link.therapistId);
+  const unseen = (why: string) =>
+    new OtherCalendarUnavailableError(link.therapistId, new Map([[link.therapistId, why]]));
+  if (!t || !cal) throw unseen(mapping.unavailableReason(link.therapistId) ?? "no usable calendar");
+  let list: AccountCalendar[];
+  try {
+    list = await cal.calendarList("writer");
+  } catch (err) {
+    if (err instanceof EngineStoppedError) throw err;
+    throw unseen(`calendar list: ${describeError(err)}`);
+  }
+  const key = calendarKey(t);
+  // OAuth with `primary` names no address: the list's primary entry is the mapped calendar.
+  const homeEntry = list.find((e) => e.id === key) ?? (key === "primary" ? list.find((e) => e.primary) : undefined);
+  const home = homeEntry?.id ?? key;
+  const mapped = new Set([...mapping.therapists.map(calendarKey), home]);
+  const rank = (e: AccountCalendar) => (e.accessRole === "owner" ? 0 : 1);
+  const others = list
+    .filter((e) => (e.accessRole === "owner" || e.accessRole === "writer") && !mapped.has(e.id))
+    .sort((a, b) => rank(a) - rank(b));
+  if (others.length > MAX_OWN_CALENDARS) {
+    log.warn(
+      { therapist_id: link.therapistId, calendars: others.length, looked_at: MAX_OWN_CALENDARS },
+      "deleted event looked for in only the first calendars of the therapist's account (the bound): the others were not looked at",
+    );
+  }
+  const failed: string[] = [];
+  for (const e of others.slice(0, MAX_OWN_CALENDARS)) {
+    let event: CalEvent | null;
+    try {
+      event = await cal.getIn(e.id, link.eventId);
+    } catch (err) {
+      if (err instanceof EngineStoppedError) throw err;
+      failed.push(`${e.id}: ${describeError(err)}`);
+      continue;
+    }
+    if (event && event.status !== "cancelled") {
+      return { calendarId: e.id, event, home, homeName: homeEntry?.summary ?? home };
+    }
+  }
+  if (failed.length > 0) throw unseen(failed.join("; "));
+  return undefined;
+}
+
+const stays = (name: string) =>
+  `calbridge: this appointment stays in calendar "${name}" (it is synced with the booking service there)`;
+
+/**
+ * The event was moved out of the mapped calendar into another calendar of the therapist's account: nothing is sent.
+ * It is moved back (events.move, no notifications) and says why; when Google refuses that (no write access any more,
+ * the calendar gone, the id taken in the mapped calendar), it is written anew there as for an event calbridge lost
+ * (the next generation of its id when Google refuses the old one), and a copy left where it was moved is removed when
+ * that calendar can be written. A failure not understood is left as it is: retried, or a dead letter; never a cancel.
+ */
+export async function keepInMappedCalendar(ctx: Ctx, w: WritebackInput, found: FoundOutside): Promise<void> {
+  const cal = ctx.fx.calendar(w.link.therapistId);
+  const { eventId } = w.link;
+  let back: CalEvent | undefined;
+  let refused: unknown;
+  try {
+    back = await cal.moveFrom(found.calendarId, eventId, found.home);
+  } catch (err) {
+    if (err instanceof EngineStoppedError) throw err;
+    const understood = isNoAccess(err) || isCalendarKind(err, "duplicate") || isCalendarKind(err, "gone");
+    if (!understood) throw new LeaveAsIs(err);
+    // An earlier try whose answer was lost may have moved it back already.
+    const there = await cal.get(eventId).catch((e: unknown) => {
+      throw new LeaveAsIs(e);
+    });
+    if (there && there.status !== "cancelled") back = there;
+    else refused = err;
+  }
+  const fields = { writeback: "cancel", therapist_id: w.link.therapistId, calendar_id: found.calendarId };
+  if (back) {
+    w.tell?.({ kind: "cancel", result: "moved_back", calendarId: found.calendarId });
+    const notice = {
+      text: `${stays(found.homeName)}, so it was moved back from the calendar you moved it to. To cancel it, delete the event here.`,
+      at: ctx.fx.clock.now(),
+    };
+    // Back where it belongs: a failure from here on is never answered by writing the event a second time.
+    await accept(ctx, w, w.link.therapistId, w, back, w.sourceAt, notice).catch((e: unknown) => {
+      throw new LeaveAsIs(e);
+    });
+    ctx.fx.counted(w.link.therapistId, "move");
+    ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "moved_back" });
+    w.log.warn(
+      fields,
+      "event moved to another calendar of the therapist's account: moved back, the cancellation is not sent",
+    );
+    return;
+  }
+  w.tell?.({ kind: "cancel", result: "rewritten", error: refused, calendarId: found.calendarId });
+  await restore(
+    ctx,
+    w,
+    `${stays(found.homeName)}. It was moved to another calendar and could not be moved back, so it was written here again. To cancel it, delete the event here.`,
+  );
+  ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "rewritten" });
+  w.log.warn(
+    { ...fields, err: describeError(refused) },
+    "event moved to another calendar of the therapist's account could not be moved back: written again in the mapped calendar, the cancellation is not sent",
+  );
+  if (isCalendarKind(refused, "duplicate")) await removeCopy(ctx, w, found);
+}
+
+/** The copy left in the other calendar (that calendar can be written: only the mapped one refused the id). */
+async function removeCopy(ctx: Ctx, w: WritebackInput, found: FoundOutside): Promise<void> {
+  const log = w.log;
+  try {
+    await ctx.fx.calendar(w.link.therapistId).deleteIn(found.calendarId, w.link.eventId);
+    ctx.fx.counted(w.link.therapistId, "delete");
+    log.info({ calendar_id: found.calendarId }, "copy left in the other calendar removed: one event per appointment");
+  } catch (err) {
+    if (err instanceof EngineStoppedError) throw err;
+    log.warn(
+      { calendar_id: found.calendarId, err: describeError(err) },
+      "copy left in the other calendar not removed; it is no longer kept up to date",
+    );
+  }
+}
