@@ -2,6 +2,7 @@
 // calendar of the therapist's own account that calbridge does not manage (a personal or "Private" calendar) leaves the
 // same cancelled entry in the mapped calendar as a deletion (events.move keeps the id). Found there, it is moved back
 // with a note, or written anew in the mapped calendar when it cannot be: the appointment is never cancelled for it.
+import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
@@ -71,7 +72,10 @@ export async function findInOwnCalendars(ctx: Ctx, link: Link, log: Logger): Pro
       failed.push(`${e.id}: ${describeError(err)}`);
       continue;
     }
-    if (event && event.status !== "cancelled") {
+    // The id is calbridge's own; an event under it that names another appointment is not this one (a mark missing is
+    // not taken as a "no": whether a move keeps the private properties is not documented).
+    const marked = event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
+    if (event && event.status !== "cancelled" && (marked === undefined || marked === link.appointmentId)) {
       return { calendarId: e.id, event, home, homeName: homeEntry?.summary ?? home };
     }
   }
