@@ -329,12 +329,18 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       );
 
   // Any replica's last successful reconciliation (the leader writes it to the shared store), so a standby stays ready.
+  // The gauge shows it too: after a restart it is the last success in the store, not 0 until this process has one
+  // (CalbridgeReconcileStale would fire 5 minutes after a restart while the booking API is down).
   const meta = store.table<number>("meta");
-  let lastReconcileAt: number | undefined = await meta.get("last_reconcile_success");
+  let lastReconcileAt: number | undefined;
   const refreshLastReconcile = async () => {
     const stored = await meta.get("last_reconcile_success");
-    if (stored !== undefined && (lastReconcileAt === undefined || stored > lastReconcileAt)) lastReconcileAt = stored;
+    if (stored !== undefined && (lastReconcileAt === undefined || stored > lastReconcileAt)) {
+      lastReconcileAt = stored;
+      metrics.lastReconcileSuccess.set(Math.floor(stored / 1000));
+    }
   };
+  await refreshLastReconcile();
   const upkeep = new MappingUpkeep({ sync, tokens, clock, logger: syncLogger });
   // A reload in progress: reconciliations wait for it, so none plans on one mapping and applies on the other.
   let reloading: Promise<unknown> | undefined;
@@ -451,7 +457,6 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         const health = calendars.get(t.therapist_id)?.health();
         const credError = credentialErrors.get(t.therapist_id);
         const ok = !credError && health?.credentials !== "broken";
-        metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, ok ? 1 : 0);
         // A token the configured keys do not open is the key's problem, not Google's: no reconnect link for it.
         const wrongKey = credError !== undefined && isWrongKeyError(credError);
         // None for the service account, nor for a token given in the file (replaced there: see the hint).

@@ -67,6 +67,19 @@ export class TherapistCalendars {
 
   constructor(options: TherapistCalendarsOptions) {
     this.#o = options;
+    options.metrics.credentials.read = () => this.#credentialsOk();
+  }
+
+  /**
+   * calbridge_therapist_credentials_ok at a scrape, from the state now: each mapped therapist with a gateway (ok unless
+   * Google refused its credentials) or without one for a reason (not ok); none for a therapist not known yet.
+   */
+  *#credentialsOk(): Iterable<[string, boolean]> {
+    for (const { therapist_id: id } of this.#o.config.therapists) {
+      const gw = this.map.get(id);
+      if (this.errors.has(id)) yield [id, false];
+      else if (gw) yield [id, gw.health().credentials !== "broken"];
+    }
   }
 
   /** Makes a gateway for every therapist whose credentials can be built; records why for the others. */
@@ -76,7 +89,6 @@ export class TherapistCalendars {
         this.map.set(t.therapist_id, this.#gateway(t, await this.#auth(t)));
       } catch (err) {
         this.errors.set(t.therapist_id, describeError(err));
-        this.#o.metrics.therapistCredentialsOk.set({ therapist: t.therapist_id }, 0);
         this.#o.logger.error(
           { therapist_id: t.therapist_id, err: describeError(err) },
           "therapist's calendar is not usable; its appointments wait",
@@ -178,8 +190,8 @@ export class TherapistCalendars {
   /**
    * Applies a staged change at once (the reload calls it between syncs); answers the gateways it took out. Their
    * therapists' per-therapist series go from /metrics first, so a removed therapist leaves no alert firing and a
-   * replacement gateway starts without series, as at start-up (the status snapshot sets therapist_credentials_ok
-   * again for a therapist still mapped).
+   * replacement gateway starts without series, as at start-up (therapist_credentials_ok is read from the new state at
+   * the next scrape: none for a removed therapist).
    */
   swap(staged: StagedCalendars): Map<string, CalendarGateway> {
     const retired = new Map<string, CalendarGateway>();
@@ -191,12 +203,10 @@ export class TherapistCalendars {
       }
       this.map.delete(id);
       this.errors.delete(id);
-      this.#o.metrics.therapistCredentialsOk.remove({ therapist: id });
     }
     for (const [id, gw] of staged.made) this.map.set(id, gw);
     for (const [id, why] of staged.failed) {
       this.errors.set(id, why);
-      this.#o.metrics.therapistCredentialsOk.set({ therapist: id }, 0);
       this.#o.logger.error({ therapist_id: id, err: why }, "therapist's calendar is not usable; its appointments wait");
     }
     return retired;

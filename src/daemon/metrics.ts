@@ -14,8 +14,15 @@ export interface DaemonMetrics {
   reconcileDuration: Histogram;
   /** Pushes to the booking service; kind: reschedule|cancel, result: ok|rejected|error. */
   writebacks: Counter<"kind" | "result">;
-  /** 1 while a therapist's Google credentials work, 0 when they fail. */
+  /** 1 while a therapist's Google credentials work, 0 when they fail (read from `credentials` at every scrape). */
   therapistCredentialsOk: Gauge<"therapist">;
+  /**
+   * Where calbridge_therapist_credentials_ok is read from at every scrape: each mapped therapist whose state is known,
+   * and whether their credentials work now (the daemon's calendars set it). So the series follows a connect, a reload
+   * or a probe at once on every replica, a standby too, instead of keeping the value of whatever last set it.
+   * Unset, the gauge keeps what was set on it.
+   */
+  credentials: { read?: () => Iterable<readonly [therapist: string, ok: boolean]> };
   massDeleteGuardTripped: Counter;
   writebacksHeld: Gauge<"therapist">;
   writebackGuardTripped: Counter<"therapist">;
@@ -39,8 +46,10 @@ export const EVENT_LOOP_SAMPLE_MS = 100;
 export function createMetrics(registry: Registry = new Registry()): DaemonMetrics {
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   const registers = [registry];
+  const credentials: DaemonMetrics["credentials"] = {};
   return {
     registry,
+    credentials,
     syncOperations: new Counter({
       name: "calbridge_sync_operations_total",
       help: "Appointment sync operations by kind and result.",
@@ -80,6 +89,12 @@ export function createMetrics(registry: Registry = new Registry()): DaemonMetric
       help: "1 when the therapist's Google credentials work, 0 when they fail.",
       labelNames: ["therapist"] as const,
       registers,
+      collect() {
+        const read = credentials.read;
+        if (!read) return;
+        this.reset();
+        for (const [therapist, ok] of read()) this.set({ therapist }, ok ? 1 : 0);
+      },
     }),
     massDeleteGuardTripped: new Counter({
       name: "calbridge_mass_delete_guard_tripped_total",

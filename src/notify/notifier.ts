@@ -112,13 +112,24 @@ export class Notifier {
     })();
   }
 
-  /** Stops the timer; a delivery in flight is abandoned and stays queued (sent twice, perhaps; lost, never). */
+  /**
+   * Stops the timer; a delivery in flight is abandoned and stays queued (sent twice, perhaps; lost, never). The gauges
+   * only the leader keeps (the failure streak, the endpoint's state) go back to 0: a replica that stopped leading no
+   * longer exports its last values as if they were current (the next leader sets them from the store).
+   */
   async stop(): Promise<void> {
     this.#stop?.abort();
+    this.#resetLeaderGauges();
     await this.#loop;
     await this.#chain;
+    this.#resetLeaderGauges();
     this.#loop = undefined;
     this.#stop = undefined;
+  }
+
+  #resetLeaderGauges(): void {
+    this.#metrics.reconcileFailures.reset();
+    this.#metrics.endpointDisabled.reset();
   }
 
   /**
@@ -151,7 +162,8 @@ export class Notifier {
   async reconcileFinished(outcome: ReconcileOutcome): Promise<void> {
     const facts = afterReconcile(await this.#ledger.reconcileFacts(), outcome, this.#clock.now());
     await this.#ledger.setReconcileFacts(facts);
-    this.#metrics.reconcileFailures.set(facts.failures);
+    // A run that ended after this replica stopped leading leaves the gauge to the leader.
+    if (this.#o.isLeader()) this.#metrics.reconcileFailures.set(facts.failures);
   }
 
   /** `calbridge doctor --notify-test`: one test message to every target, now, past queues and rate limits. */

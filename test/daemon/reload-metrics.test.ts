@@ -24,9 +24,8 @@ async function setup(): Promise<{ h: Harness; clock: ManualClock }> {
   return { h, clock };
 }
 
-/** The /metrics lines (the registry the admin listener serves) that name the therapist, after a status snapshot. */
+/** The /metrics lines (the registry the admin listener serves) that name the therapist; no status snapshot needed. */
 async function seriesOf(h: Harness, therapist: string): Promise<string[]> {
-  await h.app.status(); // the snapshot keeps calbridge_therapist_credentials_ok current
   const text = await h.app.registry.metrics();
   return text.split("\n").filter((l) => !l.startsWith("#") && l.includes(`therapist="${therapist}"`));
 }
@@ -126,9 +125,12 @@ describe("per-therapist metrics across a reload", () => {
     t2.calendar_id = "th_2.new@clinic.test";
     t2.impersonate = "th_2.new@clinic.test";
     await h.app.reload(next);
-    // Right after the swap: no series of the old account, none yet of the new one (as at start-up).
+    // Right after the swap: no Google series of the old account, none yet of the new one (as at start-up); the new
+    // gateway's credentials are not refused (therapist_credentials_ok is read from the state at each scrape).
     const text = await h.app.registry.metrics();
-    expect(text.split("\n").filter((l) => /^calbridge_(google|therapist)_.*therapist="th_2"/.test(l))).toEqual([]);
+    expect(text.split("\n").filter((l) => /^calbridge_(google|therapist)_.*therapist="th_2"/.test(l))).toEqual([
+      'calbridge_therapist_credentials_ok{therapist="th_2"} 1',
+    ]);
 
     await h.app.poller.poll("th_2");
     expect(h.app.calendars.get("th_2")!.health().credentials).toBe("ok");
