@@ -573,6 +573,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const startLeaderWork = () => {
     logger.info("leader: processing the inbox, polling calendars, reconciling");
     metrics.leader.set(1);
+    // The pair's last success as the store has it now (a standby's own was read at its start, maybe days ago).
+    refreshLastReconcile().catch(() => {});
     if (processorUsed) processor = newProcessor();
     processorUsed = true;
     // Enrichments run where the reconciliation that queues them runs (its first run resumes those left by a restart).
@@ -865,7 +867,11 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         metrics.queueDepth.set({ queue: "sync" }, engine.queueDepth);
         metrics.queueDepth.set({ queue: "webhooks" }, inbox.pendingCount);
         // Held write-backs are counted from the store (an administrator's decision may come from another process).
-        if (++ticks % 6 === 0) void refreshHolds();
+        if (++ticks % 6 === 0) {
+          void refreshHolds();
+          // Another replica's (or an earlier leader's) success too: the gauge is read by Prometheus, not by /readyz.
+          refreshLastReconcile().catch(() => {});
+        }
       }, 5000);
       gauges.unref();
       purge = setInterval(() => {
