@@ -62,6 +62,9 @@ export function defaultHolderId(): string {
   return `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 }
 
+/** Where builds before the SQLite lease kept their daemon's heartbeat in meta (see #earlierBuild). */
+const EARLIER_BUILD_KEY = "calbridge:runner";
+
 /** How often a standby on SQLite reads the lease row at most (no release notice there): one indexed read. */
 const SQLITE_STANDBY_POLL_MS = 1000;
 
@@ -79,9 +82,10 @@ const PID_NS = (() => {
 
 /**
  * The holder of a SQLite lease row is known to be gone: a process of this host (and pid namespace, where a pid means
- * the same process) that no longer runs (killed, crashed: `kill -9`, an OOM kill, a container restarted), or a lease
- * of this very process that was stopped with a release or never started here (a container restarted under the same
- * pid). Anything else (another host, a process that is there but stalled) is only taken over once the row lapses.
+ * the same process) that no longer runs (killed, crashed: `kill -9`, an OOM kill), or a lease of this very process
+ * that was stopped with a release or never started here (a process restarted under the same pid in one namespace: a
+ * restarted container has a new namespace, so its predecessor's row is only taken over once it lapses). Anything
+ * else (another host or container, a process that is there but stalled) is only taken over once the row lapses.
  */
 export function holderGone(row: LeaseHolder): boolean {
   if (row.host !== hostname() || row.pidNs !== PID_NS) return false;
@@ -350,6 +354,9 @@ export class LeaderLease {
       }
       return Math.min(poll, held.until - now + 5);
     }
+    const earlier = await this.#earlierBuild(timeout, signal);
+    if (signal.aborted) return 0;
+    if (earlier !== undefined) return poll;
     const sentAt = this.#clock.now();
     const lease: LeaseHolder = {
       holder: this.holderId,
@@ -372,6 +379,34 @@ export class LeaderLease {
     if (orphan) this.#log.warn({ other_holder: orphan }, "took over the leader lease of a daemon that is gone");
     this.#set(true, "acquired the leader lease");
     return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
+  }
+
+  /**
+   * A daemon of a build from before the SQLite lease (it always led on SQLite, and kept only a heartbeat in meta,
+   * EARLIER_BUILD_KEY, written every L/3 with a ttl of L): while its entry is fresh and its process is not known to be
+   * gone, the first rolling update to this build stands by instead of leading beside it. The entry lapses within L of
+   * that daemon's stop (an orderly stop deletes it). Undefined when there is none, or it cannot be read (then the row
+   * decides, as before).
+   */
+  async #earlierBuild(timeout: number, signal: AbortSignal): Promise<{ host: string; pid: number } | undefined> {
+    const read = await this.#call(
+      () => this.#store.table<{ holder?: unknown; host?: unknown; pid?: unknown }>("meta").get(EARLIER_BUILD_KEY),
+      timeout,
+      signal,
+    );
+    if (read.kind !== "ok" || !read.value) return undefined;
+    const { holder, host, pid } = read.value;
+    if (typeof holder !== "string" || holder === this.holderId || typeof host !== "string" || typeof pid !== "number")
+      return undefined;
+    if (holderGone({ holder, host, pid, until: 0 })) return undefined;
+    if (this.#seenHolder !== holder) {
+      this.#seenHolder = holder;
+      this.#log.warn(
+        { other_host: host, other_pid: pid, other_holder: holder },
+        "a daemon of an earlier calbridge build (without the SQLite leader lease) uses this store: this one stands by until it stops",
+      );
+    }
+    return { host, pid };
   }
 
   /** One renewal while leader; gives leadership up when it cannot be confirmed in time. */
