@@ -6,6 +6,7 @@
 import type { App } from "../daemon/app.ts";
 import type { Action, SyncOutcome } from "../sync/types.ts";
 import type { HeldWriteback } from "../sync/writeback-guard.ts";
+import type { WritebackOutcome } from "../sync/writeback-steps.ts";
 
 export interface HeldOptions {
   therapistId?: string;
@@ -52,7 +53,7 @@ export async function writebackHeld(app: App, o: HeldOptions): Promise<HeldResul
       decided.push({
         appointmentId: h.appointmentId,
         ok: true,
-        did: describe(outcome.action.kind, outcome.action.reason),
+        did: outcome.writeback ? answered(outcome.writeback) : describe(outcome.action.kind, outcome.action.reason),
       });
     } else {
       decided.push({ appointmentId: h.appointmentId, ok: false, did: outcome.error });
@@ -93,6 +94,36 @@ function describe(kind: string, reason: string): string {
       return "event put back from the booking";
     default:
       return `nothing to do (${reason})`;
+  }
+}
+
+/**
+ * What a write-back carried out came to, as the booking service and the calendars saw it: a held "deletion" that was
+ * a move to another calendar (the therapist's own, another therapist's) is no cancellation, and is never called one.
+ */
+function answered(w: WritebackOutcome): string {
+  const other = w.calendarId ? `calendar ${w.calendarId}` : "another calendar of the therapist's account";
+  const to = w.therapistId ? `therapist ${w.therapistId}` : "another therapist";
+  switch (`${w.kind} ${w.result}`) {
+    case "cancel ok":
+      return "cancelled in the booking service";
+    case "reschedule ok":
+      return "rescheduled in the booking service";
+    case "cancel moved_back":
+      return `not cancelled, nothing sent: the event had been moved to ${other} and was moved back to the mapped calendar (with a note)`;
+    case "cancel rewritten":
+      return `not cancelled, nothing sent: the event had been moved to ${other}, could not be moved back, and was written again in the mapped calendar (with a note)`;
+    case "reassign ok":
+      return `not cancelled: the event had been moved to ${to}'s calendar; the appointment was reassigned to ${to} in the booking service`;
+    case "reassign disabled":
+      return `not cancelled, nothing sent: the event had been moved to ${to}'s calendar; reassigning from the calendar is off, so it was put back (with a note)`;
+    case "reassign refused":
+    case "reassign failed":
+      return `not cancelled: the event had been moved to ${to}'s calendar; the booking service did not take the reassignment (${w.result}), so the event was put back (with a note)`;
+    default:
+      return w.result === "gone"
+        ? "nothing sent: the booking service no longer knows the appointment; its event was removed"
+        : `not applied: ${w.result === "refused" ? "the booking service refused it" : "it could not be sent"}; the event was put back from the booking (with a note)`;
   }
 }
 

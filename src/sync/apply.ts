@@ -5,6 +5,7 @@ import type { RenderedEvent } from "../calendar/render.ts";
 import type { Logger } from "../log.ts";
 import type { Effects, EventAt, Written } from "./effects.ts";
 import { describeError } from "./errors.ts";
+import { removeOwnCopy } from "./moved-out.ts";
 import { coreOf } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
@@ -143,6 +144,9 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       if (fx.mapping.calendarIfAny(action.therapistId)) {
         const result = await fx.remove(action.therapistId, action.eventId, { appointmentId: id, log });
         c.tell?.({ deleted: result });
+        // Already gone from the mapped calendar: the therapist may have moved it to a calendar of their own (a move
+        // waiting out its grace period, or held), where it would go on showing the appointment.
+        if (result === "already_gone" && link?.eventId === action.eventId) await removeOwnCopy(fx, link, log);
         log.info(
           { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
           "event deleted",

@@ -7,6 +7,7 @@ import type { Effects } from "./effects.ts";
 import { isCalendarKind } from "./errors.ts";
 import type { HistoryRecorder } from "./history.ts";
 import { NeedsFullRead } from "./inputs.ts";
+import { removeOwnCopy } from "./moved-out.ts";
 import type { Known } from "./planner.ts";
 import type { ReadState, StateReader } from "./reader.ts";
 import type { Relocator } from "./relocate.ts";
@@ -15,6 +16,13 @@ import { LeadershipLostError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
 import { type Pending, seenIn } from "./work.ts";
 import type { WritebackGate } from "./writeback-gate.ts";
+import type { WritebackOutcome } from "./writeback-steps.ts";
+
+/** What an attempt carried out, and what came of it when that was a write-back. */
+export interface Attempted {
+  action: Action;
+  writeback?: WritebackOutcome;
+}
 
 export const known = (state: ReadState): Known | null => (state.appt ? { appt: state.appt, full: state.full } : null);
 
@@ -73,7 +81,7 @@ export function attemptSync(
   attempt: number,
   read: { state?: BookingState },
   abort: AbortSignal,
-): Promise<Action> {
+): Promise<Attempted> {
   const mayWrite = () => {
     if (!deps.leading()) throw new LeadershipLostError();
   };
@@ -88,16 +96,18 @@ async function attemptIn(
   attempt: number,
   read: { state?: BookingState },
   abort: AbortSignal,
-): Promise<Action> {
+): Promise<Attempted> {
   const request = p.request;
   const stored = await deps.fx.links.get(id);
   // An event left in a calendar the mapping no longer names is moved first: nothing is decided from the old one.
   const readFull = async () => known(await deps.read.full(id, stored, request));
   let link = deps.relocator ? await deps.relocator.settle(stored, log, readFull) : stored;
   if (link && stored && link.calendarId !== stored.calendarId) deps.history.relocated(id, request, link);
-  if (request.only === "relocate") return { kind: "none", appointmentId: id, reason: "event in its calendar" };
+  if (request.only === "relocate") {
+    return { action: { kind: "none", appointmentId: id, reason: "event in its calendar" } };
+  }
   if (request.priority === "enrich" && !(link?.present && link.enrich)) {
-    return { kind: "none", appointmentId: id, reason: "nothing left to enrich" };
+    return { action: { kind: "none", appointmentId: id, reason: "nothing left to enrich" } };
   }
   // An enrichment waiting for leftover budget gives way when the engine stops.
   const signal = request.priority === "enrich" ? abort : undefined;
@@ -137,15 +147,24 @@ async function attemptIn(
     state = planned.state;
     try {
       const before = { link, appt: state.appt };
-      const tell = (applied: Applied) => deps.history.applied(id, request, action, applied, before);
+      let writeback: WritebackOutcome | undefined;
+      const tell = (applied: Applied) => {
+        writeback = applied.writeback ?? writeback;
+        deps.history.applied(id, request, action, applied, before);
+      };
       await applyAction(
         action,
         { ...state, id, link, event, log, attempt, maxAttempts: deps.maxAttempts, tell },
         deps.fx,
         deps.booking,
       );
-      await deps.gate.done(action, link);
-      return action;
+      // An administrator put back an event the therapist had moved to a calendar of their own account: the copy there
+      // would go on showing the appointment, never updated again.
+      if (request.override === "restore" && action.kind === "restore" && link && deleted(event)) {
+        await removeOwnCopy(deps.fx, link, log);
+      }
+      await deps.gate.done(action, link, writeback);
+      return { action, ...(writeback ? { writeback } : {}) };
     } catch (err) {
       // 412: the therapist changed the event since we last saw it. Read it and decide again, once.
       if (round === 0 && isCalendarKind(err, "precondition") && "therapistId" in action) {
@@ -160,3 +179,6 @@ async function attemptIn(
     }
   }
 }
+
+/** The event as read shows a deletion in the mapped calendar (undefined: not read). */
+const deleted = (event: CalEvent | null | undefined) => event === null || event?.status === "cancelled";

@@ -77,7 +77,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const planner = new Planner(mapping);
   links.upgrade = linkUpgrade(mapping, planner);
   const activity = new Activity(o.clock);
-  const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock });
+  const leftBehind = new LeftBehindEvents(o.store, o.clock);
+  const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock, leftBehind });
   // The window as the live configuration has it: a reload replaces config.sync.
   const dead = new DeadLetters(o.store, o.clock, o.metrics, () => o.config.sync.window);
   const managed = new Map<string, number>();
@@ -101,7 +102,6 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     ...(o.leading ? { leading: o.leading } : {}),
   });
   const history = new History(historyLog(o.store, o.config, o.clock, o.logger), o.clock);
-  const leftBehind = new LeftBehindEvents(o.store, o.clock);
   const relocator = o.openCalendar
     ? new Relocator({
         fx,

@@ -7,6 +7,7 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Activity } from "./activity.ts";
 import { isNotFound } from "./errors.ts";
+import type { LeftBehindEvents } from "./left-behind.ts";
 import type { LinkArgs, LinkStore } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -44,6 +45,8 @@ export interface EffectsOptions {
   metrics: SyncMetrics;
   activity: Activity;
   clock: Clock;
+  /** The calendars where calbridge left its own copies of a therapist's events (a mapping pointed elsewhere). */
+  leftBehind?: Pick<LeftBehindEvents, "all">;
 }
 
 export class Effects {
@@ -53,6 +56,7 @@ export class Effects {
   readonly metrics: SyncMetrics;
   readonly activity: Activity;
   readonly clock: Clock;
+  readonly leftBehind: Pick<LeftBehindEvents, "all"> | undefined;
 
   constructor(o: EffectsOptions) {
     this.mapping = o.mapping;
@@ -61,6 +65,7 @@ export class Effects {
     this.metrics = o.metrics;
     this.activity = o.activity;
     this.clock = o.clock;
+    this.leftBehind = o.leftBehind;
   }
 
   /** A mapped therapist's calendar; CalendarUnavailableError when it cannot be used now. */

@@ -258,9 +258,9 @@ export class SyncEngine {
     const read: { state?: BookingState } = {};
     const abort = this.#abort.signal;
     try {
-      const action = await attemptSync(this.#deps, id, p, log, attempt, read, abort);
+      const { action, writeback } = await attemptSync(this.#deps, id, p, log, attempt, read, abort);
       await this.#dead.clear(`appt:${id}`).catch((e) => log.warn({ err: describeError(e) }, "dead letter not cleared"));
-      p.resolveAll({ ok: true, action });
+      p.resolveAll({ ok: true, action, ...(writeback ? { writeback } : {}) });
       return { done: true };
     } catch (err) {
       if (err instanceof WritebackWaits) return waitsVerdict(this.#history, id, p, err, log);

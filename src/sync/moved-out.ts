@@ -1,9 +1,11 @@
 // Owns the write-back's last look before a deletion counts as one: an event moved ("Change calendar") to another
-// calendar of the therapist's own account that calbridge does not manage (a personal or "Private" calendar) leaves the
-// same cancelled entry in the mapped calendar as a deletion (events.move keeps the id). Found there, it is moved back
-// with a note, or written anew in the mapped calendar when it cannot be: the appointment is never cancelled for it.
+// calendar the therapist's own account owns that calbridge does not manage (a personal or "Private" calendar) leaves
+// the same cancelled entry in the mapped calendar as a deletion (events.move keeps the id). Found there, it is moved
+// back with a note, or written anew in the mapped calendar when it cannot be: the appointment is never cancelled for
+// it. Also the removal of such a moved copy once the appointment's event is put back or the appointment is cancelled.
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
+import type { Effects } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { calendarKey } from "./placement.ts";
@@ -26,36 +28,66 @@ export interface FoundOutside {
   homeName: string;
 }
 
+/** The calendars the account owns, mapped ones and those holding calbridge's left-behind copies left out. */
+interface OwnCalendars {
+  calendars: AccountCalendar[];
+  /** The mapped calendar's id as the calendar list names it (`primary` resolved), and its name. */
+  home: string;
+  homeName: string;
+}
+
 /**
- * Looks for the deleted event's id in the other calendars of the therapist's account (calendarList.list with the
- * therapist's credentials; only calendars it owns or may write, mapped ones left out: they were looked at before),
- * with events.get in each: a 404 is "not there", a live event is found. A look that cannot be made (the list or a
- * calendar answering 5xx, quota, credentials) throws OtherCalendarUnavailableError: the cancellation waits. More than
- * MAX_OWN_CALENDARS such calendars: the first ones (owned before shared) are looked at, and a log line says so.
+ * The calendars the therapist's account owns (calendarList.list with the therapist's credentials), but for mapped
+ * ones and those where calbridge left its own copies of this therapist's events (a mapping pointed elsewhere, see
+ * left-behind.ts): a copy there is no move of the therapist's. A calendar the account may only write (a colleague's it
+ * edits) is not theirs to move an appointment to: an event there under the id is not taken for one. Throws
+ * OtherCalendarUnavailableError when the list cannot be read.
  */
-export async function findInOwnCalendars(ctx: Ctx, link: Link, log: Logger): Promise<FoundOutside | undefined> {
-  const mapping = ctx.fx.mapping;
-  const t = mapping.therapist(link.therapistId);
-  const cal = mapping.calendarIfAny(link.therapistId);
-  const unseen = (why: string) =>
-    new OtherCalendarUnavailableError(link.therapistId, new Map([[link.therapistId, why]]));
-  if (!t || !cal) throw unseen(mapping.unavailableReason(link.therapistId) ?? "no usable calendar");
+async function ownCalendars(fx: Effects, therapistId: string): Promise<OwnCalendars> {
+  const mapping = fx.mapping;
+  const t = mapping.therapist(therapistId);
+  const cal = mapping.calendarIfAny(therapistId);
+  if (!t || !cal) throw unseen(therapistId, mapping.unavailableReason(therapistId) ?? "no usable calendar");
   let list: AccountCalendar[];
+  let left: string[];
   try {
-    list = await cal.calendarList("writer");
+    list = await cal.calendarList("owner");
+    left = (await fx.leftBehind?.all())?.filter((l) => l.therapistId === therapistId).map((l) => l.calendarId) ?? [];
   } catch (err) {
     if (err instanceof EngineStoppedError) throw err;
-    throw unseen(`calendar list: ${describeError(err)}`);
+    throw unseen(therapistId, `calendar list: ${describeError(err)}`);
   }
   const key = calendarKey(t);
   // OAuth with `primary` names no address: the list's primary entry is the mapped calendar.
   const homeEntry = list.find((e) => e.id === key) ?? (key === "primary" ? list.find((e) => e.primary) : undefined);
   const home = homeEntry?.id ?? key;
-  const mapped = new Set([...mapping.therapists.map(calendarKey), home]);
-  const rank = (e: AccountCalendar) => (e.accessRole === "owner" ? 0 : 1);
-  const others = list
-    .filter((e) => (e.accessRole === "owner" || e.accessRole === "writer") && !mapped.has(e.id))
-    .sort((a, b) => rank(a) - rank(b));
+  const skip = new Set([...mapping.therapists.map(calendarKey), home, ...left]);
+  const calendars = list.filter((e) => e.accessRole === "owner" && !skip.has(e.id));
+  return { calendars, home, homeName: homeEntry?.summary ?? home };
+}
+
+const unseen = (therapistId: string, why: string) =>
+  new OtherCalendarUnavailableError(therapistId, new Map([[therapistId, why]]));
+
+/** The live event under the appointment's id in `calendarId`, unless it names another appointment. */
+async function liveCopy(fx: Effects, link: Link, calendarId: string): Promise<CalEvent | undefined> {
+  const event = await fx.calendar(link.therapistId).getIn(calendarId, link.eventId);
+  // The id is calbridge's own; an event under it that names another appointment is not this one (a mark missing is
+  // not taken as a "no": whether a move keeps the private properties is not documented).
+  const marked = event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
+  if (event && event.status !== "cancelled" && (marked === undefined || marked === link.appointmentId)) return event;
+  return undefined;
+}
+
+/**
+ * Looks for the deleted event's id in the calendars the therapist's account owns (ownCalendars), with events.get in
+ * each: a 404 is "not there", a live event is found. A look that cannot be made (the list or a calendar answering
+ * 5xx, quota, credentials) throws OtherCalendarUnavailableError: the cancellation waits. More than MAX_OWN_CALENDARS
+ * such calendars: the first ones are looked at, and a log line says so.
+ */
+export async function findInOwnCalendars(ctx: Ctx, link: Link, log: Logger): Promise<FoundOutside | undefined> {
+  const own = await ownCalendars(ctx.fx, link.therapistId);
+  const others = own.calendars;
   if (others.length > MAX_OWN_CALENDARS) {
     log.warn(
       { therapist_id: link.therapistId, calendars: others.length, looked_at: MAX_OWN_CALENDARS },
@@ -64,23 +96,45 @@ export async function findInOwnCalendars(ctx: Ctx, link: Link, log: Logger): Pro
   }
   const failed: string[] = [];
   for (const e of others.slice(0, MAX_OWN_CALENDARS)) {
-    let event: CalEvent | null;
     try {
-      event = await cal.getIn(e.id, link.eventId);
+      const event = await liveCopy(ctx.fx, link, e.id);
+      if (event) return { calendarId: e.id, event, home: own.home, homeName: own.homeName };
     } catch (err) {
       if (err instanceof EngineStoppedError) throw err;
       failed.push(`${e.id}: ${describeError(err)}`);
-      continue;
-    }
-    // The id is calbridge's own; an event under it that names another appointment is not this one (a mark missing is
-    // not taken as a "no": whether a move keeps the private properties is not documented).
-    const marked = event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
-    if (event && event.status !== "cancelled" && (marked === undefined || marked === link.appointmentId)) {
-      return { calendarId: e.id, event, home, homeName: homeEntry?.summary ?? home };
     }
   }
-  if (failed.length > 0) throw unseen(failed.join("; "));
+  if (failed.length > 0) throw unseen(link.therapistId, failed.join("; "));
   return undefined;
+}
+
+/**
+ * The appointment's event is gone from the mapped calendar for good, or was put back there, while a copy the therapist
+ * moved to a calendar their account owns may still be live: that copy is removed, so it does not go on showing the
+ * appointment. Only an event under the link's id carrying calbridge's mark for this appointment goes; anything else,
+ * and any calendar that cannot be looked at, is left alone (logged): never a deletion of something not understood.
+ */
+export async function removeOwnCopy(fx: Effects, link: Link, log: Logger): Promise<void> {
+  try {
+    for (const e of (await ownCalendars(fx, link.therapistId)).calendars.slice(0, MAX_OWN_CALENDARS)) {
+      try {
+        const event = await liveCopy(fx, link, e.id);
+        if (event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] !== link.appointmentId) continue;
+        await fx.calendar(link.therapistId).deleteIn(e.id, link.eventId);
+        fx.counted(link.therapistId, "delete");
+        log.info(
+          { therapist_id: link.therapistId, calendar_id: e.id },
+          "copy of the appointment's event the therapist had moved to another calendar of their account removed",
+        );
+      } catch (err) {
+        if (err instanceof EngineStoppedError) throw err;
+        log.warn({ calendar_id: e.id, err: describeError(err) }, "calendar not looked at for a moved copy");
+      }
+    }
+  } catch (err) {
+    if (err instanceof EngineStoppedError) throw err;
+    log.warn({ err: describeError(err) }, "the therapist's own calendars not looked at for a moved copy");
+  }
 }
 
 const stays = (name: string) =>

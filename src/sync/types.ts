@@ -5,6 +5,7 @@ import type { Priority } from "../booking/gate.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { Logger } from "../log.ts";
+import type { WritebackOutcome } from "./writeback-outcome.ts";
 
 export type CalEvent = calendar_v3.Schema$Event;
 
@@ -131,10 +132,10 @@ export interface SyncRequest {
 
 /**
  * How a sync attempt ended: the action taken (or, `waiting`, a write-back not sent yet: in its grace period, or held by
- * the guard), or the error and whether it is final (no more retries).
+ * the guard), or the error and whether it is final (no more retries). `writeback`: what came of a write-back carried out.
  */
 export type SyncOutcome =
-  | { ok: true; action: Action; waiting?: "grace" | "held" }
+  | { ok: true; action: Action; waiting?: "grace" | "held"; writeback?: WritebackOutcome }
   | { ok: false; error: string; final: boolean };
 
 export interface CallOptions {

@@ -8,6 +8,10 @@ import type { PendingWritebacks } from "./pending-writebacks.ts";
 import type { Known, Planner } from "./planner.ts";
 import type { Action, CalEvent, Link, SyncRequest } from "./types.ts";
 import type { HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
+import type { WritebackOutcome } from "./writeback-steps.ts";
+
+/** The answers of a write-back that sent nothing to the booking service. */
+const NOTHING_SENT = new Set<WritebackOutcome["result"]>(["moved_back", "rewritten", "disabled"]);
 
 type WritebackAction = Extract<Action, { kind: "writeback_cancel" | "writeback_reschedule" }>;
 
@@ -171,9 +175,13 @@ export class WritebackGate {
     return action;
   }
 
-  /** An action was carried out: a write-back sent keeps counting in the window; anything else ends the intent. */
-  async done(action: Action, link: Link | undefined): Promise<void> {
-    const sent = action.kind === "writeback_cancel" || action.kind === "writeback_reschedule";
+  /**
+   * An action was carried out: a write-back sent keeps counting in the window; anything else ends the intent, also a
+   * write-back that sent nothing (`writeback`: a move to the therapist's own calendar undone, a reassignment turned off).
+   */
+  async done(action: Action, link: Link | undefined, writeback?: WritebackOutcome): Promise<void> {
+    const unsent = writeback && NOTHING_SENT.has(writeback.result);
+    const sent = (action.kind === "writeback_cancel" || action.kind === "writeback_reschedule") && !unsent;
     const therapistId = link?.therapistId ?? ("therapistId" in action ? action.therapistId : undefined);
     await this.#guard.settled(therapistId, action.appointmentId, sent);
     await this.#pending?.clear(action.appointmentId);

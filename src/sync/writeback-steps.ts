@@ -10,25 +10,9 @@ import { NeedsFullRead } from "./inputs.ts";
 import type { Rendering } from "./planner.ts";
 import { merge } from "./snapshot.ts";
 import type { BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
+import type { WritebackOutcome } from "./writeback-outcome.ts";
 
-/** What became of a write-back, for the appointment's history: what was sent, and the booking service's answer. */
-export interface WritebackOutcome {
-  kind: "reschedule" | "cancel" | "reassign";
-  /**
-   * ok: taken; refused or failed: the event is put back; gone: the appointment no longer exists; disabled: not sent;
-   * moved_back / rewritten: a "deletion" that was a move to another calendar of the therapist's account, not sent: the
-   * event was moved back, or (when that was refused) written again in the mapped calendar.
-   */
-  result: "ok" | "refused" | "failed" | "gone" | "disabled" | "moved_back" | "rewritten";
-  /** The refusal or the last failure. */
-  error?: unknown;
-  /** The booking's status in the answer. */
-  status?: string | undefined;
-  /** A reassignment: the therapist whose calendar the event was moved to (where it stays only when `ok`). */
-  therapistId?: string;
-  /** moved_back / rewritten: the calendar of the therapist's account the event had been moved to. */
-  calendarId?: string;
-}
+export type { WritebackOutcome };
 
 export interface WritebackInput {
   id: string;

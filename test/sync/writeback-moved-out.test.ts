@@ -1,6 +1,6 @@
 // A therapist's "Change calendar" to one of their own calendars that calbridge does not manage (a personal or
 // "Private" calendar) leaves in the mapped calendar the entry a deletion leaves: before a cancellation is written back,
-// the account's other writable calendars are looked at, and an event found there is brought back, never cancelled.
+// the calendars the account owns are looked at, and an event found there is brought back, never cancelled.
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
@@ -138,7 +138,7 @@ it("an event moved to a calendar the account can only read is not looked for the
   expect(lookups(h, new RegExp(`/calendars/${inPath(TEAM)}/`))).toBe(0);
 });
 
-it("a real deletion is cancelled as today, after one calendar list and one look in each other writable calendar", async () => {
+it("a real deletion is cancelled as today, after one calendar list and one look in each other calendar the account owns", async () => {
   h = await world();
   const m = await mirrored(h);
   await settle(h);
