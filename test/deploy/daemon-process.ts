@@ -1,7 +1,7 @@
 // Runs `calbridge run` as a real process (src/cli.ts with Node 24 from node_modules: the code the image compiles)
 // against a simulated world, optionally as another user and group (the container's unprivileged user), and collects
 // its stdout JSON lines.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -50,9 +50,14 @@ export function startDaemon(
   child.stderr!.on("data", (d) => {
     err += String(d);
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal })),
-  );
+  // A process that could not be started at all (node not executable by that uid) emits "error" and never "exit".
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }));
+    child.once("error", (e) => {
+      err += `could not start: ${e.message}\n`;
+      resolve({ code: null, signal: null });
+    });
+  });
   let done = false;
   void exited.then(() => {
     done = true;
@@ -79,4 +84,21 @@ export function startDaemon(
     }
   };
   return { child, stdout: () => out, stderr: () => err, lines, waitFor, exited };
+}
+
+/**
+ * Why `uid:gid` cannot run the checkout's daemon (node and src/cli.ts must be reachable: every folder above the
+ * checkout traversable by others, which a `mktemp -d` checkout is not); undefined when it can.
+ */
+export function unreachableFor(uid: number, gid: number): string | undefined {
+  const cli = join(ROOT, "src/cli.ts");
+  const probe = spawnSync(NODE, ["-e", `require("node:fs").accessSync(${JSON.stringify(cli)})`], {
+    uid,
+    gid,
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+  if (probe.status === 0) return undefined;
+  const why = probe.error?.message ?? probe.stderr.trim().split("\n")[0] ?? `exit ${probe.status}`;
+  return `uid ${uid} cannot run ${NODE} on ${cli} (${why}): make the folders above the checkout traversable (chmod o+x; .ci/run does)`;
 }

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startWorld, type World } from "../../src/simulator/world.ts";
-import { startDaemon, writeConfig } from "./daemon-process.ts";
+import { startDaemon, unreachableFor, writeConfig } from "./daemon-process.ts";
 
 let world: World | undefined;
 let base: string | undefined;
@@ -60,7 +60,20 @@ async function startAndStop(file: string) {
   return { d, started: !(started instanceof Error), exit, folderLines };
 }
 
-describe.skipIf(process.getuid?.() !== 0)("the store's folder when calbridge's user does not own it", () => {
+/**
+ * Why these tests cannot run here: not root, or the daemon's uid cannot reach the checkout. Under CI (as root) the
+ * second is a failure, not a skip: .ci/run makes the folders above the checkout traversable.
+ */
+const notRoot = process.getuid?.() !== 0;
+const unreachable = notRoot ? undefined : unreachableFor(UID, GID);
+const skip = notRoot || (unreachable !== undefined && process.env.CI !== "true");
+if (skip) console.warn(`[store-folder-owner] skipped: ${notRoot ? "not root" : unreachable}`);
+
+describe.skipIf(skip)("the store's folder when calbridge's user does not own it", () => {
+  it("can run the daemon as another uid", () => {
+    expect(unreachable).toBeUndefined();
+  });
+
   it("Kubernetes fsGroup volume (root:fsGroup, 2775): an info line, and its fix keeps the daemon able to start", async () => {
     const { file, data } = await setUp({ uid: 0, gid: GID, mode: 0o2775 });
     const first = await startAndStop(file);
