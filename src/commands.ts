@@ -8,10 +8,11 @@ import { Command, CommanderError } from "commander";
 import { runConsentFlow } from "./calendar/auth.ts";
 import { quotaUserOf } from "./calendar/gateway.ts";
 import { reachCalendar } from "./calendar/reach.ts";
+import { describeHolder, type HeldLease, takeCommandLease } from "./cli/command-lease.ts";
 import { takeEarlySignals } from "./cli/early-signals.ts";
 import { historyCommand } from "./cli/history.ts";
 import { formatPlan, writeJsonInPieces } from "./cli/plan-output.ts";
-import { PurgeUsageError, runPurge } from "./cli/purge.ts";
+import { PurgeRefusedError, PurgeUsageError, runPurge } from "./cli/purge.ts";
 import { FORCED_EXIT_CODE, takeStopSignals } from "./cli/stop-signals.ts";
 import { formatHeld, writebackHeld } from "./cli/writeback-held.ts";
 import { configJsonSchema } from "./config/json-schema.ts";
@@ -90,17 +91,34 @@ function quietLogger(): Logger {
   return createLogger({ level: logLevel(process.env.LOG_LEVEL, "warn"), destination: process.stderr as never });
 }
 
-/** A one-shot app around `fn`; `readOnly` for the commands that change nothing (doctor, reconcile --dry-run). */
+/**
+ * A one-shot app around `fn`; `readOnly` for the commands that change nothing (doctor, reconcile --dry-run). With
+ * `lease` (a command that writes calendars or the booking service) the store's leader lease is taken for `fn`'s
+ * duration and released after; while a daemon leads the store, `lease` is called with the holder's description and
+ * its answer is the refusal (exit 1), before anything is written.
+ */
 async function withApp<T>(
   config: Config,
   log: Logger,
   fn: (app: App) => Promise<T>,
-  o: { readOnly?: boolean } = {},
+  o: { readOnly?: boolean; lease?: (holder: string) => string } = {},
 ): Promise<T> {
-  const app = await createApp(config, { logger: log, oneShot: true, readOnly: o.readOnly === true });
+  let held: HeldLease | undefined;
+  const app = await createApp(config, {
+    logger: log,
+    oneShot: true,
+    readOnly: o.readOnly === true,
+    ...(o.lease ? { leading: () => held?.leading() === true } : {}),
+  });
   try {
+    if (o.lease) {
+      const got = await takeCommandLease(app.store, config, log);
+      if (got.kind === "busy") throw new ExitCode(1, o.lease(describeHolder(got)));
+      held = got;
+    }
     return await fn(app);
   } finally {
+    await held?.release().catch((err: unknown) => log.warn({ err: (err as Error).message }, "lease not released"));
     await app.stop(2000);
   }
 }
@@ -221,7 +239,15 @@ export function program(): Command {
             force: o.force === true,
             ...(o.therapist ? { therapistId: o.therapist } : {}),
           }),
-        { readOnly: o.dryRun === true },
+        // A second writer beside the daemon's: the same inserts and patches raced, write-backs sent twice, a second
+        // rate budget against the booking API. A dry run writes nothing and runs beside it.
+        o.dryRun
+          ? { readOnly: true }
+          : {
+              lease: (holder) =>
+                `a calbridge daemon leads this store (${holder}): a reconciliation here would write the same calendars and booking service beside it; nothing was written. ` +
+                "The daemon reconciles at its start and on sync.reconcile_cron: restart it for a reconciliation now (or stop it, then run this command); `calbridge reconcile --dry-run` shows the plan beside it",
+            },
       );
       if (o.json) await writeJsonInPieces(process.stdout, report);
       else process.stdout.write(`${formatPlan(report)}\n`);
@@ -284,6 +310,7 @@ export function program(): Command {
           outcome = await runPurge(config, o, quietLogger());
         } catch (err) {
           if (err instanceof PurgeUsageError) throw new ExitCode(2, err.message);
+          if (err instanceof PurgeRefusedError) throw new ExitCode(1, err.message);
           throw err;
         }
         process.stdout.write(`${outcome.text}\n`);

@@ -15,6 +15,8 @@ import { LinkStore } from "../sync/links.ts";
 import { Mapping } from "../sync/mapping.ts";
 import { calendarKey, isUserAddress } from "../sync/placement.ts";
 import { applyPurge, type PurgePlan, planPurge } from "../sync/purge.ts";
+import { watchedCalendar } from "../sync/watched.ts";
+import { describeHolder, type HeldLease, takeCommandLease } from "./command-lease.ts";
 
 export interface PurgeArgs {
   therapist: string;
@@ -26,6 +28,9 @@ export interface PurgeArgs {
 
 /** A problem with the command's arguments (exit 2). */
 export class PurgeUsageError extends Error {}
+
+/** Refused beside a running daemon that syncs the calendar (exit 1): nothing was deleted. */
+export class PurgeRefusedError extends Error {}
 
 /** What ran: the text to print and whether it succeeded. */
 export interface PurgeOutcome {
@@ -65,27 +70,69 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
       registry: new Registry(),
       metrics: createMetrics(new Registry()),
     });
-    const out: string[] = [];
-    let ok = true;
-    for (const t of targets) {
-      const gw = await calendars.openAt(t.therapist, t.calendarId, t.therapist.impersonate);
-      try {
-        const r = await purgeOne(config, store, links, gw, t, args, log);
-        out.push(r.text);
-        ok &&= r.ok;
-      } finally {
-        gw.close();
-      }
+    // No daemon leads: the lease is this command's until it is done (a daemon started meanwhile stands by). One leads:
+    // the purge goes on only in calendars it does not sync.
+    let held: HeldLease | undefined;
+    if (!args.dryRun) {
+      const got = await takeCommandLease(store, config, log);
+      if (got.kind === "busy") await refuseWatched(store, targets, describeHolder(got));
+      else held = got;
     }
-    if (mapped && !args.dryRun) {
-      out.push(
-        `  ${args.therapist} is still in therapists:: a running daemon writes the events again at its next reconciliation; remove the therapist from the mapping and reload (SIGHUP).`,
-      );
+    try {
+      return await purgeAll(config, store, links, calendars, targets, args, log, mapped !== undefined);
+    } finally {
+      await held?.release().catch((err: unknown) => log.warn({ err: (err as Error).message }, "lease not released"));
     }
-    return { ok, text: out.join("\n") };
   } finally {
     await store.close();
   }
+}
+
+/**
+ * Beside a daemon that leads the store, a calendar it syncs (its watch ledger names it for the therapist: the mapping
+ * it runs with, whatever the file says now) is not purged: it would read the deletions as the therapist's own and
+ * send them to the booking service as cancellations, or write the events again. Calendars it leaves alone (a
+ * therapist it no longer maps, an old calendar) are purged beside it.
+ */
+async function refuseWatched(store: Store, targets: Target[], holder: string): Promise<void> {
+  for (const t of targets) {
+    if ((await watchedCalendar(store, t.therapist.therapist_id)) !== calendarKey(t.therapist)) continue;
+    const id = t.therapist.therapist_id;
+    throw new PurgeRefusedError(
+      `a calbridge daemon leads this store (${holder}) and syncs ${id}'s calendar ${t.calendarId}: it would take the deletions for ${id}'s own and send them to the booking service as cancellations; nothing was deleted. ` +
+        `Remove ${id} from therapists: and reload the daemon (SIGHUP), then purge (or stop the daemon, then purge)`,
+    );
+  }
+}
+
+async function purgeAll(
+  config: Config,
+  store: Store,
+  links: LinkStore,
+  calendars: TherapistCalendars,
+  targets: Target[],
+  args: PurgeArgs,
+  log: Logger,
+  mapped: boolean,
+): Promise<PurgeOutcome> {
+  const out: string[] = [];
+  let ok = true;
+  for (const t of targets) {
+    const gw = await calendars.openAt(t.therapist, t.calendarId, t.therapist.impersonate);
+    try {
+      const r = await purgeOne(config, store, links, gw, t, args, log);
+      out.push(r.text);
+      ok &&= r.ok;
+    } finally {
+      gw.close();
+    }
+  }
+  if (mapped && !args.dryRun) {
+    out.push(
+      `  ${args.therapist} is still in therapists:: a running daemon writes the events again at its next reconciliation; remove the therapist from the mapping and reload (SIGHUP).`,
+    );
+  }
+  return { ok, text: out.join("\n") };
 }
 
 /** A therapist no longer mapped: the calendars their links name (or --calendar), with credentials that reach them. */

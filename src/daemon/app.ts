@@ -57,6 +57,8 @@ export interface AppOptions {
   adminListen?: string;
   /** Start no timers of its own (cron, polling): for one-shot commands. */
   oneShot?: boolean;
+  /** A one-shot command's own hold of the leader lease (reconcile): its syncs stop once it is lost. Default: always. */
+  leading?: () => boolean;
   /**
    * A command that changes nothing (doctor, reconcile --dry-run): stored tokens are not sealed again under the current
    * key, at start or when read (run with a rotated key the daemon does not have yet, that would lock the daemon out).
@@ -209,8 +211,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const syncLogger = logger.child({ component: "sync" });
   const sync = createSyncCore({
     config,
-    // A one-shot command holds no lease; a daemon writes back only while it leads.
-    leading: () => options.oneShot === true || lease.isLeader,
+    // A one-shot command's lease is its own (or none); a daemon writes back only while it leads.
+    leading: () => (options.oneShot === true ? (options.leading?.() ?? true) : lease.isLeader),
     booking,
     calendars: calendars as Map<string, CalendarPort>,
     unavailable: credentialErrors,

@@ -20,6 +20,11 @@ interface Watch {
 
 const KEY = "watched_calendars";
 
+/** The calendar (calendarKey) a daemon last settled as watched for the therapist (at its start, at a reload). */
+export async function watchedCalendar(store: Store, therapistId: string): Promise<string | undefined> {
+  return (await store.table<Record<string, Watch>>("meta").get(KEY))?.[therapistId]?.calendar;
+}
+
 export class WatchedCalendars {
   readonly #table: Table<Record<string, Watch>>;
   readonly #clock: Clock;
