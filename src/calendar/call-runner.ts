@@ -93,6 +93,13 @@ export interface CallOptions {
    * them broken, nor working (a 401 still gets one new token).
    */
   detached?: boolean;
+  /**
+   * The call is on another calendar of the account (its id), not this one (the therapist's own calendars the moved-out
+   * look-up reads): it is detached, and what that calendar answers is named after it and never recorded in this
+   * calendar's health (its last error, a missing calendar); a failure is logged. A quota answer still pauses (quotas
+   * are the account's and the project's).
+   */
+  on?: string;
 }
 
 export interface CallRunnerOptions {
@@ -174,7 +181,11 @@ export class CallRunner {
         health.succeeded(admission);
         return res.data;
       } catch (thrown) {
-        const err = classifyError(attemptFailure(limit, thrown), scope, `${operation} ${this.#o.calendarId}`);
+        const err = classifyError(
+          attemptFailure(limit, thrown),
+          scope,
+          `${operation} ${options.on ?? this.#o.calendarId}`,
+        );
         const status = err.tokenEndpoint ? "token_error" : err.status ? String(err.status) : "network";
         metrics.requests.inc({ method: operation, status });
         if (maybeApplied(err)) {
@@ -193,10 +204,16 @@ export class CallRunner {
             dropAccessToken(auth);
             continue;
           }
-          if (!options.detached) health.markBroken(err);
+          if (!options.detached && options.on === undefined) health.markBroken(err);
+          else this.#elsewhere(operation, options.on, err);
           throw err;
         }
-        if (err.kind === "calendar_not_found") health.calendarMissing(err);
+        if (options.on !== undefined) {
+          // Another calendar's answer says nothing about this one.
+          if (!ANSWERS.has(err.kind) && (!err.retryable || attempt >= this.#o.maxAttempts)) {
+            this.#elsewhere(operation, options.on, err);
+          }
+        } else if (err.kind === "calendar_not_found") health.calendarMissing(err);
         else if (ANSWERS.has(err.kind)) {
           if (!options.detached) health.succeeded(admission);
         } else health.recordError(err);
@@ -211,6 +228,15 @@ export class CallRunner {
         await this.#o.clock.sleep(delay, giveUp);
       }
     }
+  }
+
+  /** A call on another calendar of the account (or a detached one) failed: logged, this calendar's health untouched. */
+  #elsewhere(operation: string, calendarId: string | undefined, err: CalendarError): void {
+    if (calendarId === undefined) return;
+    this.#o.logger.warn(
+      { operation, calendar_id: calendarId, status: err.status, reason: err.reason, err: err.message },
+      "Google call on another calendar of the account failed; the mapped calendar's health is not affected",
+    );
   }
 
   /** Tells the quota gate about a usageLimits answer; true when the gate now holds the retry back. */

@@ -156,6 +156,7 @@ export class CalendarGateway {
   readonly #runner: CallRunner;
   readonly #pageSize: number;
   readonly #oauth: boolean;
+  #credentialsVersion = 0;
   /**
    * A new access token: the credentials work, unless the answer's `scope` shows that the grant cannot write events
    * (a consent where the calendar box was left unticked): then they are broken before any API call fails.
@@ -242,8 +243,14 @@ export class CalendarGateway {
     return this.#health.snapshot();
   }
 
+  /** Changes whenever the credentials change (resetCredentials, useRefreshToken). */
+  get credentialsVersion(): number {
+    return this.#credentialsVersion;
+  }
+
   /** After re-authorization: forget that the credentials were rejected; the next call tries them. */
   resetCredentials(): void {
+    this.#credentialsVersion++;
     this.#health.reset();
     dropAccessToken(this.#auth);
   }
@@ -259,6 +266,7 @@ export class CalendarGateway {
    */
   useRefreshToken(refreshToken: string): void {
     secrets.add(refreshToken);
+    this.#credentialsVersion++;
     this.#auth.setCredentials({ refresh_token: refreshToken });
     this.#health.reset();
   }
@@ -536,7 +544,7 @@ export class CalendarGateway {
         "events.get",
         "event",
         (attempt) => this.#api.events.get({ calendarId, eventId, quotaUser: this.#quotaUser }, attempt),
-        { detached: true },
+        { detached: true, on: calendarId },
       );
     } catch (err) {
       if (err instanceof CalendarError && err.kind === "not_found") return null;
@@ -558,7 +566,7 @@ export class CalendarGateway {
           { calendarId, eventId, destination, quotaUser: this.#quotaUser, sendUpdates: "none" },
           attempt,
         ),
-      { detached: true },
+      { detached: true, on: calendarId },
     );
   }
 
@@ -570,7 +578,7 @@ export class CalendarGateway {
         "event",
         (attempt) =>
           this.#api.events.delete({ calendarId, eventId, quotaUser: this.#quotaUser, sendUpdates: "none" }, attempt),
-        { detached: true },
+        { detached: true, on: calendarId },
       );
     } catch (err) {
       if (err instanceof CalendarError && (err.kind === "not_found" || err.kind === "gone")) return;

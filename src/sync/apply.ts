@@ -24,6 +24,8 @@ export interface ApplyContext {
   full: boolean;
   /** The event as the decision saw it (undefined: not read). */
   event: CalEvent | null | undefined;
+  /** Our clock when the calendar change a write-back sends had been seen (WritebackInput.seenAt). */
+  seenAt?: number;
   log: Logger;
   /** This attempt's number, and how many the engine makes before giving up (write-backs restore then). */
   attempt: number;
@@ -198,6 +200,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         link,
         event: c.event,
         sourceAt,
+        ...(c.seenAt !== undefined ? { seenAt: c.seenAt } : {}),
         log,
         attempt: c.attempt,
         maxAttempts: c.maxAttempts,

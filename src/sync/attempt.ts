@@ -15,7 +15,7 @@ import type { BookingState } from "./snapshot.ts";
 import { LeadershipLostError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
 import { type Pending, seenIn } from "./work.ts";
-import type { WritebackGate } from "./writeback-gate.ts";
+import { type Grace, graceKey, type WritebackGate } from "./writeback-gate.ts";
 import type { WritebackOutcome } from "./writeback-steps.ts";
 
 /** What an attempt carried out, and what came of it when that was a write-back. */
@@ -128,6 +128,8 @@ async function attemptIn(
   }
   link = seen.link;
   let event = seen.event;
+  // Every read of the event decided from is over: a calendar change it shows was made before (moved-out.ts).
+  const seenAt = deps.fx.clock.now();
   for (let round = 0; ; round++) {
     const planned = await planReading(
       deps,
@@ -154,15 +156,24 @@ async function attemptIn(
       };
       await applyAction(
         action,
-        { ...state, id, link, event, log, attempt, maxAttempts: deps.maxAttempts, tell },
+        {
+          ...state,
+          id,
+          link,
+          event,
+          seenAt: decidedAt(action, event, p.gate.grace) ?? seenAt,
+          log,
+          attempt,
+          maxAttempts: deps.maxAttempts,
+          tell,
+        },
         deps.fx,
         deps.booking,
       );
-      // An administrator put back an event the therapist had moved to a calendar of their own account: the copy there
-      // would go on showing the appointment, never updated again.
-      if (request.override === "restore" && action.kind === "restore" && link && deleted(event)) {
-        await removeOwnCopy(deps.fx, link, log);
-      }
+      // A deleted event put back (an administrator's restore of a held deletion, cancelling from the calendar turned
+      // off, ...) may have been moved to a calendar of the therapist's own account: the copy there would go on showing
+      // the appointment, never updated again.
+      if (action.kind === "restore" && link && deleted(event)) await removeOwnCopy(deps.fx, link, log, seenAt);
       await deps.gate.done(action, link, writeback);
       return { action, ...(writeback ? { writeback } : {}) };
     } catch (err) {
@@ -178,6 +189,16 @@ async function attemptIn(
       throw err;
     }
   }
+}
+
+/**
+ * When a write-back of a deletion was first decided on from this very version of the deleted event (the grace period
+ * runs since then, graceKey): it was seen deleted by then. Earlier than the attempt's own reads, so a calendar list read
+ * meanwhile for another deletion can serve this one (moved-out.ts).
+ */
+function decidedAt(action: Action, event: CalEvent | null | undefined, grace: Grace | undefined): number | undefined {
+  if (action.kind !== "writeback_cancel" || !(event?.etag ?? event?.updated)) return undefined;
+  return grace?.key === graceKey(action, event) ? grace.since : undefined;
 }
 
 /** The event as read shows a deletion in the mapped calendar (undefined: not read). */

@@ -11,6 +11,7 @@ import type { LeftBehindEvents } from "./left-behind.ts";
 import type { LinkArgs, LinkStore } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
+import { OwnCalendarLists } from "./own-calendar-list.ts";
 import type { Known, Planner, Rendering } from "./planner.ts";
 import { removeTails } from "./series-tails.ts";
 import type { CalEvent, CalendarPort, Link } from "./types.ts";
@@ -57,6 +58,8 @@ export class Effects {
   readonly activity: Activity;
   readonly clock: Clock;
   readonly leftBehind: Pick<LeftBehindEvents, "all"> | undefined;
+  /** Each therapist's owned-calendar list, read once for a burst of deletions (moved-out.ts). */
+  readonly ownLists: OwnCalendarLists;
 
   constructor(o: EffectsOptions) {
     this.mapping = o.mapping;
@@ -66,6 +69,7 @@ export class Effects {
     this.activity = o.activity;
     this.clock = o.clock;
     this.leftBehind = o.leftBehind;
+    this.ownLists = new OwnCalendarLists(o.clock);
   }
 
   /** A mapped therapist's calendar; CalendarUnavailableError when it cannot be used now. */

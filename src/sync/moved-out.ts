@@ -8,6 +8,7 @@ import type { Logger } from "../log.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
+import type { OwnList } from "./own-calendar-list.ts";
 import { calendarKey } from "./placement.ts";
 import { isNoAccess } from "./source-calendar.ts";
 import { EngineStoppedError } from "./stopped.ts";
@@ -34,24 +35,28 @@ interface OwnCalendars {
   /** The mapped calendar's id as the calendar list names it (`primary` resolved), and its name. */
   home: string;
   homeName: string;
+  /** Our clock when the list was asked for, and whether it was read for this look-up (not remembered). */
+  readAt: number;
+  fresh: boolean;
 }
 
 /**
- * The calendars the therapist's account owns (calendarList.list with the therapist's credentials), but for mapped
- * ones and those where calbridge left its own copies of this therapist's events (a mapping pointed elsewhere, see
- * left-behind.ts): a copy there is no move of the therapist's. A calendar the account may only write (a colleague's it
- * edits) is not theirs to move an appointment to: an event there under the id is not taken for one. Throws
- * OtherCalendarUnavailableError when the list cannot be read.
+ * The calendars the therapist's account owns (calendarList.list with the therapist's credentials, remembered for a
+ * short while: own-calendar-list.ts; `fresh` reads it now), but for mapped ones and those where calbridge left its own
+ * copies of this therapist's events (a mapping pointed elsewhere, see left-behind.ts): a copy there is no move of the
+ * therapist's. A calendar the account may only write (a colleague's it edits) is not theirs to move an appointment
+ * to: an event there under the id is not taken for one. Throws OtherCalendarUnavailableError when the list cannot be
+ * read.
  */
-async function ownCalendars(fx: Effects, therapistId: string): Promise<OwnCalendars> {
+async function ownCalendars(fx: Effects, therapistId: string, fresh: boolean): Promise<OwnCalendars> {
   const mapping = fx.mapping;
   const t = mapping.therapist(therapistId);
   const cal = mapping.calendarIfAny(therapistId);
   if (!t || !cal) throw unseen(therapistId, mapping.unavailableReason(therapistId) ?? "no usable calendar");
-  let list: AccountCalendar[];
+  let list: OwnList;
   let left: string[];
   try {
-    list = await cal.calendarList("owner");
+    list = await fx.ownLists.get(therapistId, cal, fresh);
     left = (await fx.leftBehind?.all())?.filter((l) => l.therapistId === therapistId).map((l) => l.calendarId) ?? [];
   } catch (err) {
     if (err instanceof EngineStoppedError) throw err;
@@ -59,11 +64,47 @@ async function ownCalendars(fx: Effects, therapistId: string): Promise<OwnCalend
   }
   const key = calendarKey(t);
   // OAuth with `primary` names no address: the list's primary entry is the mapped calendar.
-  const homeEntry = list.find((e) => e.id === key) ?? (key === "primary" ? list.find((e) => e.primary) : undefined);
+  const entries = list.calendars;
+  const homeEntry =
+    entries.find((e) => e.id === key) ?? (key === "primary" ? entries.find((e) => e.primary) : undefined);
   const home = homeEntry?.id ?? key;
   const skip = new Set([...mapping.therapists.map(calendarKey), home, ...left]);
-  const calendars = list.filter((e) => e.accessRole === "owner" && !skip.has(e.id));
-  return { calendars, home, homeName: homeEntry?.summary ?? home };
+  const calendars = entries.filter((e) => e.accessRole === "owner" && !skip.has(e.id));
+  return { calendars, home, homeName: homeEntry?.summary ?? home, readAt: list.readAt, fresh: list.fresh };
+}
+
+/**
+ * Visits the calendars the account owns (ownCalendars, the first MAX_OWN_CALENDARS) until `visit` answers true. The
+ * list may be one read a moment ago for another look-up (a burst of deletions reads it once). Only a list asked for
+ * after `seenAt` (our clock when the deletion looked into had been seen: the move, if it was one, came before) can
+ * hold every calendar the event can have gone to: with a list read earlier, a visit that did not stop reads the list
+ * again and visits the calendars not visited yet (one created since, the event then moved there). Returns the list as
+ * last read; `log` warns when calendars were left out for the bound.
+ */
+async function eachOwnCalendar(
+  fx: Effects,
+  therapistId: string,
+  seenAt: number,
+  visit: (calendarId: string) => Promise<boolean>,
+  log?: Logger,
+): Promise<OwnCalendars> {
+  const visited = new Set<string>();
+  let own = await ownCalendars(fx, therapistId, false);
+  for (let pass = 0; ; pass++) {
+    const todo = own.calendars.slice(0, MAX_OWN_CALENDARS).filter((e) => !visited.has(e.id));
+    if (log && own.calendars.length > MAX_OWN_CALENDARS) {
+      log.warn(
+        { therapist_id: therapistId, calendars: own.calendars.length, looked_at: MAX_OWN_CALENDARS },
+        "deleted event looked for in only the first calendars of the therapist's account (the bound): the others were not looked at",
+      );
+    }
+    for (const e of todo) {
+      visited.add(e.id);
+      if (await visit(e.id)) return own;
+    }
+    if (pass > 0 || own.fresh || own.readAt > seenAt) return own;
+    own = await ownCalendars(fx, therapistId, true);
+  }
 }
 
 const unseen = (therapistId: string, why: string) =>
@@ -80,30 +121,37 @@ async function liveCopy(fx: Effects, link: Link, calendarId: string): Promise<Ca
 }
 
 /**
- * Looks for the deleted event's id in the calendars the therapist's account owns (ownCalendars), with events.get in
- * each: a 404 is "not there", a live event is found. A look that cannot be made (the list or a calendar answering
- * 5xx, quota, credentials) throws OtherCalendarUnavailableError: the cancellation waits. More than MAX_OWN_CALENDARS
- * such calendars: the first ones are looked at, and a log line says so.
+ * Looks for the deleted event's id in the calendars the therapist's account owns (eachOwnCalendar: `seenAt` is our
+ * clock when the deletion had been seen, now when not known), with events.get in each: a 404 is "not there", a live
+ * event is found. A look that cannot be made (the list or a calendar answering 5xx, quota, credentials) throws
+ * OtherCalendarUnavailableError: the cancellation waits. More than MAX_OWN_CALENDARS such calendars: the first ones
+ * are looked at, and a log line says so.
  */
-export async function findInOwnCalendars(ctx: Ctx, link: Link, log: Logger): Promise<FoundOutside | undefined> {
-  const own = await ownCalendars(ctx.fx, link.therapistId);
-  const others = own.calendars;
-  if (others.length > MAX_OWN_CALENDARS) {
-    log.warn(
-      { therapist_id: link.therapistId, calendars: others.length, looked_at: MAX_OWN_CALENDARS },
-      "deleted event looked for in only the first calendars of the therapist's account (the bound): the others were not looked at",
-    );
-  }
+export async function findInOwnCalendars(
+  ctx: Ctx,
+  link: Link,
+  log: Logger,
+  seenAt = ctx.fx.clock.now(),
+): Promise<FoundOutside | undefined> {
   const failed: string[] = [];
-  for (const e of others.slice(0, MAX_OWN_CALENDARS)) {
-    try {
-      const event = await liveCopy(ctx.fx, link, e.id);
-      if (event) return { calendarId: e.id, event, home: own.home, homeName: own.homeName };
-    } catch (err) {
-      if (err instanceof EngineStoppedError) throw err;
-      failed.push(`${e.id}: ${describeError(err)}`);
-    }
-  }
+  let found: { calendarId: string; event: CalEvent } | undefined;
+  const own = await eachOwnCalendar(
+    ctx.fx,
+    link.therapistId,
+    seenAt,
+    async (calendarId) => {
+      try {
+        const event = await liveCopy(ctx.fx, link, calendarId);
+        if (event) found = { calendarId, event };
+      } catch (err) {
+        if (err instanceof EngineStoppedError) throw err;
+        failed.push(`${calendarId}: ${describeError(err)}`);
+      }
+      return found !== undefined;
+    },
+    log,
+  );
+  if (found) return { ...found, home: own.home, homeName: own.homeName };
   if (failed.length > 0) throw unseen(link.therapistId, failed.join("; "));
   return undefined;
 }
@@ -113,24 +161,26 @@ export async function findInOwnCalendars(ctx: Ctx, link: Link, log: Logger): Pro
  * moved to a calendar their account owns may still be live: that copy is removed, so it does not go on showing the
  * appointment. Only an event under the link's id carrying calbridge's mark for this appointment goes; anything else,
  * and any calendar that cannot be looked at, is left alone (logged): never a deletion of something not understood.
+ * `seenAt` as for findInOwnCalendars.
  */
-export async function removeOwnCopy(fx: Effects, link: Link, log: Logger): Promise<void> {
+export async function removeOwnCopy(fx: Effects, link: Link, log: Logger, seenAt = fx.clock.now()): Promise<void> {
   try {
-    for (const e of (await ownCalendars(fx, link.therapistId)).calendars.slice(0, MAX_OWN_CALENDARS)) {
+    await eachOwnCalendar(fx, link.therapistId, seenAt, async (calendarId) => {
       try {
-        const event = await liveCopy(fx, link, e.id);
-        if (event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] !== link.appointmentId) continue;
-        await fx.calendar(link.therapistId).deleteIn(e.id, link.eventId);
+        const event = await liveCopy(fx, link, calendarId);
+        if (event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] !== link.appointmentId) return false;
+        await fx.calendar(link.therapistId).deleteIn(calendarId, link.eventId);
         fx.counted(link.therapistId, "delete");
         log.info(
-          { therapist_id: link.therapistId, calendar_id: e.id },
+          { therapist_id: link.therapistId, calendar_id: calendarId },
           "copy of the appointment's event the therapist had moved to another calendar of their account removed",
         );
       } catch (err) {
         if (err instanceof EngineStoppedError) throw err;
-        log.warn({ calendar_id: e.id, err: describeError(err) }, "calendar not looked at for a moved copy");
+        log.warn({ calendar_id: calendarId, err: describeError(err) }, "calendar not looked at for a moved copy");
       }
-    }
+      return false;
+    });
   } catch (err) {
     if (err instanceof EngineStoppedError) throw err;
     log.warn({ err: describeError(err) }, "the therapist's own calendars not looked at for a moved copy");

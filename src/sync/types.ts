@@ -189,6 +189,8 @@ export interface CalendarPort {
   getIn(calendarId: string, eventId: string): Promise<CalEvent | null>;
   moveFrom(calendarId: string, eventId: string, destination: string): Promise<CalEvent>;
   deleteIn(calendarId: string, eventId: string): Promise<void>;
+  /** Changes whenever the credentials change (a reconnect, credentials reset): what was read with others is stale. */
+  readonly credentialsVersion?: number;
   /** The calendar's standing with Google: broken credentials, a quota pause (epoch ms), the last error. */
   health?(): { credentials: "ok" | "broken" | "unknown"; pausedUntil?: number; lastError?: string };
 }

@@ -24,6 +24,11 @@ export interface WritebackInput {
   /** The event as the therapist left it (undefined when not read). */
   event: CalEvent | null | undefined;
   sourceAt: number;
+  /**
+   * Our clock when the calendar change written back had been seen (when it was first decided on): a calendar list read
+   * since then names every calendar a moved event can have gone to (moved-out.ts). Unknown: now.
+   */
+  seenAt?: number;
   log: Logger;
   attempt: number;
   maxAttempts: number;

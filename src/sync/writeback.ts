@@ -99,7 +99,7 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     return;
   }
   // Moved to a calendar of the therapist's own account that calbridge does not manage: kept, never cancelled.
-  const outside = await findInOwnCalendars(ctx, w.link, w.log);
+  const outside = await findInOwnCalendars(ctx, w.link, w.log, w.seenAt);
   if (outside) {
     await keepInMappedCalendar(ctx, w, outside);
     return;
