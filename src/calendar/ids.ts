@@ -50,3 +50,18 @@ export function eventIdFor(appointmentId: string, generation = 0): string {
 export function isValidEventId(id: string): boolean {
   return VALID_ID.test(id);
 }
+
+/** The part of an event that holds calbridge's marks (matches calendar_v3.Schema$Event). */
+export interface MarkedLike {
+  extendedProperties?: { private?: Record<string, string> | null } | null;
+}
+
+/**
+ * Whether the event carries both of calbridge's marks for the appointment. Another client's full update (events.update
+ * is a PUT: it replaces the event's extended properties wholesale) can strip them from an event calbridge made, as
+ * Thunderbird's Provider for Google Calendar did (kewisch/gdata-provider #747): calbridge owns them and puts them back.
+ */
+export function carriesMarks(event: MarkedLike, appointmentId: string): boolean {
+  const marks = event.extendedProperties?.private;
+  return marks?.[APPOINTMENT_ID_PROPERTY] === appointmentId && marks?.[MANAGED_PROPERTY] === MANAGED_VALUE;
+}

@@ -3,6 +3,7 @@
 // tests see exactly what the engine would do.
 import type { Appointment } from "../booking/schemas.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
+import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
 import { bookingChanged, calendarChange, showsBooking } from "./changes.ts";
@@ -104,7 +105,7 @@ export function decide(input: DecideInput): Action {
     // person deleted that event and the deletion was never sent. The event comes back saying so, never a cancellation.
     const unsent = !link && (appt.status ?? "confirmed") === "confirmed" ? { unsent: unsentNotice(input) } : {};
     if (existing) {
-      if (fingerprint(existing, owned) === printOf(desired)) {
+      if (fingerprint(existing, owned) === printOf(desired) && carriesMarks(existing, id)) {
         return {
           kind: "adopt",
           appointmentId: id,
@@ -256,8 +257,9 @@ export function decide(input: DecideInput): Action {
         reason: "event missing from the calendar",
       };
     }
-    if (current.etag && current.etag === link.etag && wanted === link.fingerprint) return none("unchanged");
-    if (fingerprint(current, owned) === wanted) {
+    const marked = carriesMarks(current, id); // stripped marks are put back (carriesMarks), even on an adopted event
+    if (marked && current.etag && current.etag === link.etag && wanted === link.fingerprint) return none("unchanged");
+    if (marked && fingerprint(current, owned) === wanted) {
       return wanted === link.fingerprint && current.etag === link.etag
         ? none("unchanged")
         : {
@@ -275,7 +277,7 @@ export function decide(input: DecideInput): Action {
       eventId: link.eventId,
       body: bodyOf(wish),
       ifMatch: current.etag ?? undefined,
-      reason: fromBooking ? "booking changed" : "event edited in the calendar; restored",
+      reason: fromBooking ? "booking changed" : marked ? "event edited in the calendar; restored" : "marks put back",
     };
   };
   return withNotice(pushBooking());

@@ -1,10 +1,11 @@
 // Owns echo suppression: telling calbridge's own writes (and deletions), seen again in a calendar, from a person's change.
 import { fingerprint, instantOf, type Ownership } from "../calendar/fingerprint.ts";
+import { carriesMarks } from "../calendar/ids.ts";
 import type { CalEvent, Link } from "./types.ts";
 
 /**
  * calbridge's own write (or deletion) seen again, or an event that still matches what was last synced (in the fields
- * calbridge owns: reminders where they are configured).
+ * calbridge owns: reminders where they are configured, and its marks).
  */
 export function isEcho(
   link: Link | undefined,
@@ -16,6 +17,8 @@ export function isEcho(
   if (link.therapistId !== therapistId) return false;
   if (event.status === "cancelled") return !link.present;
   if (!link.present) return false;
+  // calbridge's marks gone (another client's full update): not what calbridge wrote; the sync puts them back.
+  if (!carriesMarks(event, link.appointmentId)) return false;
   if (event.etag && event.etag === link.etag) return true;
   // Same times and same owned fields as last written: nothing the engine would act on (e.g. reminders changed).
   return (

@@ -1,7 +1,9 @@
 // Owns `calbridge purge`: removing calbridge's own events of one therapist from one calendar, past and future, and
 // forgetting their links, for a therapist no longer mapped (or one leaving). An event is removed only when it carries
 // calbridge's mark and its id is the one calbridge gave that appointment's event, or a series Google split off that
-// event (series-tails.ts; never a copy, never anything else);
+// event (series-tails.ts; never a copy, never anything else), or when it is under the id of one of the therapist's
+// links (or an earlier generation of it) and names no other appointment: its marks stripped by another client's full
+// update (see carriesMarks), the listing by the mark misses it;
 // the booking service is never called; the mass-deletion guard (sync.max_delete_ratio, its floor) holds a purge of
 // too large a share of calbridge's events unless forced.
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
@@ -21,7 +23,7 @@ export interface PurgeOptions {
   therapistId: string;
   /** The calendar, as the links name it. */
   calendarId: string;
-  calendar: Pick<CalendarPort, "listManaged" | "delete">;
+  calendar: Pick<CalendarPort, "listManaged" | "delete" | "get">;
   links: Pick<LinkStore, "all" | "forget">;
   maxDeleteRatio: number;
 }
@@ -75,6 +77,7 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
     }
   }
   const links = [...all.values()].filter(mine);
+  await unmarked(o, links, events, new Set(skipped.map((s) => s.eventId)));
   // Events found that no live link counts are calbridge's events too.
   const counted = new Set([...all.values()].filter((l) => l.present).map((l) => l.eventId));
   managed += [...events.keys()].filter((id) => !counted.has(id)).length;
@@ -88,6 +91,32 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
     links,
     guard: { tripped: destructive > limit, destructive, managed, limit },
   };
+}
+
+/**
+ * The live links' events the listing by the mark did not find, looked up by id (events.get): one found live that names
+ * no appointment (its marks stripped) or this one is calbridge's event, and is added to `events`. Only calbridge makes
+ * events under these ids (eventIdFor); one that names another appointment is left alone.
+ */
+async function unmarked(
+  o: Pick<PurgeOptions, "calendar">,
+  links: Link[],
+  events: Map<string, PurgeEvent>,
+  skipped: Set<string>,
+): Promise<void> {
+  for (const link of links.filter((l) => l.present)) {
+    const ids = new Set([
+      link.eventId,
+      ...Array.from({ length: link.generation ?? 0 }, (_, g) => eventIdFor(link.appointmentId, g)),
+    ]);
+    for (const eventId of ids) {
+      if (events.has(eventId) || skipped.has(eventId)) continue;
+      const ev = await o.calendar.get(eventId);
+      const marked = ev?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
+      if (!ev || ev.status === "cancelled" || (marked !== undefined && marked !== link.appointmentId)) continue;
+      events.set(eventId, { eventId, appointmentId: link.appointmentId, ...startOf(ev.start) });
+    }
+  }
 }
 
 function startOf(start: { dateTime?: string | null; date?: string | null } | undefined): { start?: string } {

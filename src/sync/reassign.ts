@@ -41,11 +41,10 @@ export async function findElsewhere(
       unseen.set(therapistId, describeError(err));
       continue;
     }
-    if (
-      event &&
-      event.status !== "cancelled" &&
-      event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] === link.appointmentId
-    ) {
+    // The id is calbridge's own (only calbridge makes events under it): an event there that names another appointment
+    // is not this one, but one without the mark is (another client's full update can strip it, see carriesMarks).
+    const marked = event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
+    if (event && event.status !== "cancelled" && (marked === undefined || marked === link.appointmentId)) {
       return { therapistId, event };
     }
   }

@@ -52,6 +52,11 @@ describe("PUT and PATCH", () => {
     expect(declared.data.attachments).toBeUndefined();
     expect(declared.data.conferenceData).toBeUndefined();
     expect(declared.data.hangoutLink).toBeUndefined();
+    // Extended properties are replaced whole: another client's PUT without calbridge's marks strips them
+    // (kewisch/gdata-provider #747: Thunderbird kept only its own X-MOZ-LASTACK).
+    const other = body("Moved", undefined, undefined, { "X-MOZ-LASTACK": "20260101T000000Z" });
+    const stripped = await f.api.events.update({ calendarId, eventId: "put0000001", requestBody: other });
+    expect(stripped.data.extendedProperties).toEqual({ private: { "X-MOZ-LASTACK": "20260101T000000Z" } });
   });
 
   it("PATCH leaves unnamed fields alone, replaces arrays it names, merges extended properties per key", async () => {

@@ -155,4 +155,31 @@ describe("calbridge purge", () => {
     expect(ok.code, ok.stdout + ok.stderr).toBe(0);
     expect(live(world, "th_ben")).toEqual([]);
   });
+
+  it("deletes calbridge's event whose marks another client's full update stripped, not one naming another appointment", async () => {
+    const { world, ids } = await mirroredWorld();
+    const benCal = world.calendarOf("th_ben");
+    const [, stripped, renamed] = ids.th_ben!;
+    // What a PUT without calbridge's private properties leaves (kewisch/gdata-provider #747): the listing by the
+    // mark misses the event, but it is under the id calbridge gave the appointment's event, and its link names it.
+    world.google.userEdit(benCal, eventIdFor(stripped!), {
+      extendedProperties: {
+        private: { calbridge_appointment_id: null, calbridge_managed: null, "X-MOZ-LASTACK": "20260101T000000Z" },
+      },
+    });
+    // Under calbridge's id, but naming another appointment: not this one's, so left alone.
+    world.google.userEdit(benCal, eventIdFor(renamed!), {
+      extendedProperties: { private: { calbridge_appointment_id: "apt_other" } },
+    });
+    const file = writeConfig(world, (c) => {
+      c.therapists = c.therapists.filter((t) => t.therapist_id !== "th_ben");
+    });
+    const dry = await runCli("purge", "--therapist", "th_ben", "--dry-run", "--config", file);
+    expect(dry.stdout).toContain("3 calbridge events to delete (past and future), 4 links to forget");
+    expect(dry.stdout).toContain(eventIdFor(stripped!));
+    const done = await runCli("purge", "--therapist", "th_ben", "--force", "--config", file);
+    expect(done.code, done.stdout + done.stderr).toBe(0);
+    expect(done.stdout).toContain("deleted 3 events (0 were gone already)");
+    expect(live(world, "th_ben")).toEqual([eventIdFor(renamed!)]);
+  });
 });

@@ -109,6 +109,12 @@ const cases: Case[] = [
   { name: "new appointment, event absent", appt: A, event: null, expect: { kind: "create" } },
   { name: "no link, the event already matches", appt: A, event: event(A), expect: { kind: "adopt" } },
   {
+    name: "no link, the event matches but lacks calbridge's marks: written, not adopted",
+    appt: A,
+    event: event(A, { extendedProperties: null }),
+    expect: { kind: "update", reason: "event exists without a record" },
+  },
+  {
     name: "no link, an event of ours that differs",
     appt: A,
     event: event(A, { summary: "other" }),
@@ -250,6 +256,28 @@ const cases: Case[] = [
     link: link(A),
     event: event(A, { summary: "my title", etag: '"2"' }),
     expect: { kind: "update", reason: "event edited in the calendar; restored", ifMatch: '"2"' },
+  },
+  // calbridge's marks stripped by another client's full update (events.update replaces extended properties whole).
+  {
+    name: "marks stripped, the event otherwise as written: they are put back",
+    appt: A,
+    link: link(A),
+    event: event(A, { extendedProperties: { private: { other: "1" } }, etag: '"2"' }),
+    expect: { kind: "update", reason: "marks put back", ifMatch: '"2"' },
+  },
+  {
+    name: "marks stripped from an event adopted so (its etag is the link's): they are put back",
+    appt: A,
+    link: link(A),
+    event: event(A, { extendedProperties: {} }),
+    expect: { kind: "update", reason: "marks put back", ifMatch: '"1"' },
+  },
+  {
+    name: "marks stripped, booking state new and shown already: updated, not adopted",
+    appt: MOVED,
+    link: link(A),
+    event: event(MOVED, { extendedProperties: {}, etag: '"2"' }),
+    expect: { kind: "update", reason: "booking changed" },
   },
   {
     name: "calendar already matches a new booking state",
@@ -438,6 +466,13 @@ describe("isEcho", () => {
       event: event(A, { status: "cancelled" }),
       echo: true,
     },
+    {
+      name: "new etag, calbridge's marks stripped",
+      link: l,
+      event: event(A, { etag: '"2"', extendedProperties: { private: { other: "1" } } }),
+      echo: false,
+    },
+    { name: "the etag we wrote, but no marks", link: l, event: event(A, { extendedProperties: null }), echo: false },
     { name: "the therapist's deletion", link: l, event: event(A, { status: "cancelled", etag: '"2"' }), echo: false },
     { name: "live again after we removed it", link: link(A, { present: false }), event: event(A), echo: false },
   ])("$name -> $echo", (c) => {
