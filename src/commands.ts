@@ -428,8 +428,9 @@ export function program(): Command {
               source: "authorize",
               scope: result.scopes.join(" "),
             });
-            // Daemons on this Redis store take the token up at once; without the notice (SQLite, or it failed) each
-            // one reads it at its credentials check, every sync.calendar_poll_seconds.
+            // Daemons on this store take the token up at once (Redis pub/sub, or the SQLite file's notices, read every
+            // second); without the notice (it failed) each one reads it at its credentials check, every
+            // sync.calendar_poll_seconds.
             told = await store.notices?.publish(CREDENTIALS_CHANGED_CHANNEL, t.therapist_id).then(
               () => true,
               (err: unknown) => {

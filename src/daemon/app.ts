@@ -142,9 +142,9 @@ export const INBOX_ACCEPTED_CHANNEL = "calbridge:inbox:accepted";
 /** Therapist ids whose stored credentials changed on some replica: every replica takes them up. */
 export const CREDENTIALS_CHANGED_CHANNEL = "calbridge:credentials:changed";
 /**
- * The leader's look through the shared inbox: on Redis for entries whose notice was lost (pub/sub delivers at most
- * once), on SQLite (no notices) for those a standby accepted. It reads the pending entries only (the done marks are
- * left out in SQL: about 60 ms for 100,000 of them).
+ * The leader's look through the shared inbox for entries another daemon accepted whose notice was lost (Redis pub/sub
+ * and the SQLite file's notices both deliver at most once; an earlier build's standby sends none on SQLite). It reads
+ * the pending entries only (the done marks are left out in SQL: about 60 ms for 100,000 of them).
  */
 const INBOX_SWEEP_MS = 30_000;
 /** A stop's deadline, and the steps still running at it (left unfinished). */
@@ -267,7 +267,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   let processor = newProcessor();
   let processorUsed = false;
   const notices = store.notices;
-  // With replicas, a standby's accepts are announced; the leader's processor sees its own through the inbox already.
+  // With replicas (Redis, or a standby on the same SQLite file), a standby's accepts are announced; the leader's
+  // processor sees its own through the inbox already.
   if (notices) {
     inbox.subscribe((entry) => {
       if (lease.isLeader) return;
@@ -524,8 +525,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   /**
    * Every replica, every sync.calendar_poll_seconds: the stored token of each OAuth therapist without working
    * credentials (none loaded, or refused by Google) is read and a new one taken up, one store read each (none for the
-   * others). `calbridge authorize` runs as a process of its own and cannot tell a daemon on SQLite: this is how a
-   * daemon learns of its token (on Redis it also publishes a notice, taken up at once).
+   * others). `calbridge authorize` runs as a process of its own: it also publishes a notice (taken up at once), and this
+   * is how a daemon learns of its token when the notice is lost (or an earlier build's daemon runs on the SQLite file).
    */
   const checkCredentials = async (signal: AbortSignal): Promise<void> => {
     while (!signal.aborted) {

@@ -9,6 +9,7 @@ import { type Logger, silentLogger } from "../log.ts";
 import { prepareSqliteFile } from "./file-modes.ts";
 import { serializeForKeyv } from "./serialize.ts";
 import { SqliteConnection } from "./sqlite-connection.ts";
+import { sqliteNotices } from "./sqlite-notices.ts";
 
 /** One keyed collection of JSON values. */
 export interface Table<T> {
@@ -94,7 +95,10 @@ export interface Store {
   readonly redis?: RedisClient;
   /** The leader lease's row when kind is "sqlite" (lease.ts); undefined otherwise. */
   readonly leaseRow?: LeaseRow;
-  /** Hints between replicas sharing this store (Redis pub/sub); undefined when only one process uses the store. */
+  /**
+   * Hints between processes sharing this store: Redis pub/sub, or on a SQLite file its `notices` table, read every
+   * second (sqlite-notices.ts); undefined when only one process can use the store (memory, SQLite `:memory:`).
+   */
   readonly notices?: Notices;
   close(): Promise<void>;
 }
@@ -425,9 +429,12 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
   }
   await adoptSeenTable(adapters.get("inbox")!);
   const first = adapters.get("links")!;
+  // A standby's accepted webhooks and push notifications reach the leader within a second (not at its 30 s sweep).
+  const notices = file === ":memory:" ? undefined : sqliteNotices(file, SQLITE_BUSY_TIMEOUT_MS, logger);
   return {
     kind: "sqlite",
     leaseRow: sqliteLeaseRow(adapters.get("meta")!),
+    ...(notices ? { notices } : {}),
     table: <T>(name: TableName) => tables.get(name) as Table<T>,
     ping: async () => {
       await first.query("SELECT 1");
@@ -441,9 +448,10 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
         )) as unknown[];
         removed += rows.length;
       }
-      return removed;
+      return removed + ((await notices?.purge()) ?? 0);
     },
     close: async () => {
+      await notices?.close();
       for (const adapter of adapters.values()) await adapter.disconnect();
     },
   };
