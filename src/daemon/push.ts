@@ -437,9 +437,16 @@ export class PushChannels {
         this.#opening.delete(channelId);
       }
       if (current) {
-        await gw.stopChannel(current.channelId, current.resourceId).catch(() => {});
-        this.#known.delete(current.channelId);
-        await this.#channels.delete(byId(current.channelId)).catch(() => false); // else it expires by itself
+        try {
+          await gw.stopChannel(current.channelId, current.resourceId);
+          this.#known.delete(current.channelId);
+          await this.#channels.delete(byId(current.channelId)).catch(() => false); // else it expires by itself
+        } catch (err) {
+          // Not stopped, the replaced channel goes on notifying (up to a day, each answered and logged as unknown once
+          // forgotten): kept aside, known, and stopped again at the next check with the credentials that opened it.
+          this.#left.set(current.channelId, { channel: current, key: therapistId });
+          await this.#keepLeft(current, therapistId, err, "replaced at its renewal");
+        }
       }
       return answer.expiration - renewBefore;
     } catch (err) {
@@ -550,12 +557,12 @@ export class PushChannels {
   }
 
   /** A channel left behind whose stop failed: kept under `left:<id>` (its therapist's key may be reused), tried again. */
-  async #keepLeft(channel: Channel, key: string, err: unknown): Promise<void> {
+  async #keepLeft(channel: Channel, key: string, err: unknown, what = "of a calendar no longer mapped"): Promise<void> {
     const first = !this.#leftFailed.has(channel.channelId);
     this.#leftFailed.add(channel.channelId);
     this.#logger[first ? "warn" : "debug"](
       { therapist_id: channel.therapistId, channel_id: channel.channelId, err: describeError(err) },
-      "push channel of a calendar no longer mapped not stopped; tried again at the next check",
+      `push channel ${what} not stopped; tried again at the next check`,
     );
     if (key.startsWith(leftKey(""))) return;
     try {

@@ -42,6 +42,9 @@ export function sqliteNotices(file: string, busyTimeoutMs: number, logger: Logge
         // As the store's other connections (store.ts openSqlite); the file is in WAL mode already.
         await c.query("PRAGMA synchronous=NORMAL");
         await c.query("PRAGMA secure_delete=ON");
+        // Per connection: a notice can be the first write after a checkpoint, and the log it restarts must be truncated
+        // like the store's (old page images of purged rows would otherwise stay in the -wal file).
+        await c.query("PRAGMA journal_size_limit=0");
         await c.query(
           "CREATE TABLE IF NOT EXISTS notices (seq INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, message TEXT NOT NULL, at INTEGER NOT NULL)",
         );

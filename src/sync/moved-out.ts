@@ -159,16 +159,18 @@ export async function findInOwnCalendars(
 /**
  * The appointment's event is gone from the mapped calendar for good, or was put back there, while a copy the therapist
  * moved to a calendar their account owns may still be live: that copy is removed, so it does not go on showing the
- * appointment. Only an event under the link's id carrying calbridge's mark for this appointment goes; anything else,
- * and any calendar that cannot be looked at, is left alone (logged): never a deletion of something not understood.
+ * appointment. Only a live event under the link's id (calbridge's own id) that names no other appointment goes (as
+ * liveCopy); anything else, and any calendar that cannot be looked at, is left alone (logged): never a deletion of
+ * something not understood.
  * `seenAt` as for findInOwnCalendars.
  */
 export async function removeOwnCopy(fx: Effects, link: Link, log: Logger, seenAt = fx.clock.now()): Promise<void> {
   try {
     await eachOwnCalendar(fx, link.therapistId, seenAt, async (calendarId) => {
       try {
-        const event = await liveCopy(fx, link, calendarId);
-        if (event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] !== link.appointmentId) return false;
+        // As findInOwnCalendars reads it: under calbridge's id and not naming another appointment (marks another
+        // client's full update stripped do not keep a second live copy of the appointment there).
+        if (!(await liveCopy(fx, link, calendarId))) return false;
         await fx.calendar(link.therapistId).deleteIn(calendarId, link.eventId);
         fx.counted(link.therapistId, "delete");
         log.info(

@@ -133,3 +133,49 @@ it("a channel whose credentials are gone (an OAuth therapist's token removed) is
   await next.push.renew();
   expect(log.lines.filter((l) => l.channel_id === "left-behind")).toHaveLength(1); // forgotten: not tried again
 });
+
+it("the old channel's stop refused at its renewal: kept aside, its notifications acknowledged, and stopped at the next check", async () => {
+  h = await harness({
+    therapists: 1,
+    configure: (c) => {
+      c.google.push = { public_url: "https://sync.example/webhooks/google" };
+    },
+  });
+  await h.app.start();
+  h.world.config.google.push!.public_url = `${h.app.http!.url}/webhooks/google`;
+  h.world.google.requireHttpsChannels = false;
+  await h.app.push.start();
+  await h.world.google.settleNotifications();
+  const cal = h.world.calendarOf("th_1")!;
+  const channels = h.app.store.table<Channel>("channels");
+  const old = (await channels.get("th_1"))!;
+  h.world.google.faults.next(1, { status: 403, reason: "forbidden", match: /channels\/stop/ });
+  const log = captureLog();
+  // A fresh app on the same store, logging: renewal is due (inside the last day before the old channel's expiration).
+  h.app.push.stop();
+  await h.app.stop(2000);
+  next = await createApp(h.world.config, {
+    logger: log.logger,
+    oneShot: true,
+    listen: new URL(h.world.config.google.push!.public_url).host,
+  });
+  await next.start();
+  await next.push.renew(old.expiration - 60_000);
+  await h.world.google.settleNotifications();
+  const live = () => [...h!.world.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const renewed = (await next.store.table<Channel>("channels").get("th_1"))!;
+  expect(renewed.channelId).not.toBe(old.channelId);
+  // Google refused the old channel's stop: both deliver for now.
+  expect(live().sort()).toEqual([old.channelId, renewed.channelId].sort());
+  expect(
+    log.find((l) => String(l.msg).includes("replaced at its renewal not stopped") && l.channel_id === old.channelId),
+  ).toBeDefined();
+  // The old channel's notifications are acknowledged as a known channel's, not refused as unknown.
+  expect(log.find((l) => String(l.msg).includes("unknown channel"))).toBeUndefined();
+
+  await next.push.renew(); // the next check (nothing due for renewal now)
+  expect(live()).toEqual([renewed.channelId]);
+  const keys: string[] = [];
+  for await (const [key] of next.store.table<Channel>("channels").entries()) keys.push(key);
+  expect(keys.filter((k) => !k.startsWith("channel-id:"))).toEqual(["th_1"]);
+});
