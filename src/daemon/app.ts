@@ -573,7 +573,38 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     }
   };
 
-  const startLeaderWork = () => {
+  /**
+   * The leader's first step, before anything reads a calendar: a therapist mapped again since the ledger was last
+   * settled begins a new watch, and the sync token of the earlier one would report what they changed meanwhile as new
+   * (see watched.ts). Only the leader settles (a standby started with an edited file would otherwise rewrite the
+   * ledger, and the tokens, of the mapping the leader syncs). While the store fails, tried again every few seconds:
+   * no leader work starts without it. Answers false when leadership ended (or the daemon stops) meanwhile.
+   */
+  const settleWatches = async (): Promise<boolean> => {
+    for (;;) {
+      try {
+        await sync.watched.settle(config.therapists, async (begun) => {
+          await tokens.deleteMany(begun);
+          logger.info(
+            { therapists: begun },
+            "therapists mapped again (or to another calendar) since the last run: what changed in their calendars meanwhile is put back, not written back",
+          );
+        });
+        return true;
+      } catch (err) {
+        if (stopping || !lease.isLeader) return false;
+        logger.error(
+          { err: describeError(err) },
+          "leader work waits: the mapping's watches could not be read or stored (the store failed); tried again in 5 s",
+        );
+        await systemClock.sleep(5000);
+        if (stopping || !lease.isLeader) return false;
+      }
+    }
+  };
+
+  const startLeaderWork = async () => {
+    if (!(await settleWatches())) return;
     logger.info("leader: processing the inbox, polling calendars, reconciling");
     metrics.leader.set(1);
     // The pair's last success as the store has it now (a standby's own was read at its start, maybe days ago).
@@ -770,16 +801,6 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       await sync.dead.load();
       await refreshHolds();
       await sync.history.log.loadRecent();
-      // Before anything reads a calendar: a therapist mapped again since the last run begins a new watch, and the sync
-      // token of the earlier one would report what they changed meanwhile as new (see watched.ts).
-      const watchBegun = await sync.watched.settle(config.therapists);
-      if (watchBegun.length > 0) {
-        await tokens.deleteMany(watchBegun);
-        logger.info(
-          { therapists: watchBegun },
-          "therapists mapped again (or to another calendar) since the last run: what changed in their calendars meanwhile is put back, not written back",
-        );
-      }
       const minimised = await inbox.minimiseDeadLetters();
       if (minimised > 0) {
         logger.info({ count: minimised }, "webhook dead letters of an earlier build no longer keep the event body");

@@ -58,8 +58,11 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
         // A sync token is one calendar's: a re-pointed therapist's new calendar is read in full first. So is the
         // calendar of a therapist mapped again: a token of their earlier watch would report what they changed while
         // unmapped as new, and it is not theirs to write back (watched.ts).
-        const begun = await parts.sync.watched.settle(applied.therapists);
-        await parts.tokens.deleteMany([...new Set([...repointed, ...begun])]);
+        // Only the leader settles the ledger (watched.ts); a standby settles it when it comes to lead.
+        const begun = parts.leading()
+          ? await parts.sync.watched.settle(applied.therapists, (b) => parts.tokens.deleteMany(b))
+          : [];
+        await parts.tokens.deleteMany([...new Set(repointed.filter((id) => !begun.includes(id)))]);
         Object.assign(live, applied);
         retired = parts.gateways.swap(staged);
         parts.sync.reloaded();

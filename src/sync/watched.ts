@@ -45,9 +45,15 @@ export class WatchedCalendars {
    * begins a watch now; one no longer mapped is forgotten, so mapping them again begins a new watch. The first time
    * (no ledger yet: a new install, or the first start of a build that keeps it) every mapped therapist counts as
    * watched all along. Answers the therapists whose watch begins now: their calendar is to be read in full again (a
-   * sync token kept from an earlier watch would report what changed meanwhile as new).
+   * sync token kept from an earlier watch would report what changed meanwhile as new). `beforeWrite` is given them
+   * before the ledger is written (their tokens are removed there): should it fail, the ledger still holds the earlier
+   * watches, and the next settle finds the same therapists again. Only the leader settles: the ledger is the mapping
+   * the leading daemon syncs (`calbridge purge` reads it), not whatever a standby started with.
    */
-  async settle(therapists: readonly TherapistConfig[]): Promise<string[]> {
+  async settle(
+    therapists: readonly TherapistConfig[],
+    beforeWrite?: (begun: string[]) => Promise<void>,
+  ): Promise<string[]> {
     const stored = await this.#table.get(KEY);
     const now = this.#clock.now();
     const next: Record<string, Watch> = {};
@@ -62,6 +68,7 @@ export class WatchedCalendars {
       next[t.therapist_id] = { calendar, since: stored === undefined ? 0 : now };
       if (stored !== undefined) begun.push(t.therapist_id);
     }
+    if (begun.length > 0) await beforeWrite?.(begun);
     if (stored === undefined || !sameWatches(stored, next)) await this.#table.set(KEY, next);
     this.#since = new Map(Object.entries(next).map(([id, w]) => [id, w.since]));
     return begun;
