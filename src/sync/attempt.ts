@@ -1,5 +1,6 @@
 // Owns one attempt of an appointment's sync: read both sides, plan (reading the full form when the payload or list
-// item at hand lacks fields the event shows), pass the write-back gate, apply, and decide once more after a 412.
+// item at hand lacks fields the event shows), pass the write-back gate, apply, and decide once more after a 412 (or a
+// 403 on patching an event a person deleted).
 import { givingUpWaits, guardingWrites } from "../calendar/call-runner.ts";
 import type { Logger } from "../log.ts";
 import { type Applied, applyAction } from "./apply.ts";
@@ -184,6 +185,17 @@ async function attemptIn(
         const eventId = "eventId" in action ? action.eventId : link?.eventId;
         if (eventId === undefined) throw err;
         event = await deps.fx.calendar(action.therapistId).get(eventId);
+        continue;
+      }
+      // 403 on bringing the linked event up to date: Google refuses any change to an event a person deleted. The
+      // booking changed while that deletion waited (its grace period, a hold) or before a poll saw it: read, it is
+      // decided again by sync.conflict (the event back under a new id, or the cancellation by its own way), not
+      // retried into a dead letter. A live event read means a real refusal, which stays the error.
+      if (round === 0 && action.kind === "update" && isCalendarKind(err, "forbidden")) {
+        const read = await deps.fx.calendar(action.therapistId).get(action.eventId);
+        if (read?.status !== "cancelled") throw err;
+        log.info({ event_id: action.eventId }, "the event was deleted in the calendar; deciding again from that");
+        event = read;
         continue;
       }
       throw err;
