@@ -93,9 +93,9 @@ function quietLogger(): Logger {
 
 /**
  * A one-shot app around `fn`; `readOnly` for the commands that change nothing (doctor, reconcile --dry-run). With
- * `lease` (a command that writes calendars or the booking service) the store's leader lease is taken for `fn`'s
- * duration and released after; while a daemon leads the store, `lease` is called with the holder's description and
- * its answer is the refusal (exit 1), before anything is written.
+ * `lease` (a command that writes calendars or the booking service) the store's leader lease is taken as soon as the
+ * store is open and released after `fn`; while a daemon leads the store, `lease` is called with the holder's
+ * description and its answer is the refusal (exit 1), before anything is written (not even a token sealed again).
  */
 async function withApp<T>(
   config: Config,
@@ -104,22 +104,30 @@ async function withApp<T>(
   o: { readOnly?: boolean; lease?: (holder: string) => string } = {},
 ): Promise<T> {
   let held: HeldLease | undefined;
-  const app = await createApp(config, {
-    logger: log,
-    oneShot: true,
-    readOnly: o.readOnly === true,
-    ...(o.lease ? { leading: () => held?.leading() === true } : {}),
-  });
+  let app: App | undefined;
+  const lease = o.lease;
   try {
-    if (o.lease) {
-      const got = await takeCommandLease(app.store, config, log);
-      if (got.kind === "busy") throw new ExitCode(1, o.lease(describeHolder(got)));
-      held = got;
-    }
+    app = await createApp(config, {
+      logger: log,
+      oneShot: true,
+      readOnly: o.readOnly === true,
+      // Taken before createApp writes anything (it seals stored tokens again under a new key): refused, the command
+      // has written nothing at all.
+      ...(lease
+        ? {
+            leading: () => held?.leading() === true,
+            beforeWrites: async (store) => {
+              const got = await takeCommandLease(store, config, log);
+              if (got.kind === "busy") throw new ExitCode(1, lease(describeHolder(got)));
+              held = got;
+            },
+          }
+        : {}),
+    });
     return await fn(app);
   } finally {
     await held?.release().catch((err: unknown) => log.warn({ err: (err as Error).message }, "lease not released"));
-    await app.stop(2000);
+    await app?.stop(2000);
   }
 }
 

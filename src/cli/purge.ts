@@ -49,27 +49,13 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
   // The daemon's store or none: an empty one knows no links or stored tokens, and would answer "nothing to remove".
   const store = await openStore(config.store.url, { mustExist: true });
   try {
-    // A dry run changes nothing, not even the key a stored token is sealed under (see CredentialStore's reseal).
-    const credentials = new CredentialStore({
-      store,
-      box: secretBoxFor(config.store),
-      logger: log,
-      reseal: args.dryRun !== true,
-    });
     const links = new LinkStore(store, new Mapping(config, new Map()), systemClock);
     const mapped = config.therapists.find((t) => t.therapist_id === args.therapist);
+    // Which calendars: read only (no stored token sealed again yet), so that a usage error comes before the lease.
+    const reading = new CredentialStore({ store, box: secretBoxFor(config.store), logger: log, reseal: false });
     const targets = mapped
       ? [target(config, { ...mapped }, args.calendar ?? calendarKey(mapped), args.impersonate ?? mapped.impersonate)]
-      : await unmappedTargets(config, args, links, credentials);
-    const calendars = new TherapistCalendars({
-      config,
-      store,
-      credentials,
-      clock: systemClock,
-      logger: log,
-      registry: new Registry(),
-      metrics: createMetrics(new Registry()),
-    });
+      : await unmappedTargets(config, args, links, reading);
     // No daemon leads: the lease is this command's until it is done (a daemon started meanwhile stands by). One leads:
     // the purge goes on only in calendars it does not sync.
     let held: HeldLease | undefined;
@@ -79,6 +65,23 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
       else held = got;
     }
     try {
+      // A stored token is sealed again under the current key only while this command holds the lease: beside a
+      // daemon (that may not have the new key yet) it would lock the daemon out of it; a dry run changes nothing.
+      const credentials = new CredentialStore({
+        store,
+        box: secretBoxFor(config.store),
+        logger: log,
+        reseal: held !== undefined,
+      });
+      const calendars = new TherapistCalendars({
+        config,
+        store,
+        credentials,
+        clock: systemClock,
+        logger: log,
+        registry: new Registry(),
+        metrics: createMetrics(new Registry()),
+      });
       return await purgeAll(config, store, links, calendars, targets, args, log, mapped !== undefined);
     } finally {
       await held?.release().catch((err: unknown) => log.warn({ err: (err as Error).message }, "lease not released"));
@@ -92,14 +95,24 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
  * Beside a daemon that leads the store, a calendar it syncs (its watch ledger names it for the therapist: the mapping
  * it runs with, whatever the file says now) is not purged: it would read the deletions as the therapist's own and
  * send them to the booking service as cancellations, or write the events again. Calendars it leaves alone (a
- * therapist it no longer maps, an old calendar) are purged beside it.
+ * therapist it no longer maps, an old calendar) are purged beside it. `primary` (an OAuth account's own calendar, or
+ * the service account's) is the same calendar as that account's address, which cannot be told here: when either side
+ * is `primary` and the other `primary` or an address, the calendar is taken for the one the daemon syncs.
  */
 async function refuseWatched(store: Store, targets: Target[], holder: string): Promise<void> {
   for (const t of targets) {
-    if ((await watchedCalendar(store, t.therapist.therapist_id)) !== calendarKey(t.therapist)) continue;
+    const watched = await watchedCalendar(store, t.therapist.therapist_id);
+    if (watched === undefined) continue;
+    const key = calendarKey(t.therapist);
+    const maybe = (a: string, b: string) => a === "primary" && (b === "primary" || isUserAddress(b));
+    if (watched !== key && !maybe(watched, key) && !maybe(key, watched)) continue;
     const id = t.therapist.therapist_id;
+    const which =
+      watched === key
+        ? `${id}'s calendar ${t.calendarId}`
+        : `${id}'s calendar ${watched}, which may be ${t.calendarId} (\`primary\` is an account's own calendar, also named by the account's address)`;
     throw new PurgeRefusedError(
-      `a calbridge daemon leads this store (${holder}) and syncs ${id}'s calendar ${t.calendarId}: it would take the deletions for ${id}'s own and send them to the booking service as cancellations; nothing was deleted. ` +
+      `a calbridge daemon leads this store (${holder}) and syncs ${which}: it would take the deletions for ${id}'s own and send them to the booking service as cancellations; nothing was deleted. ` +
         `Remove ${id} from therapists: and reload the daemon (SIGHUP), then purge (or stop the daemon, then purge)`,
     );
   }

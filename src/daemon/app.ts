@@ -60,6 +60,12 @@ export interface AppOptions {
   /** A one-shot command's own hold of the leader lease (reconcile): its syncs stop once it is lost. Default: always. */
   leading?: () => boolean;
   /**
+   * Run on the store as soon as it is open, before anything is written to it (stored tokens sealed again under a new
+   * key, ...): a one-shot command takes the leader lease there, and its throw (a daemon leads) ends the start with
+   * nothing written, the store closed.
+   */
+  beforeWrites?: (store: Store) => Promise<void>;
+  /**
    * A command that changes nothing (doctor, reconcile --dry-run): stored tokens are not sealed again under the current
    * key, at start or when read (run with a rotated key the daemon does not have yet, that would lock the daemon out).
    */
@@ -169,6 +175,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     ...(options.cwd ? { cwd: options.cwd } : {}),
     logger: logger.child({ component: "store" }),
   });
+  if (options.beforeWrites) {
+    try {
+      await options.beforeWrites(store);
+    } catch (err) {
+      await store.close().catch(() => {});
+      throw err;
+    }
+  }
 
   const booking = new BookingClient({
     baseUrl: config.booking.base_url,
