@@ -608,6 +608,14 @@ export class CalendarGateway {
     });
   }
 
+  /**
+   * Every not deleted event (none filtered out) ending after `timeMin`, series as themselves: where a series Google
+   * split off an appointment's event is found when another client's full update stripped calbridge's marks from it.
+   */
+  listFrom(timeMin: string): AsyncIterable<CalendarEvent> {
+    return this.#listPages({ singleEvents: false, timeMin });
+  }
+
   async *#listPages(params: calendar_v3.Params$Resource$Events$List): AsyncIterable<CalendarEvent> {
     let pageToken: string | undefined;
     do {

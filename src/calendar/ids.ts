@@ -65,3 +65,13 @@ export function carriesMarks(event: MarkedLike, appointmentId: string): boolean 
   const marks = event.extendedProperties?.private;
   return marks?.[APPOINTMENT_ID_PROPERTY] === appointmentId && marks?.[MANAGED_PROPERTY] === MANAGED_VALUE;
 }
+
+/**
+ * Whether an event under calbridge's own id (the appointment's, a later generation of it, a series Google split off
+ * it) counts as the appointment's: it names this appointment, or none (its marks stripped by another client's full
+ * update, carriesMarks). One naming another appointment never does.
+ */
+export function namesNoOther(event: MarkedLike, appointmentId: string): boolean {
+  const named = event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
+  return named === undefined || named === null || named === appointmentId;
+}

@@ -6,6 +6,7 @@ import type { Logger } from "../log.ts";
 import type { Effects, EventAt, Written } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import { removeOwnCopy } from "./moved-out.ts";
+import { tailsSince } from "./series-tails.ts";
 import { coreOf } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
@@ -108,7 +109,9 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "update":
     case "restore": {
       // A series the therapist made of the event becomes a single event again: a series Google split off it goes.
-      if (c.event?.recurrence?.length) await fx.removeTails(action.therapistId, id, action.eventId, log);
+      if (c.event?.recurrence?.length) {
+        await fx.removeTails(action.therapistId, id, action.eventId, log, tailsSince(link, c.event));
+      }
       const undone = action.notice ? { text: action.notice, at: fx.clock.now() } : undefined;
       // Google refusing the id of an event calbridge has no record of says a person deleted it: that deletion was
       // never sent, and the event written under the next id says so (the note stays like any other, see noticeFor).
@@ -144,7 +147,8 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     }
     case "delete": {
       if (fx.mapping.calendarIfAny(action.therapistId)) {
-        const result = await fx.remove(action.therapistId, action.eventId, { appointmentId: id, log });
+        const since = tailsSince(link, c.event);
+        const result = await fx.remove(action.therapistId, action.eventId, { appointmentId: id, log, since });
         c.tell?.({ deleted: result });
         // Already gone from the mapped calendar: the therapist may have moved it to a calendar of their own (a move
         // waiting out its grace period, or held), where it would go on showing the appointment.
@@ -173,7 +177,11 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       c.tell?.({ eventId: w.eventId });
       await recordWritten(fx, action, action.to.therapistId, w, { booking: snapshot, sourceAt });
       try {
-        await fx.remove(action.from.therapistId, action.from.eventId, { appointmentId: id, log });
+        await fx.remove(action.from.therapistId, action.from.eventId, {
+          appointmentId: id,
+          log,
+          since: link?.eventStart,
+        });
       } catch (err) {
         if (err instanceof EngineStoppedError) throw err; // leadership was lost: the sync is given up here
         // The link already points at the new calendar; the next reconciliation removes the copy left behind.

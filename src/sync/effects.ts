@@ -128,17 +128,26 @@ export class Effects {
   async remove(
     therapistId: string,
     eventId: string,
-    tailsOf?: { appointmentId: string; log: Logger },
+    tailsOf?: { appointmentId: string; log: Logger; since?: number | undefined },
   ): Promise<"deleted" | "already_gone"> {
-    if (tailsOf) await this.removeTails(therapistId, tailsOf.appointmentId, eventId, tailsOf.log);
+    if (tailsOf) await this.removeTails(therapistId, tailsOf.appointmentId, eventId, tailsOf.log, tailsOf.since);
     const result = await this.calendar(therapistId).delete(eventId);
     this.counted(therapistId, "delete");
     return result;
   }
 
-  /** Deletes the series Google split off the appointment's event `eventId` ("This and following events"). */
-  async removeTails(therapistId: string, appointmentId: string, eventId: string, log: Logger): Promise<void> {
-    const gone = await removeTails(this.calendar(therapistId), appointmentId, eventId);
+  /**
+   * Deletes the series Google split off the appointment's event `eventId` ("This and following events"); `since` (the
+   * event's start) finds those whose marks were stripped too (series-tails.ts).
+   */
+  async removeTails(
+    therapistId: string,
+    appointmentId: string,
+    eventId: string,
+    log: Logger,
+    since?: number,
+  ): Promise<void> {
+    const gone = await removeTails(this.calendar(therapistId), appointmentId, eventId, since);
     for (const id of gone) {
       this.counted(therapistId, "delete");
       log.info(

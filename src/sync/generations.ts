@@ -3,22 +3,19 @@
 // unwatched change undone) lives on under eventIdFor(id, g + 1). A store put back from a backup taken before that
 // still names the deleted id: taken at its word, the deletion would be written back, cancelling an appointment someone
 // decided to keep, with the live event left in the calendar. The live later generation is adopted instead.
-import { APPOINTMENT_ID_PROPERTY, eventIdFor, MANAGED_PROPERTY, MANAGED_VALUE } from "../calendar/ids.ts";
+import { eventIdFor, namesNoOther } from "../calendar/ids.ts";
 import type { LinkStore } from "./links.ts";
 import type { CalEvent, CalendarPort, Link } from "./types.ts";
 
 /** Generations above the link's looked at, at most. */
 export const LATER_GENERATIONS = 5;
 
-/** Whether `event` is live and carries calbridge's marks for appointment `appointmentId`. */
+/**
+ * Whether `event` (under one of the appointment's ids) is live and the appointment's: it names this appointment or none
+ * (marks another client's full update stripped: the sync puts them back); one naming another appointment is not.
+ */
 export function liveAndOurs(event: CalEvent | null | undefined, appointmentId: string): event is CalEvent {
-  const marks = event?.extendedProperties?.private;
-  return (
-    !!event &&
-    event.status !== "cancelled" &&
-    marks?.[MANAGED_PROPERTY] === MANAGED_VALUE &&
-    marks[APPOINTMENT_ID_PROPERTY] === appointmentId
-  );
+  return !!event && event.status !== "cancelled" && namesNoOther(event, appointmentId);
 }
 
 /**

@@ -1,37 +1,51 @@
 // Owns the series Google splits off an appointment's event: "This and following events" on an occurrence of a series a
 // therapist made of the event ends that series and starts a new one under an id Google makes of the event's
 // (`<event id>_R<yyyymmddThhmmss>`, a `Z` in the emulator), keeping the fields, calbridge's marks included. An
-// appointment is one event: when calbridge makes its event single again, or removes it, such a tail goes too. Nothing
-// else qualifies (a copy under any other id stays), and nothing about a tail is ever sent to the booking service.
-import { APPOINTMENT_ID_PROPERTY, MANAGED_PROPERTY, MANAGED_VALUE } from "../calendar/ids.ts";
+// appointment is one event: when calbridge makes its event single again, or removes it, such a tail goes too. The id
+// is calbridge's own: a tail counts when it names this appointment or none (marks another client's full update
+// stripped, from it or from the event before the split, kewisch/gdata-provider #747), never when it names another.
+// Nothing else qualifies (a copy under any other id stays), and nothing about a tail is ever sent to the booking service.
+import { instantOf } from "../calendar/fingerprint.ts";
+import { namesNoOther } from "../calendar/ids.ts";
 import type { CalEvent, CalendarPort } from "./types.ts";
 
 /** Google's id for a series split off `eventId` (split again: one more `_R<time>`). */
 const SPLIT = /^(?:_R\d{8}T\d{6}Z?)+$/;
 
-/** Whether `event` is a series Google split off the appointment's event `eventId`, with both of calbridge's marks. */
+/** Whether `event` is a live series Google split off the appointment's event `eventId`, naming no other appointment. */
 export function isTailOf(event: CalEvent, appointmentId: string, eventId: string): boolean {
   const id = event.id ?? "";
-  const marks = event.extendedProperties?.private;
   return (
     event.status !== "cancelled" &&
     id.startsWith(eventId) &&
     SPLIT.test(id.slice(eventId.length)) &&
-    marks?.[APPOINTMENT_ID_PROPERTY] === appointmentId &&
-    marks?.[MANAGED_PROPERTY] === MANAGED_VALUE
+    namesNoOther(event, appointmentId)
   );
 }
 
-/** Deletes the series split off the appointment's event `eventId` in `cal` (one listing); the ids deleted. */
+/**
+ * Deletes the series split off the appointment's event `eventId` in `cal`; the ids deleted. Those carrying the marks
+ * are listed by them (any time); with `since` (the event's start, epoch ms: a tail starts at a later occurrence), the
+ * calendar's events from then on are listed too, for tails whose marks were stripped (the listing by the mark misses).
+ */
 export async function removeTails(
-  cal: Pick<CalendarPort, "listMarked" | "delete">,
+  cal: Pick<CalendarPort, "listMarked" | "listFrom" | "delete">,
   appointmentId: string,
   eventId: string,
+  since?: number,
 ): Promise<string[]> {
-  const tails: string[] = [];
-  for await (const ev of cal.listMarked(appointmentId)) {
-    if (ev.id && isTailOf(ev, appointmentId, eventId)) tails.push(ev.id);
-  }
+  const tails = new Set<string>();
+  const take = (ev: CalEvent) => {
+    if (ev.id && isTailOf(ev, appointmentId, eventId)) tails.add(ev.id);
+  };
+  for await (const ev of cal.listMarked(appointmentId)) take(ev);
+  if (since !== undefined) for await (const ev of cal.listFrom(new Date(since).toISOString())) take(ev);
   for (const id of tails) await cal.delete(id);
-  return tails;
+  return [...tails];
+}
+
+/** Where to look for tails from: the earliest start known of the appointment's event (the link's, the event's). */
+export function tailsSince(link: { eventStart?: number } | undefined, event?: CalEvent | null): number | undefined {
+  const starts = [link?.eventStart, instantOf(event?.start)].filter((t): t is number => t !== undefined);
+  return starts.length > 0 ? Math.min(...starts) : undefined;
 }

@@ -178,6 +178,8 @@ export interface CalendarPort {
   listManaged(range: { timeMin: string; timeMax: string }): AsyncIterable<CalEvent>;
   /** Not deleted events marked as calbridge's for the appointment, any time, series not expanded (series-tails.ts). */
   listMarked(appointmentId: string): AsyncIterable<CalEvent>;
+  /** Not deleted events, unfiltered, with an occurrence ending after `timeMin`, series not expanded (series-tails.ts). */
+  listFrom(timeMin: string): AsyncIterable<CalEvent>;
   incrementalChanges(
     syncToken: string | undefined,
   ): Promise<{ events: CalEvent[]; nextSyncToken: string; fullSync: boolean }>;

@@ -166,7 +166,8 @@ export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promis
 
 export async function removeEvent(ctx: Ctx, w: WritebackInput, reason: string): Promise<void> {
   if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
-    await ctx.fx.remove(w.link.therapistId, w.link.eventId, { appointmentId: w.id, log: w.log });
+    const since = w.link.eventStart;
+    await ctx.fx.remove(w.link.therapistId, w.link.eventId, { appointmentId: w.id, log: w.log, since });
   }
   await ctx.fx.links.save({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.fx.clock.now() });
   w.log.info({ reason }, "event removed");

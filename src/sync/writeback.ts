@@ -129,9 +129,11 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
   // A series Google split off the deleted one ("This and following events") would go on showing the appointment.
   if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
-    await ctx.fx.removeTails(w.link.therapistId, w.id, w.link.eventId, w.log).catch((err: unknown) => {
-      w.log.warn({ err: describeError(err) }, "series split off the deleted event not removed; purge removes it");
-    });
+    await ctx.fx
+      .removeTails(w.link.therapistId, w.id, w.link.eventId, w.log, w.link.eventStart)
+      .catch((err: unknown) => {
+        w.log.warn({ err: describeError(err) }, "series split off the deleted event not removed; purge removes it");
+      });
   }
 }
 
