@@ -180,7 +180,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         await fx.remove(action.from.therapistId, action.from.eventId, {
           appointmentId: id,
           log,
-          since: link?.eventStart,
+          since: tailsSince(link, c.event),
         });
       } catch (err) {
         if (err instanceof EngineStoppedError) throw err; // leadership was lost: the sync is given up here

@@ -44,8 +44,14 @@ export async function removeTails(
   return [...tails];
 }
 
-/** Where to look for tails from: the earliest start known of the appointment's event (the link's, the event's). */
+/**
+ * Where to look for unmarked tails from: the earliest start known of the appointment's event (the link's, the
+ * event's), when the event in hand is a series (only a series is split; the unfiltered listing costs a paged read of
+ * the calendar from there on, not spent on every removal). Undefined otherwise: tails carrying the marks are still
+ * found by them.
+ */
 export function tailsSince(link: { eventStart?: number } | undefined, event?: CalEvent | null): number | undefined {
+  if (!event?.recurrence?.length) return undefined;
   const starts = [link?.eventStart, instantOf(event?.start)].filter((t): t is number => t !== undefined);
   return starts.length > 0 ? Math.min(...starts) : undefined;
 }

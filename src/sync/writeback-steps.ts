@@ -8,6 +8,7 @@ import type { Effects, Written } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { NeedsFullRead } from "./inputs.ts";
 import type { Rendering } from "./planner.ts";
+import { tailsSince } from "./series-tails.ts";
 import { merge } from "./snapshot.ts";
 import type { BookingPort, CalEvent, Link, Snapshot } from "./types.ts";
 import type { WritebackOutcome } from "./writeback-outcome.ts";
@@ -166,7 +167,7 @@ export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promis
 
 export async function removeEvent(ctx: Ctx, w: WritebackInput, reason: string): Promise<void> {
   if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
-    const since = w.link.eventStart;
+    const since = tailsSince(w.link, w.event);
     await ctx.fx.remove(w.link.therapistId, w.link.eventId, { appointmentId: w.id, log: w.log, since });
   }
   await ctx.fx.links.save({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.fx.clock.now() });

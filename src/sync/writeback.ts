@@ -9,6 +9,7 @@ import { describeError, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { findInOwnCalendars, keepInMappedCalendar } from "./moved-out.ts";
 import { findElsewhere, movedToOtherCalendar } from "./reassign.ts";
+import { tailsSince } from "./series-tails.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort } from "./types.ts";
@@ -130,7 +131,7 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   // A series Google split off the deleted one ("This and following events") would go on showing the appointment.
   if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
     await ctx.fx
-      .removeTails(w.link.therapistId, w.id, w.link.eventId, w.log, w.link.eventStart)
+      .removeTails(w.link.therapistId, w.id, w.link.eventId, w.log, tailsSince(w.link, w.event))
       .catch((err: unknown) => {
         w.log.warn({ err: describeError(err) }, "series split off the deleted event not removed; purge removes it");
       });
