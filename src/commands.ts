@@ -334,7 +334,18 @@ export function program(): Command {
     .action(async (o: { json?: boolean; notifyTest?: boolean }) => {
       // The doctor and its checks load when it runs, not with every command (the daemon never needs them).
       const { formatChecks, runDoctor } = await import("./cli/doctor.ts");
-      const config = load(cmd.opts());
+      let config: Config;
+      try {
+        config = load(cmd.opts());
+      } catch (err) {
+        // With --json a refused configuration is JSON too (one failed check) for whatever reads it; the message on
+        // stderr and the exit code (2) are those of every command.
+        if (o.json && err instanceof ConfigError) {
+          const check = { name: "configuration", status: "fail", detail: err.problems.join("\n") };
+          process.stdout.write(`${JSON.stringify({ ok: false, checks: [check] }, null, 2)}\n`);
+        }
+        throw err;
+      }
       // An unreachable store is one failed check, not the end: the other checks run on a stand-in store. A missing
       // SQLite file is not created (it would be an empty store to check, not the daemon's).
       let storeError: unknown;

@@ -134,7 +134,8 @@ export function parseConfig(text: string, options: LoadOptions = {}): Config {
 function parseUnguarded(text: string, options: LoadOptions): Config {
   const source = options.source ?? "config";
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  // Merge keys (`<<: *defaults`) as most YAML examples use them: keys written beside one win over the merged ones.
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true });
   if (doc.errors.length > 0) throw new ConfigError(source, syntaxProblems(text, doc.errors, lineCounter));
   let raw: unknown;
   try {

@@ -250,7 +250,7 @@ export const TherapistSchema = z.strictObject({
     .string()
     .min(1)
     .describe(
-      "Google Calendar id (an address, or `primary` for OAuth users); one calendar per therapist. Changed later, calbridge moves its events there (README: Changing the mapping).",
+      "Google Calendar id (an address, or `primary`: an OAuth user's own calendar, or with impersonate the delegated account's); one calendar per therapist. Changed later, calbridge moves its events there (README: Changing the mapping).",
     ),
   name: z.string().optional().describe("Display name used in logs and /status."),
   impersonate: z
@@ -275,6 +275,21 @@ export const TherapistSchema = z.strictObject({
     ),
 });
 export type TherapistConfig = z.infer<typeof TherapistSchema>;
+
+/**
+ * Why a service-account therapist on `primary` with no delegated account cannot be synced: the service account acts as
+ * itself, and `primary` is its own calendar, which no therapist sees (every such therapist would share it). Undefined
+ * for everyone else (OAuth therapists' `primary` is their own account's calendar).
+ */
+export function serviceAccountOwnCalendar(
+  t: Pick<TherapistConfig, "calendar_id" | "impersonate" | "auth">,
+  defaultAuth: { type: string },
+): string | undefined {
+  if (t.calendar_id !== "primary" || t.impersonate || (t.auth?.type ?? defaultAuth.type) !== "service_account") {
+    return undefined;
+  }
+  return `"primary" without impersonate is the service account's own calendar, which no therapist sees: set impersonate to the therapist's address (domain-wide delegation), or use OAuth (auth: { type: oauth }) or a calendar id shared with the service account`;
+}
 
 const targetName = z
   .string()
@@ -810,9 +825,12 @@ export const ConfigSchema = z
     const seen = new Map<string, number>();
     // One calendar per therapist: calbridge tells a therapist's changes apart by the calendar they are in. Two
     // therapists on one calendar see each other's events, and a reassignment between them reads as a deletion (a
-    // cancellation written back). "primary" without impersonate is each OAuth account's own calendar: not shared.
+    // cancellation written back). "primary" without impersonate is each OAuth account's own calendar: not shared; for
+    // a service-account therapist it is the service account's own calendar, refused (serviceAccountOwnCalendar).
     const calendars = new Map<string, number>();
     cfg.therapists.forEach((t, i) => {
+      const own = serviceAccountOwnCalendar(t, cfg.google.auth);
+      if (own) ctx.addIssue({ code: "custom", path: ["therapists", i, "calendar_id"], message: own });
       const calendar = t.calendar_id === "primary" && t.impersonate ? t.impersonate : t.calendar_id;
       const sharer = calendars.get(calendar.toLowerCase());
       if (calendar !== "primary" && sharer !== undefined) {

@@ -6,7 +6,7 @@ import { reconnectRoute } from "../calendar/credential-hints.ts";
 import { CalendarGateway } from "../calendar/gateway.ts";
 import type { GoogleQuotaGate } from "../calendar/quota-gate.ts";
 import type { Clock } from "../clock.ts";
-import type { Config, TherapistConfig } from "../config/schema.ts";
+import { type Config, serviceAccountOwnCalendar, type TherapistConfig } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
 import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
@@ -86,7 +86,7 @@ export class TherapistCalendars {
   async open(): Promise<void> {
     for (const t of this.#o.config.therapists) {
       try {
-        this.map.set(t.therapist_id, this.#gateway(t, await this.#auth(t)));
+        this.map.set(t.therapist_id, this.#gateway(t, await this.#mappedAuth(t)));
       } catch (err) {
         this.errors.set(t.therapist_id, describeError(err));
         this.#o.logger.error(
@@ -179,7 +179,7 @@ export class TherapistCalendars {
       if (old && !gatewayChanged(old, t)) continue;
       if (old) staged.dropped.add(t.therapist_id);
       try {
-        staged.made.set(t.therapist_id, this.#gateway(t, await this.#auth(t)));
+        staged.made.set(t.therapist_id, this.#gateway(t, await this.#mappedAuth(t)));
       } catch (err) {
         staged.failed.set(t.therapist_id, describeError(err));
       }
@@ -300,6 +300,17 @@ export class TherapistCalendars {
         "stored Google credentials not read; tried again at the next check",
       );
     }
+  }
+
+  /**
+   * Credentials of a mapped therapist, or the reason there are none: never the service account on its own `primary`
+   * calendar (the configuration refuses it; a configuration built in code may not have been checked), which every such
+   * therapist would share, each one's events then taken for the others' strays and deleted.
+   */
+  async #mappedAuth(t: TherapistConfig): Promise<CalendarAuth> {
+    const own = serviceAccountOwnCalendar(t, this.#o.config.google.auth);
+    if (own) throw new Error(`calendar_id ${own}`);
+    return this.#auth(t);
   }
 
   /** Credentials of one therapist, or the reason there are none. */
