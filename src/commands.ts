@@ -2,6 +2,7 @@
 // config-schema. Exit 0 ok, 1 failure, 2 usage or configuration error (printed one problem per line, never as a
 // stack trace). The entry is cli.ts, which loads this module after catching `run`'s signals.
 // First: how the heap grows is set before the rest loads.
+import { calendarTakenBy } from "./daemon/same-calendar.ts";
 import "./heap.ts";
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
@@ -56,6 +57,10 @@ async function authorizeRefusal(config: Config, t: TherapistConfig, accessToken:
       return `access to calendar ${t.calendar_id} could not be checked (${describeError(reach.error)}): nothing was stored; run authorize again`;
     case "view_only":
       return `the Google account chosen can only see calendar ${t.calendar_id} (access ${reach.role}), not change its events: nothing was stored; the account needs the "Make changes to events" permission on it (have the owner change the share in the calendar's "Settings and sharing"), then run authorize again, or run it again and choose the account that owns it`;
+  }
+  const taken = reach.calendarId ? calendarTakenBy(config.therapists, t.therapist_id, reach.calendarId) : undefined;
+  if (taken) {
+    return `the Google account chosen is the one whose calendar ${reach.calendarId} is already the calendar of ${taken.therapist_id}: two therapists cannot share one calendar (each would take the other's events for deletions), so nothing was stored; run authorize again and sign in with ${t.therapist_id}'s own Google account`;
   }
   if (reach.writeUnverified) {
     process.stderr.write(

@@ -451,6 +451,17 @@ export class CalendarGateway {
     }
   }
 
+  /**
+   * The calendar's real id: calendars.get of `primary` answers the account's own calendar id (its address), so two
+   * mappings on one calendar can be told (same-calendar.ts). Throws as any call does.
+   */
+  async ownCalendarId(): Promise<string> {
+    const data = await this.#runner.run("calendars.get", "calendar", (attempt) =>
+      this.#api.calendars.get({ calendarId: this.calendarId, quotaUser: this.#quotaUser, fields: "id" }, attempt),
+    );
+    return data.id ?? this.calendarId;
+  }
+
   /** Throws (calendar_not_found for a 404) unless the calendar itself is reachable with these credentials. */
   async #calendarAnswers(): Promise<void> {
     await this.#runner.run("calendars.get", "calendar", (attempt) =>

@@ -34,7 +34,7 @@ export type ViewRole = "reader" | "freeBusyReader";
  * else (Google unreachable or failing, rate limits, the token refused): nothing is known about the account.
  */
 export type Reach =
-  | { outcome: "reached"; accessRole?: string; writeUnverified?: string }
+  | { outcome: "reached"; accessRole?: string; writeUnverified?: string; calendarId?: string }
   | { outcome: "view_only"; role: ViewRole }
   | { outcome: "no_access" | "failed"; error: CalendarError };
 
@@ -60,12 +60,16 @@ export async function reachCalendar(options: ReachOptions): Promise<Reach> {
   // the account's calendar list ("CalendarList Resource: ... an individual calendar that appears on the user's calendar
   // list in the UI", developers.google.com/workspace/calendar/api/resource_types), which a calendar shared with it may
   // not be on (calendars.get reached it all the same): a 404 then tells nothing, nor does any other failure.
+  // The calendar's real id (for `primary`, the account's own calendar): the caller refuses another therapist's.
+  const calendarId = opened.data.id ?? undefined;
+  const found = calendarId ? { calendarId } : {};
   const listed = await attempts(options, `calendarList.get ${options.calendarId}`, (signal) =>
     api.calendarList.get({ ...common, fields: "accessRole" }, { signal }),
   );
   if (!listed.ok) {
     return {
       outcome: "reached",
+      ...found,
       writeUnverified:
         listed.error.kind === "calendar_not_found"
           ? "the calendar is not in the account's calendar list"
@@ -74,8 +78,8 @@ export async function reachCalendar(options: ReachOptions): Promise<Reach> {
   }
   const role = listed.data.accessRole ?? undefined;
   if (role && VIEW_ROLES.has(role)) return { outcome: "view_only", role: role as ViewRole };
-  if (role && WRITE_ROLES.has(role)) return { outcome: "reached", accessRole: role };
-  return { outcome: "reached", writeUnverified: `calendarList.get answered accessRole ${role ?? "(none)"}` };
+  if (role && WRITE_ROLES.has(role)) return { outcome: "reached", ...found, accessRole: role };
+  return { outcome: "reached", ...found, writeUnverified: `calendarList.get answered accessRole ${role ?? "(none)"}` };
 }
 
 /** One call, tried again on a transient failure as `options` say. */

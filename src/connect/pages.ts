@@ -98,6 +98,21 @@ ask its owner to share it with your account ("Make changes to events").</p>
 }
 
 /**
+ * The account chosen is the one whose calendar is already another mapped therapist's (a browser signed in as a
+ * colleague): keeping it would put two therapists on one calendar. Which calendar, whose account to use, the link.
+ */
+export function sameCalendarPage(calendarId: string, retryUrl: string): string {
+  return layout(
+    "This Google account is another therapist's",
+    `<p>The Google account you chose has the calendar ${e(calendarId)}, which is already another therapist's calendar.
+Two therapists cannot share one calendar, so nothing was saved, and your link still works.</p>
+<p class="box">Sign out of Google (or open the link in a private window), open the link again and, on Google's page,
+<strong>sign in with your own Google account</strong>.</p>
+<p><a class="button" id="retry" href="${e(retryUrl)}">Try again</a></p>`,
+  );
+}
+
+/**
  * The account chosen can only see the mapped calendar (shared "See all event details" or "See only free/busy"): no
  * appointment could be written to it. What the share needs, in the words of Google's sharing settings, and the link.
  */

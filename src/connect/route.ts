@@ -3,6 +3,7 @@
 // scopes, check the chosen account opens the mapped calendar and may change its events, mark the link used, store the
 // refresh token, confirm). Small and bounded: nothing is stored for a link that does not verify, and no page or log
 // line carries a token or customer data.
+
 import { createHash, randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { quotaUserOf } from "../calendar/gateway.ts";
@@ -12,6 +13,7 @@ import { CALENDAR_SCOPE, grantedScopes, grantsCalendar } from "../calendar/scope
 import type { Clock } from "../clock.ts";
 import type { Config, TherapistConfig } from "../config/schema.ts";
 import type { RouteHandler } from "../daemon/http.ts";
+import { calendarTakenBy } from "../daemon/same-calendar.ts";
 import { type Logger, secrets } from "../log.ts";
 import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
@@ -34,6 +36,7 @@ import {
   noAccessPage,
   problemPage,
   type Subject,
+  sameCalendarPage,
   sendPage,
   uncheckedPage,
   viewOnlyPage,
@@ -282,6 +285,14 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
       return noAccess
         ? { status: 403, html: noAccessPage(subject(t), retry) }
         : { status: 503, html: uncheckedPage(subject(t), retry) };
+    }
+    const taken = reach.calendarId ? calendarTakenBy(config.therapists, t.therapist_id, reach.calendarId) : undefined;
+    if (taken) {
+      log.warn(
+        { ...ids, calendar_id: reach.calendarId, other_therapist_id: taken.therapist_id },
+        "connect: the Google account chosen is another mapped therapist's calendar; nothing stored, the link still works",
+      );
+      return { status: 409, html: sameCalendarPage(reach.calendarId!, retry) };
     }
     if (reach.writeUnverified) {
       log.info(

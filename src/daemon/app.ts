@@ -248,6 +248,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
   });
   const { engine } = sync;
+  sync.mapping.sharesCalendar = (therapistId) => gateways.sharesCalendar(therapistId);
   const tokens = store.table<string>("tokens");
   const pushHealth = new PushHealth();
   const listings = new FullListings({
@@ -545,6 +546,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const checkCredentials = async (signal: AbortSignal): Promise<void> => {
     while (!signal.aborted) {
       await clock.sleep(config.sync.calendar_poll_seconds * 1000, signal).catch(() => {});
+      // Calendars whose real id could not be told yet are resolved (and two mappings on one calendar refused).
+      if (!signal.aborted && !stopping) await gateways.verify().catch(() => {});
       for (const therapistId of signal.aborted || stopping ? [] : gateways.waitingForCredentials()) {
         await takeUp(therapistId).catch((err: unknown) =>
           logger.debug(
@@ -748,6 +751,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       },
       next,
     ).finally(() => {
+      // The new mapping's calendars resolved: two therapists on one calendar are refused before the next sync.
+      void gateways.verify().catch(() => {});
       void upkeep.report().catch(() => {});
       // The held gauge follows the new mapping now, not at the next count: a removed therapist with nothing held goes.
       void refreshHolds();

@@ -12,6 +12,7 @@ import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import type { DaemonMetrics } from "./metrics.ts";
+import { sharedCalendarConflicts, statedCalendar } from "./same-calendar.ts";
 
 export interface TherapistCalendarsOptions {
   config: Config;
@@ -63,6 +64,10 @@ export class TherapistCalendars {
   readonly map = new Map<string, CalendarGateway>();
   /** therapist id → why there is no gateway. */
   readonly errors = new Map<string, string>();
+  /** therapist id → the real id of the calendar its mapping reaches (`primary` resolved), once known. */
+  readonly resolved = new Map<string, string>();
+  /** Therapists refused because their calendar is another mapped therapist's (same-calendar.ts), with why. */
+  readonly #shared = new Map<string, string>();
   readonly #o: TherapistCalendarsOptions;
 
   constructor(options: TherapistCalendarsOptions) {
@@ -95,6 +100,82 @@ export class TherapistCalendars {
         );
       }
     }
+    await this.verify();
+  }
+
+  /**
+   * Resolves the calendar of every gateway not resolved yet (a failure is tried again at the next call) and takes
+   * out the gateway of each therapist whose calendar is another mapped therapist's: nothing is read or written in it
+   * for them. Called at start, after a reload and at every credentials check.
+   */
+  async verify(): Promise<void> {
+    for (const [id, gw] of [...this.map]) {
+      if (!this.resolved.has(id)) await this.#resolve(id, gw);
+    }
+    this.#refuseShared();
+  }
+
+  /**
+   * Whether a stray event in the therapist's calendar may belong to another mapped therapist: the calendar is also
+   * another's (by its real id), or its real id, or that of another therapist being synced, is not known yet (Google
+   * did not answer): either may be the other. The stray pass then removes nothing from it.
+   */
+  sharesCalendar(therapistId: string): boolean {
+    const mine = this.resolved.get(therapistId);
+    if (!mine) return true;
+    return this.#o.config.therapists.some((o) => {
+      if (o.therapist_id === therapistId) return false;
+      const theirs = this.resolved.get(o.therapist_id) ?? statedCalendar(o);
+      if (theirs === undefined) return this.map.has(o.therapist_id);
+      return theirs.toLowerCase() === mine.toLowerCase();
+    });
+  }
+
+  async #resolve(therapistId: string, gw: CalendarGateway): Promise<void> {
+    const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
+    if (!t) return;
+    const stated = statedCalendar(t);
+    if (stated) {
+      this.resolved.set(therapistId, stated);
+      return;
+    }
+    try {
+      const id = await gw.ownCalendarId();
+      if (this.map.get(therapistId) === gw || !this.map.has(therapistId)) this.resolved.set(therapistId, id);
+    } catch (err) {
+      this.#o.logger.warn(
+        { therapist_id: therapistId, calendar_id: t.calendar_id, err: describeError(err) },
+        "which Google calendar this therapist's mapping reaches could not be told; copies left in it are not removed until it can",
+      );
+    }
+  }
+
+  /** Takes out the gateways of therapists on another mapped therapist's calendar; answers whether `id` is one. */
+  #refuseShared(id?: string): boolean {
+    const refused = sharedCalendarConflicts(this.#o.config.therapists, this.resolved);
+    for (const [therapistId, why] of refused) {
+      const gw = this.map.get(therapistId);
+      if (gw) {
+        this.map.delete(therapistId);
+        gw.retire();
+        gw.close();
+      }
+      if (this.#shared.get(therapistId) !== why) {
+        this.#o.logger.error(
+          { therapist_id: therapistId, err: why },
+          "therapist's calendar is another therapist's calendar: nothing is synced in it for this therapist",
+        );
+      }
+      this.#shared.set(therapistId, why);
+      this.errors.set(therapistId, why);
+    }
+    for (const therapistId of [...this.#shared.keys()]) {
+      if (refused.has(therapistId)) continue;
+      this.#shared.delete(therapistId);
+      if (!this.map.has(therapistId)) continue;
+      this.errors.delete(therapistId);
+    }
+    return id !== undefined && refused.has(id);
   }
 
   /**
@@ -119,15 +200,23 @@ export class TherapistCalendars {
     if (gw) {
       if (gw.usesRefreshToken(token)) return "unchanged";
       gw.useRefreshToken(token);
+      // Maybe another Google account: its calendar is resolved again before the next sync relies on it.
+      this.resolved.delete(therapistId);
+      await this.#resolve(therapistId, gw);
+      if (this.#refuseShared(therapistId)) return "unchanged";
       this.#o.logger.info(fields, "new Google credentials in use");
       return "updated";
     }
     const made = this.#gateway(t, await this.#auth(t));
+    // Not synced before its calendar is known to be no other mapped therapist's.
+    this.resolved.delete(therapistId);
+    await this.#resolve(therapistId, made);
     if (!this.#unchangedSince(t) || this.map.has(therapistId)) {
       made.close();
       return "unchanged";
     }
     this.map.set(therapistId, made);
+    if (this.#refuseShared(therapistId)) return "unchanged";
     this.errors.delete(therapistId);
     this.#o.logger.info(fields, "Google calendar connected: its appointments are synced from now on");
     return "created";
@@ -203,6 +292,8 @@ export class TherapistCalendars {
       }
       this.map.delete(id);
       this.errors.delete(id);
+      this.resolved.delete(id);
+      this.#shared.delete(id);
     }
     for (const [id, gw] of staged.made) this.map.set(id, gw);
     for (const [id, why] of staged.failed) {

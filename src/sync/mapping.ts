@@ -51,6 +51,11 @@ export class Mapping {
   #version = 0;
   /** Since when each therapist's calendar has been watched (see watched.ts); unset in tools that only plan. */
   watched: { since(therapistId: string): number } | undefined;
+  /**
+   * Whether the therapist's calendar may also be another mapped therapist's (its real id is theirs, or not known yet):
+   * the stray pass removes nothing from it. Unset in tools that do not resolve calendars.
+   */
+  sharesCalendar: ((therapistId: string) => boolean) | undefined;
 
   constructor(config: Config, calendars: Map<string, CalendarPort>, unavailable = new Map<string, string>()) {
     this.#config = config;

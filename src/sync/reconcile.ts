@@ -197,6 +197,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
         if (link?.present && link.therapistId !== s.therapistId && appointments.has(s.id)) {
           // A copy left in another calendar after a reassignment: remove it, unless its own calendar lost the event
           // (then the therapist moved it across calendars, and the appointment's own decision handles it).
+          // Never in a calendar another mapped therapist's mapping may reach too: the "copy" may be their event.
+          if (mapping.sharesCalendar?.(s.therapistId)) return;
           if (planned.get(s.id)?.kind !== "writeback_cancel") removeStray(plan, planned, s, STRAY_REASONS.copy);
           return;
         }

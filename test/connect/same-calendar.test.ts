@@ -1,0 +1,43 @@
+// The connect link opened in a browser signed in as another mapped therapist (th_anna, whose calendar the
+// configuration names): th_ben's `primary` would be Anna's calendar, two therapists on one calendar (each would take
+// the other's events for deletions, written back as cancellations). The callback refuses it: nothing stored, the page
+// says to sign in with the therapist's own account, and the link still works for the right account.
+import { request } from "undici";
+import { afterEach, expect, it } from "vitest";
+import { answerConsent } from "../support/consent.ts";
+import { type ConnectWorld, startConnectWorld } from "./support.ts";
+
+let cw: ConnectWorld | undefined;
+afterEach(async () => {
+  await cw?.close();
+  cw = undefined;
+});
+
+async function get(url: string) {
+  const res = await request(url);
+  return { status: res.statusCode, html: await res.body.text() };
+}
+const hrefOf = (html: string, id: string) =>
+  html.match(new RegExp(`id="${id}" href="([^"]+)"`))?.[1]?.replace(/&amp;/g, "&");
+
+it("connect refuses an account whose calendar is already another therapist's mapped calendar", async () => {
+  cw = await startConnectWorld();
+  const anna = cw.world.config.therapists.find((t) => t.therapist_id === "th_anna")!;
+  const ben = cw.world.google.consent.subject;
+  cw.world.google.consent.subject = anna.calendar_id; // the browser is signed in as Anna
+  const link = await cw.invite();
+  const page = await get(await answerConsent(hrefOf((await get(link)).html, "continue")!));
+  expect(page.status).toBe(409);
+  expect(page.html).not.toContain("Your calendar is connected");
+  expect(page.html).toContain(anna.calendar_id);
+  expect(page.html).toContain("sign in with your own Google account");
+  expect(hrefOf(page.html, "retry")).toBe(link);
+  expect((await cw.app.credentials.loadRefreshToken("th_ben"))?.token).toBeUndefined();
+  expect(cw.app.calendars.has("th_ben")).toBe(false);
+
+  // The link is not spent: signed in as Ben this time, it connects.
+  cw.world.google.consent.subject = ben;
+  const second = await get(await answerConsent(hrefOf((await get(link)).html, "continue")!));
+  expect(second.html).toContain("Your calendar is connected");
+  expect((await cw.app.credentials.loadRefreshToken("th_ben"))?.token).toBeTruthy();
+});
