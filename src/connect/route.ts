@@ -55,6 +55,8 @@ export interface ConnectOptions {
   countAppointments(therapistId: string): Promise<number>;
   /** How long the count may take before the page is shown without it (default 10 s). */
   countTimeoutMs?: number;
+  /** The real calendar ids of the therapists' mappings as the daemon resolved them (`primary` included). */
+  calendarsInUse?: () => ReadonlyMap<string, string>;
 }
 
 type Page = { status: number; html: string };
@@ -286,7 +288,9 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
         ? { status: 403, html: noAccessPage(subject(t), retry) }
         : { status: 503, html: uncheckedPage(subject(t), retry) };
     }
-    const taken = reach.calendarId ? calendarTakenBy(config.therapists, t.therapist_id, reach.calendarId) : undefined;
+    const taken = reach.calendarId
+      ? calendarTakenBy(config.therapists, t.therapist_id, reach.calendarId, options.calendarsInUse?.())
+      : undefined;
     if (taken) {
       log.warn(
         { ...ids, calendar_id: reach.calendarId, other_therapist_id: taken.therapist_id },

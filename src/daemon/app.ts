@@ -856,6 +856,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
                   logger,
                   connected: credentialsChanged,
                   countAppointments: (therapistId) => countAppointments(booking, config, therapistId, clock.now()),
+                  calendarsInUse: () => gateways.resolved,
                 }),
               ]
             : []),

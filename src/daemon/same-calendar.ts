@@ -57,16 +57,18 @@ export function sameCalendarReason(t: TherapistConfig, calendarId: string, other
 
 /**
  * For authorize and the connect callback: the mapped therapist other than `therapistId` whose calendar (as the
- * configuration names it) is `calendarId`, the calendar the consenting account's token resolves to.
+ * configuration names it, or for `primary` as the daemon resolved it: `resolved`) is `calendarId`, the calendar the
+ * consenting account's token resolves to.
  */
 export function calendarTakenBy(
   therapists: readonly TherapistConfig[],
   therapistId: string,
   calendarId: string,
+  resolved: ReadonlyMap<string, string> = new Map(),
 ): TherapistConfig | undefined {
   return therapists.find((o) => {
     if (o.therapist_id === therapistId) return false;
-    const stated = statedCalendar(o);
-    return stated !== undefined && key(stated) === key(calendarId);
+    const theirs = statedCalendar(o) ?? resolved.get(o.therapist_id);
+    return theirs !== undefined && key(theirs) === key(calendarId);
   });
 }

@@ -41,3 +41,30 @@ it("connect refuses an account whose calendar is already another therapist's map
   expect(second.html).toContain("Your calendar is connected");
   expect((await cw.app.credentials.loadRefreshToken("th_ben"))?.token).toBeTruthy();
 });
+
+it("connect refuses an account whose primary calendar another OAuth therapist already connected", async () => {
+  cw = await startConnectWorld({
+    configure: (c) => {
+      const anna = c.therapists[1]!;
+      c.therapists[1] = { therapist_id: anna.therapist_id, calendar_id: "primary", timezone: "Europe/Berlin" };
+      c.therapists[1].auth = { type: "oauth" };
+    },
+  });
+  const ben = cw.world.google.consent.subject;
+  const annaAccount = "anna.private@gmail.test";
+  // Anna connects her own account: her `primary` is resolved by the daemon.
+  cw.world.google.consent.subject = annaAccount;
+  const annaLink = await cw.invite("th_anna");
+  const first = await get(await answerConsent(hrefOf((await get(annaLink)).html, "continue")!));
+  expect(first.html).toContain("Your calendar is connected");
+  await expect.poll(() => cw!.app.calendars.has("th_anna"), { timeout: 10_000 }).toBe(true);
+  // Ben's link opened in the same browser, still signed in as Anna.
+  const link = await cw.invite();
+  const page = await get(await answerConsent(hrefOf((await get(link)).html, "continue")!));
+  expect(page.status).toBe(409);
+  expect(page.html).toContain(annaAccount);
+  expect((await cw.app.credentials.loadRefreshToken("th_ben"))?.token).toBeUndefined();
+  cw.world.google.consent.subject = ben;
+  const second = await get(await answerConsent(hrefOf((await get(link)).html, "continue")!));
+  expect(second.html).toContain("Your calendar is connected");
+});
