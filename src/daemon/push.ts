@@ -124,6 +124,12 @@ export class PushChannels {
    */
   readonly #known = new Map<string, Channel>();
   /**
+   * When #remember next forgets the known channels past their expiration (our clock): at most once per check interval.
+   * A standby caches every channel it gets a notification for and is never told of renewals (the leader's), so
+   * without this it kept one entry per calendar per renewal for as long as it ran.
+   */
+  #nextForget = Number.NEGATIVE_INFINITY;
+  /**
    * channelId → a channel this replica is opening. Google may send the channel's first message before it answers the
    * watch call (its guide says nothing of their order), and a notification that found no channel would be answered 404 and
    * never repeated: the channel would stay unconfirmed, its calendar polled at the short interval.
@@ -202,7 +208,7 @@ export class PushChannels {
         if (channel !== ch)
           await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
         if (channel.opening) continue; // a replica's watch call in flight, or lost with it: expires by itself
-        this.#known.set(channel.channelId, channel);
+        this.#remember(channel);
         if (key.startsWith(leftKey(""))) {
           this.#left.set(channel.channelId, { channel, key });
           continue;
@@ -295,7 +301,7 @@ export class PushChannels {
     // An opening channel's entry lacks Google's answer (its resourceId): the replica opening it stores the confirmation.
     if (channel.confirmed || channel.opening) return;
     const confirmed = { ...channel, confirmed: true };
-    this.#known.set(channel.channelId, confirmed);
+    this.#remember(confirmed);
     try {
       const current = await this.#channels.get(channel.therapistId);
       await this.#channels.setMany([
@@ -316,8 +322,26 @@ export class PushChannels {
     if (known) return known;
     const ch = await this.#channels.get(byId(channelId));
     if (!ch || ch.channelId !== channelId) return undefined;
-    if (!ch.opening) this.#known.set(ch.channelId, ch);
+    if (!ch.opening) this.#remember(ch);
     return ch;
+  }
+
+  /**
+   * Keeps a channel in memory for the route; first forgets, at most once per check interval, the ones past their
+   * expiration (Google sends nothing on them any more; a late notification reads its by-id entry from the store again).
+   */
+  #remember(channel: Channel): void {
+    const now = this.#clock.now();
+    if (now >= this.#nextForget) {
+      this.#nextForget = now + CHECK_EVERY_MS;
+      for (const [id, known] of this.#known) if (known.expiration <= now) this.#known.delete(id);
+    }
+    this.#known.set(channel.channelId, channel);
+  }
+
+  /** How many channels are known in memory (the route's cache), for /status and tests. */
+  get knownChannels(): number {
+    return this.#known.size;
   }
 
   /** A new channel's token: the configured one, or a random one of its own. */
@@ -421,7 +445,7 @@ export class PushChannels {
         // Known from here on (the `finally` below forgets it as opening, with no await in between); what its
         // notifications brought while it was opening is acted on now, so a confirmation is stored after the channel,
         // not overwritten by it.
-        this.#known.set(channelId, channel);
+        this.#remember(channel);
         if (opening.synced) void this.#confirm(channel);
         if (opening.changed) this.changed(therapistId, channelId);
         this.#logger.info(
