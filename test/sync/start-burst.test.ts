@@ -45,6 +45,23 @@ describe("the start's calendar reads", () => {
     expect(most).toBeLessThanOrEqual(CALENDAR_READS_AT_ONCE);
   });
 
+  it("a reload during the first polls (the poller stopped and started again): every calendar still polled", async () => {
+    h = await harness({ therapists: THERAPISTS, google: { latencyMs: 60 } });
+    const { app, world } = h;
+    app.poller.start();
+    // Some first polls are running, most are queued behind them: the stop drops the queued ones.
+    for (let t = 0; t < 5_000 && !world.google.requestLog.some(isList); t += 5) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(world.therapists.filter((id) => app.poller.covers(id)).length).toBeLessThan(THERAPISTS);
+    app.poller.stop();
+    app.poller.start();
+    for (let t = 0; t < 20_000 && !world.therapists.every((id) => app.poller.covers(id)); t += 10) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(world.therapists.filter((id) => !app.poller.covers(id))).toEqual([]);
+  });
+
   it("the first reconciliation's full listings: at most CALENDAR_READS_AT_ONCE at once, and every calendar listed", async () => {
     h = await harness({ therapists: THERAPISTS, google: { latencyMs: 60 } });
     const { app, world } = h;
