@@ -101,6 +101,8 @@ function quietLogger(): Logger {
  * `lease` (a command that writes calendars or the booking service) the store's leader lease is taken as soon as the
  * store is open and released after `fn`; while a daemon leads the store, `lease` is called with the holder's
  * description and its answer is the refusal (exit 1), before anything is written (not even a token sealed again).
+ * Stored tokens are sealed again under the file's key only with `lease`; without it (writeback held, which runs beside
+ * a daemon) they are read with any configured key and never sealed again.
  */
 async function withApp<T>(
   config: Config,
@@ -116,6 +118,9 @@ async function withApp<T>(
       logger: log,
       oneShot: true,
       readOnly: o.readOnly === true,
+      // Stored tokens are sealed again under this file's key only with the lease (the daemon's own, or a command's that
+      // holds it): beside a daemon (writeback held), a rotated key it does not have yet would lock it out of them.
+      reseal: lease !== undefined && o.readOnly !== true,
       // Taken before createApp writes anything (it seals stored tokens again under a new key): refused, the command
       // has written nothing at all.
       ...(lease

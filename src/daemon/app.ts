@@ -70,6 +70,12 @@ export interface AppOptions {
    * key, at start or when read (run with a rotated key the daemon does not have yet, that would lock the daemon out).
    */
   readOnly?: boolean;
+  /**
+   * Whether stored tokens are sealed again under the current key (at start and when read); default: unless readOnly.
+   * Off for a command that runs beside a daemon without its lease (writeback held): only the daemon and a command
+   * holding the lease seal again, or a rotated key the daemon does not have yet would lock the daemon out.
+   */
+  reseal?: boolean;
   /** Retry policy of the engine (tests shorten it); sync.retry otherwise. */
   engine?: Partial<RetryPolicy>;
   /** Retries of one booking request (tests shorten it). */
@@ -199,7 +205,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     store,
     box: secretBoxFor(config.store),
     logger: logger.child({ component: "credentials" }),
-    reseal: options.readOnly !== true,
+    reseal: options.reseal ?? options.readOnly !== true,
   });
   const quota = new GoogleQuotaGate({
     projectPerMinute: config.google.quota.project_per_minute,
@@ -209,8 +215,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     registry,
   });
   // Every stored token under the current key before any is used, also those of therapists not mapped now: after
-  // this start the previous key can be removed (README "The encryption key"); none for a read-only command. Upkeep: a
-  // failure does not stop a start.
+  // this start the previous key can be removed (README "The encryption key"); none for a read-only command nor one
+  // beside a daemon (reseal: false). Upkeep: a failure does not stop a start.
   await credentials.resealAll().catch((err: unknown) => {
     logger.warn(
       { component: "credentials", err: describeError(err) },
