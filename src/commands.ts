@@ -58,7 +58,9 @@ async function authorizeRefusal(config: Config, t: TherapistConfig, accessToken:
     case "view_only":
       return `the Google account chosen can only see calendar ${t.calendar_id} (access ${reach.role}), not change its events: nothing was stored; the account needs the "Make changes to events" permission on it (have the owner change the share in the calendar's "Settings and sharing"), then run authorize again, or run it again and choose the account that owns it`;
   }
-  const taken = reach.calendarId ? calendarTakenBy(config.therapists, t.therapist_id, reach.calendarId) : undefined;
+  const taken = reach.calendarId
+    ? calendarTakenBy(config.therapists, t.therapist_id, reach.calendarId, config.google.auth)
+    : undefined;
   if (taken) {
     return `the Google account chosen is the one whose calendar ${reach.calendarId} is already the calendar of ${taken.therapist_id}: two therapists cannot share one calendar (each would take the other's events for deletions), so nothing was stored; run authorize again and sign in with ${t.therapist_id}'s own Google account`;
   }

@@ -831,7 +831,9 @@ export const ConfigSchema = z
     cfg.therapists.forEach((t, i) => {
       const own = serviceAccountOwnCalendar(t, cfg.google.auth);
       if (own) ctx.addIssue({ code: "custom", path: ["therapists", i, "calendar_id"], message: own });
-      const calendar = t.calendar_id === "primary" && t.impersonate ? t.impersonate : t.calendar_id;
+      // `impersonate` names the calendar only for a service account: an OAuth `primary` is the consenting account's.
+      const delegated = (t.auth?.type ?? cfg.google.auth.type) === "service_account" ? t.impersonate : undefined;
+      const calendar = t.calendar_id === "primary" && delegated ? delegated : t.calendar_id;
       const sharer = calendars.get(calendar.toLowerCase());
       if (calendar !== "primary" && sharer !== undefined) {
         ctx.addIssue({

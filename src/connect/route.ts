@@ -55,7 +55,7 @@ export interface ConnectOptions {
   countAppointments(therapistId: string): Promise<number>;
   /** How long the count may take before the page is shown without it (default 10 s). */
   countTimeoutMs?: number;
-  /** The real calendar ids of the therapists' mappings as the daemon resolved them (`primary` included). */
+  /** The real calendar ids of the therapists' mappings the daemon resolved (`primary` included), refused ones left out. */
   calendarsInUse?: () => ReadonlyMap<string, string>;
 }
 
@@ -289,7 +289,13 @@ export function createConnectHandler(options: ConnectOptions): RouteHandler {
         : { status: 503, html: uncheckedPage(subject(t), retry) };
     }
     const taken = reach.calendarId
-      ? calendarTakenBy(config.therapists, t.therapist_id, reach.calendarId, options.calendarsInUse?.())
+      ? calendarTakenBy(
+          config.therapists,
+          t.therapist_id,
+          reach.calendarId,
+          config.google.auth,
+          options.calendarsInUse?.(),
+        )
       : undefined;
     if (taken) {
       log.warn(

@@ -98,6 +98,8 @@ export interface App {
   readonly metrics: DaemonMetrics;
   readonly booking: BookingClient;
   readonly calendars: Map<string, CalendarGateway>;
+  /** The gateway of an OAuth `primary` therapist held (not synced) until its calendar is identified: doctor checks it. */
+  heldCalendar(therapistId: string): CalendarGateway | undefined;
   /** The sync side's pieces (mapping, links, dead letters, engine, ...). */
   readonly sync: SyncCore;
   readonly engine: SyncEngine;
@@ -478,7 +480,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       },
       therapists: config.therapists.map((t) => {
         const st = sync.activity.of(t.therapist_id);
-        const health = calendars.get(t.therapist_id)?.health();
+        const health = (calendars.get(t.therapist_id) ?? gateways.held(t.therapist_id))?.health();
         const credError = credentialErrors.get(t.therapist_id);
         const ok = !credError && health?.credentials !== "broken";
         // A token the configured keys do not open is the key's problem, not Google's: no reconnect link for it.
@@ -525,20 +527,35 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     const result = await gateways.install(therapistId);
     // Credentials for maybe another Google account: its calendar may not hold the linked events, so list it in full.
     if (result === "updated") listings.forget(therapistId);
-    if (result === "unchanged" || !lease.isLeader || options.oneShot || stopping) return;
-    if (result === "created") {
+    if (result === "unchanged") return;
+    joined([therapistId], result === "created");
+  };
+
+  /** Therapists synced from now on (or with new credentials): the leader watches their calendars and backfills. */
+  const joined = (therapistIds: readonly string[], created: boolean): void => {
+    if (therapistIds.length === 0 || !lease.isLeader || options.oneShot || stopping) return;
+    if (created) {
       // The poller watches the calendars it was started with: restart it to include the new one, and open its channel.
       poller.stop();
       poller.start();
       void push.renew();
     }
-    void backfill(therapistId).catch((err: unknown) =>
-      logger.warn(
-        { therapist_id: therapistId, err: describeError(err) },
-        "backfill after connecting failed; the next reconciliation retries",
-      ),
-    );
+    for (const therapistId of therapistIds) {
+      void backfill(therapistId).catch((err: unknown) =>
+        logger.warn(
+          { therapist_id: therapistId, err: describeError(err) },
+          "backfill after connecting failed; the next reconciliation retries",
+        ),
+      );
+    }
   };
+
+  /**
+   * OAuth `primary` calendars resolved (calendars.get): those known and no other therapist's are taken in. Never
+   * awaited before the daemon listens: Google down at start holds only those therapists, tried again at every
+   * credentials check.
+   */
+  const resolveCalendars = async (): Promise<void> => joined(await gateways.verify(), true);
 
   // A broken gateway's probe (every 10 minutes) reads the stored token first and takes a new one up this way.
   gateways.takeUp = takeUp;
@@ -553,7 +570,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     while (!signal.aborted) {
       await clock.sleep(config.sync.calendar_poll_seconds * 1000, signal).catch(() => {});
       // Calendars whose real id could not be told yet are resolved (and two mappings on one calendar refused).
-      if (!signal.aborted && !stopping) await gateways.verify().catch(() => {});
+      if (!signal.aborted && !stopping) await resolveCalendars().catch(() => {});
       for (const therapistId of signal.aborted || stopping ? [] : gateways.waitingForCredentials()) {
         await takeUp(therapistId).catch((err: unknown) =>
           logger.debug(
@@ -758,7 +775,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       next,
     ).finally(() => {
       // The new mapping's calendars resolved: two therapists on one calendar are refused before the next sync.
-      void gateways.verify().catch(() => {});
+      void resolveCalendars().catch(() => {});
       void upkeep.report().catch(() => {});
       // The held gauge follows the new mapping now, not at the next count: a removed therapist with nothing held goes.
       void refreshHolds();
@@ -786,6 +803,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       );
     },
   });
+  // A one-shot command (doctor, reconcile) knows its calendars before it runs; a daemon listens first.
+  if (options.oneShot) await gateways.verify();
+  else
+    void resolveCalendars().catch((err: unknown) =>
+      logger.warn({ err: describeError(err) }, "calendars not resolved; tried again at the next credentials check"),
+    );
 
   const app: App = {
     config,
@@ -796,6 +819,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     metrics,
     booking,
     calendars,
+    heldCalendar: (therapistId) => gateways.held(therapistId),
     sync,
     engine,
     poller,
@@ -862,7 +886,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
                   logger,
                   connected: credentialsChanged,
                   countAppointments: (therapistId) => countAppointments(booking, config, therapistId, clock.now()),
-                  calendarsInUse: () => gateways.resolved,
+                  calendarsInUse: () => gateways.inUse(),
                 }),
               ]
             : []),

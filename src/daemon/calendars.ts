@@ -59,6 +59,11 @@ export function usesOAuth(config: Config, t: TherapistConfig): boolean {
   return (t.auth?.type ?? config.google.auth.type) === "oauth";
 }
 
+/** How many calendars are resolved at once (calendars.get each, with the gateway's retries). */
+const RESOLVE_PARALLEL = 4;
+/** The start of the reason an OAuth `primary` therapist is not synced yet (/status, doctor, the log). */
+export const NOT_IDENTIFIED = "calendar not identified yet: ";
+
 export class TherapistCalendars {
   /** therapist id → gateway; the engine holds this very map, so a gateway added here is used at once. */
   readonly map = new Map<string, CalendarGateway>();
@@ -68,6 +73,10 @@ export class TherapistCalendars {
   readonly resolved = new Map<string, string>();
   /** Therapists refused because their calendar is another mapped therapist's (same-calendar.ts), with why. */
   readonly #shared = new Map<string, string>();
+  /** OAuth `primary` gateways whose calendar is not known yet: not synced (not in `map`) until it is, and no other's. */
+  readonly #held = new Map<string, CalendarGateway>();
+  /** The calendars.get in flight for a gateway: verify, install and a reload never ask twice at once. */
+  readonly #inflight = new Map<CalendarGateway, Promise<string>>();
   readonly #o: TherapistCalendarsOptions;
 
   constructor(options: TherapistCalendarsOptions) {
@@ -87,11 +96,14 @@ export class TherapistCalendars {
     }
   }
 
-  /** Makes a gateway for every therapist whose credentials can be built; records why for the others. */
+  /**
+   * Makes a gateway for every therapist whose credentials can be built; records why for the others. Makes no call to
+   * Google: an OAuth `primary` calendar is held until verify() tells which calendar it is.
+   */
   async open(): Promise<void> {
     for (const t of this.#o.config.therapists) {
       try {
-        this.map.set(t.therapist_id, this.#gateway(t, await this.#mappedAuth(t)));
+        this.#place(t, this.#gateway(t, await this.#mappedAuth(t)));
       } catch (err) {
         this.errors.set(t.therapist_id, describeError(err));
         this.#o.logger.error(
@@ -100,63 +112,119 @@ export class TherapistCalendars {
         );
       }
     }
-    await this.verify();
+    this.#settle();
   }
 
   /**
-   * Resolves the calendar of every gateway not resolved yet (a failure is tried again at the next call) and takes
-   * out the gateway of each therapist whose calendar is another mapped therapist's: nothing is read or written in it
-   * for them. Called at start, after a reload and at every credentials check.
+   * Resolves the calendar of every gateway not resolved yet (in parallel, a few at a time; a failure is tried again
+   * at the next call), takes in each held therapist whose calendar is now known and no other mapped therapist's, and
+   * takes out (or holds) each therapist whose calendar is another's: nothing is read or written in it for them.
+   * Answers the therapists taken in (synced from now on). Called at start (not awaited by a daemon), after a reload
+   * and at every credentials check.
    */
-  async verify(): Promise<void> {
-    for (const [id, gw] of [...this.map]) {
-      if (!this.resolved.has(id)) await this.#resolve(id, gw);
-    }
-    this.#refuseShared();
+  async verify(): Promise<string[]> {
+    const todo = [...this.map, ...this.#held].filter(([id]) => !this.resolved.has(id));
+    let next = 0;
+    const worker = async () => {
+      while (next < todo.length) {
+        const [id, gw] = todo[next++]!;
+        await this.#resolve(id, gw);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(RESOLVE_PARALLEL, todo.length) }, worker));
+    const { takenIn, lifted } = this.#settle();
+    for (const id of lifted) if (await this.#rebuild(id)) takenIn.push(id);
+    return takenIn;
+  }
+
+  /** The therapist's gateway held until its calendar is identified (not synced), if any. */
+  held(therapistId: string): CalendarGateway | undefined {
+    return this.#held.get(therapistId);
+  }
+
+  /** The resolved calendars of the therapists not refused as on another therapist's calendar (connect pages). */
+  inUse(): Map<string, string> {
+    return new Map([...this.resolved].filter(([id]) => !this.#shared.has(id)));
   }
 
   /**
-   * Whether a stray event in the therapist's calendar may belong to another mapped therapist: the calendar is also
-   * another's (by its real id), or its real id, or that of another therapist being synced, is not known yet (Google
-   * did not answer): either may be the other. The stray pass then removes nothing from it.
+   * Whether a stray event in the therapist's calendar may belong to another mapped therapist: the calendar's own real
+   * id is not known yet, or it is also another's (by its real id or as the configuration names it). A therapist whose
+   * calendar is not known yet is not synced (held), so has written nothing there this run. The stray pass then
+   * removes nothing from it.
    */
   sharesCalendar(therapistId: string): boolean {
-    const mine = this.resolved.get(therapistId);
+    const { therapists, google } = this.#o.config;
+    const known = (t: TherapistConfig) => this.resolved.get(t.therapist_id) ?? statedCalendar(t, google.auth);
+    const me = therapists.find((t) => t.therapist_id === therapistId);
+    const mine = me ? known(me) : undefined;
     if (!mine) return true;
-    return this.#o.config.therapists.some((o) => {
-      if (o.therapist_id === therapistId) return false;
-      const theirs = this.resolved.get(o.therapist_id) ?? statedCalendar(o);
-      if (theirs === undefined) return this.map.has(o.therapist_id);
-      return theirs.toLowerCase() === mine.toLowerCase();
-    });
+    return therapists.some((o) => o.therapist_id !== therapistId && known(o)?.toLowerCase() === mine.toLowerCase());
+  }
+
+  /** A new gateway: synced at once when the configuration names its calendar, else held until it is resolved. */
+  #place(t: TherapistConfig, gw: CalendarGateway): void {
+    const id = t.therapist_id;
+    this.resolved.delete(id);
+    const stated = statedCalendar(t, this.#o.config.google.auth);
+    if (stated !== undefined) {
+      this.resolved.set(id, stated);
+      this.map.set(id, gw);
+      this.errors.delete(id);
+      return;
+    }
+    this.#hold(id, gw, "its Google calendar has not been asked yet");
+  }
+
+  #hold(id: string, gw: CalendarGateway, why: string): void {
+    if (this.map.get(id) === gw) this.map.delete(id);
+    this.#held.set(id, gw);
+    this.errors.set(
+      id,
+      `${NOT_IDENTIFIED}${why}; its appointments wait until Google tells (tried again at every credentials check)`,
+    );
   }
 
   async #resolve(therapistId: string, gw: CalendarGateway): Promise<void> {
     const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
     if (!t) return;
-    const stated = statedCalendar(t);
+    const stated = statedCalendar(t, this.#o.config.google.auth);
     if (stated) {
       this.resolved.set(therapistId, stated);
       return;
     }
+    const mine = () => this.map.get(therapistId) === gw || this.#held.get(therapistId) === gw;
+    let pending = this.#inflight.get(gw);
+    if (!pending) {
+      pending = gw.ownCalendarId();
+      this.#inflight.set(gw, pending);
+      void pending.finally(() => this.#inflight.delete(gw)).catch(() => {});
+    }
     try {
-      const id = await gw.ownCalendarId();
-      if (this.map.get(therapistId) === gw || !this.map.has(therapistId)) this.resolved.set(therapistId, id);
+      const id = await pending;
+      if (mine()) this.resolved.set(therapistId, id);
     } catch (err) {
+      if (this.#held.get(therapistId) === gw) this.#hold(therapistId, gw, describeError(err));
       this.#o.logger.warn(
         { therapist_id: therapistId, calendar_id: t.calendar_id, err: describeError(err) },
-        "which Google calendar this therapist's mapping reaches could not be told; copies left in it are not removed until it can",
+        "which Google calendar this therapist's mapping reaches could not be told; not synced until it can",
       );
     }
   }
 
-  /** Takes out the gateways of therapists on another mapped therapist's calendar; answers whether `id` is one. */
-  #refuseShared(id?: string): boolean {
-    const refused = sharedCalendarConflicts(this.#o.config.therapists, this.resolved);
+  /**
+   * Takes out the gateways of therapists on another mapped therapist's calendar, takes in the held ones whose calendar
+   * is known and free. Answers those taken in, and the therapists whose refusal lifted with no gateway left (verify
+   * makes one again).
+   */
+  #settle(): { takenIn: string[]; lifted: string[] } {
+    const { therapists, google } = this.#o.config;
+    const refused = sharedCalendarConflicts(therapists, this.resolved, google.auth);
     for (const [therapistId, why] of refused) {
-      const gw = this.map.get(therapistId);
+      const gw = this.map.get(therapistId) ?? this.#held.get(therapistId);
       if (gw) {
         this.map.delete(therapistId);
+        this.#held.delete(therapistId);
         gw.retire();
         gw.close();
       }
@@ -169,13 +237,59 @@ export class TherapistCalendars {
       this.#shared.set(therapistId, why);
       this.errors.set(therapistId, why);
     }
+    const lifted: string[] = [];
     for (const therapistId of [...this.#shared.keys()]) {
       if (refused.has(therapistId)) continue;
+      // No gateway left: stays listed until verify makes one again (#rebuild).
+      if (!this.map.has(therapistId) && !this.#held.has(therapistId)) {
+        lifted.push(therapistId);
+        continue;
+      }
       this.#shared.delete(therapistId);
-      if (!this.map.has(therapistId)) continue;
-      this.errors.delete(therapistId);
+      if (this.map.has(therapistId)) this.errors.delete(therapistId);
     }
-    return id !== undefined && refused.has(id);
+    const takenIn: string[] = [];
+    for (const [therapistId, gw] of [...this.#held]) {
+      if (!this.resolved.has(therapistId)) continue;
+      this.#held.delete(therapistId);
+      this.map.set(therapistId, gw);
+      this.errors.delete(therapistId);
+      takenIn.push(therapistId);
+      this.#o.logger.info(
+        { therapist_id: therapistId, calendar_id: this.resolved.get(therapistId) },
+        "therapist's Google calendar identified (no other therapist's): its appointments are synced from now on",
+      );
+    }
+    return { takenIn, lifted };
+  }
+
+  /** A therapist refused only because of another is no longer: a gateway again (its calendar resolved anew). */
+  async #rebuild(therapistId: string): Promise<boolean> {
+    const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
+    if (!t) return false;
+    let gw: CalendarGateway;
+    try {
+      gw = this.#gateway(t, await this.#mappedAuth(t));
+    } catch (err) {
+      if (this.#shared.delete(therapistId)) this.errors.set(therapistId, describeError(err));
+      return false;
+    }
+    const taken = this.map.has(therapistId) || this.#held.has(therapistId);
+    if (!this.#unchangedSince(t) || taken || !this.#shared.has(therapistId)) {
+      gw.close();
+      return false;
+    }
+    this.#shared.delete(therapistId);
+    this.#place(t, gw);
+    if (!this.map.has(therapistId)) {
+      await this.#resolve(therapistId, gw);
+      if (!this.#settle().takenIn.includes(therapistId)) return false;
+    }
+    this.#o.logger.info(
+      { therapist_id: therapistId },
+      "therapist's calendar is no longer another therapist's: its appointments are synced again",
+    );
+    return true;
   }
 
   /**
@@ -196,28 +310,30 @@ export class TherapistCalendars {
     const token = stored?.token;
     if (!token || !this.#unchangedSince(t)) return "unchanged";
     const fields = { therapist_id: therapistId, source: stored.meta.source ?? "unknown" };
-    const gw = this.map.get(therapistId);
+    const gw = this.map.get(therapistId) ?? this.#held.get(therapistId);
     if (gw) {
       if (gw.usesRefreshToken(token)) return "unchanged";
+      const wasSynced = this.map.get(therapistId) === gw;
       gw.useRefreshToken(token);
-      // Maybe another Google account: its calendar is resolved again before the next sync relies on it.
-      this.resolved.delete(therapistId);
+      // Maybe another Google account: not synced until its calendar is resolved again (no other therapist's).
+      this.#place(t, gw);
       await this.#resolve(therapistId, gw);
-      if (this.#refuseShared(therapistId)) return "unchanged";
+      this.#settle();
+      if (this.map.get(therapistId) !== gw) return "unchanged";
       this.#o.logger.info(fields, "new Google credentials in use");
-      return "updated";
+      return wasSynced ? "updated" : "created";
     }
     const made = this.#gateway(t, await this.#auth(t));
-    // Not synced before its calendar is known to be no other mapped therapist's.
-    this.resolved.delete(therapistId);
-    await this.#resolve(therapistId, made);
-    if (!this.#unchangedSince(t) || this.map.has(therapistId)) {
+    if (!this.#unchangedSince(t) || this.map.has(therapistId) || this.#held.has(therapistId)) {
       made.close();
       return "unchanged";
     }
-    this.map.set(therapistId, made);
-    if (this.#refuseShared(therapistId)) return "unchanged";
-    this.errors.delete(therapistId);
+    // Not synced before its calendar is known to be no other mapped therapist's.
+    this.#shared.delete(therapistId);
+    this.#place(t, made);
+    await this.#resolve(therapistId, made);
+    this.#settle();
+    if (this.map.get(therapistId) !== made) return "unchanged";
     this.#o.logger.info(fields, "Google calendar connected: its appointments are synced from now on");
     return "created";
   }
@@ -232,7 +348,7 @@ export class TherapistCalendars {
       .filter((t) => this.#storedTokenUser(t.therapist_id))
       .map((t) => t.therapist_id)
       .filter((id) => {
-        const gw = this.map.get(id);
+        const gw = this.map.get(id) ?? this.#held.get(id);
         return !gw || gw.health().credentials === "broken";
       });
   }
@@ -290,16 +406,27 @@ export class TherapistCalendars {
         gw.retire();
         retired.set(id, gw);
       }
+      const held = this.#held.get(id);
+      if (held) {
+        held.retire();
+        held.close();
+      }
+      this.#held.delete(id);
       this.map.delete(id);
       this.errors.delete(id);
       this.resolved.delete(id);
       this.#shared.delete(id);
     }
-    for (const [id, gw] of staged.made) this.map.set(id, gw);
+    for (const [id, gw] of staged.made) {
+      const t = this.#o.config.therapists.find((x) => x.therapist_id === id);
+      if (t) this.#place(t, gw);
+      else this.map.set(id, gw);
+    }
     for (const [id, why] of staged.failed) {
       this.errors.set(id, why);
       this.#o.logger.error({ therapist_id: id, err: why }, "therapist's calendar is not usable; its appointments wait");
     }
+    this.#settle();
     return retired;
   }
 
@@ -351,6 +478,7 @@ export class TherapistCalendars {
 
   close(): void {
     for (const gw of this.map.values()) gw.close();
+    for (const gw of this.#held.values()) gw.close();
   }
 
   #gateway(t: TherapistConfig, auth: CalendarAuth, registry = this.#o.registry): CalendarGateway {

@@ -6,10 +6,14 @@
 // calendar id for `primary`) and a therapist reaching another's calendar only through `primary` is not synced.
 import type { TherapistConfig } from "../config/schema.ts";
 
-/** The calendar the configuration itself names for a therapist: its calendar_id, or the delegated account's own. */
-export function statedCalendar(t: TherapistConfig): string | undefined {
+/**
+ * The calendar the configuration itself names for a therapist: its calendar_id, or on `primary` the delegated
+ * account's own (service account only: `impersonate` means nothing to OAuth, whose `primary` is the consenting
+ * account's calendar, known only from Google). `defaultAuth` is google.auth (a therapist's own auth wins).
+ */
+export function statedCalendar(t: TherapistConfig, defaultAuth: { type: string }): string | undefined {
   if (t.calendar_id !== "primary") return t.calendar_id;
-  return t.impersonate;
+  return (t.auth?.type ?? defaultAuth.type) === "service_account" ? t.impersonate : undefined;
 }
 
 const key = (id: string) => id.trim().toLowerCase();
@@ -22,10 +26,11 @@ const key = (id: string) => id.trim().toLowerCase();
 export function sharedCalendarConflicts(
   therapists: readonly TherapistConfig[],
   resolved: ReadonlyMap<string, string>,
+  defaultAuth: { type: string },
 ): Map<string, string> {
   const byCalendar = new Map<string, { t: TherapistConfig; stated: boolean; id: string }[]>();
   for (const t of therapists) {
-    const stated = statedCalendar(t);
+    const stated = statedCalendar(t, defaultAuth);
     const id = resolved.get(t.therapist_id) ?? stated;
     if (!id) continue;
     const group = byCalendar.get(key(id)) ?? [];
@@ -58,17 +63,22 @@ export function sameCalendarReason(t: TherapistConfig, calendarId: string, other
 /**
  * For authorize and the connect callback: the mapped therapist other than `therapistId` whose calendar (as the
  * configuration names it, or for `primary` as the daemon resolved it: `resolved`) is `calendarId`, the calendar the
- * consenting account's token resolves to.
+ * consenting account's token resolves to. None when the configuration names that very calendar for `therapistId`
+ * (its rightful owner reconnecting; the configuration allows no other therapist to name it).
  */
 export function calendarTakenBy(
   therapists: readonly TherapistConfig[],
   therapistId: string,
   calendarId: string,
+  defaultAuth: { type: string },
   resolved: ReadonlyMap<string, string> = new Map(),
 ): TherapistConfig | undefined {
+  const me = therapists.find((o) => o.therapist_id === therapistId);
+  const mine = me ? statedCalendar(me, defaultAuth) : undefined;
+  if (mine !== undefined && key(mine) === key(calendarId)) return undefined;
   return therapists.find((o) => {
     if (o.therapist_id === therapistId) return false;
-    const theirs = statedCalendar(o) ?? resolved.get(o.therapist_id);
+    const theirs = statedCalendar(o, defaultAuth) ?? resolved.get(o.therapist_id);
     return theirs !== undefined && key(theirs) === key(calendarId);
   });
 }

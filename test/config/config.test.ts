@@ -211,6 +211,9 @@ therapists:
       /^therapists\[1\]\.calendar_id: anna@clinic\.example is already the calendar of th_anna/,
     );
     expect(problems(two("    calendar_id: ben@clinic.example\n"))).toEqual([]);
+    // impersonate means nothing to OAuth (its `primary` is the consenting account's): no calendar named, none refused.
+    const oauth = two("    calendar_id: primary\n    impersonate: anna@clinic.example\n    auth: { type: oauth }\n");
+    expect(problems(oauth).filter((p) => p.includes("already the calendar"))).toEqual([]);
   });
 
   it("rejects a secret with whitespace at either end, naming its YAML path and never its value", () => {

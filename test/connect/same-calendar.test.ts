@@ -68,3 +68,35 @@ it("connect refuses an account whose primary calendar another OAuth therapist al
   const second = await get(await answerConsent(hrefOf((await get(link)).html, "continue")!));
   expect(second.html).toContain("Your calendar is connected");
 });
+
+it("the therapist who names the calendar can reconnect with her own account while a colleague refused on it", async () => {
+  // th_anna names her calendar (OAuth); th_ben (OAuth, `primary`) holds a token of Anna's account (stored by an
+  // earlier build): the daemon keeps Anna and refuses Ben. Anna's access then lapses and she reconnects as herself:
+  // Ben's refused mapping must not make her own calendar "another therapist's".
+  cw = await startConnectWorld({
+    configure: (c) => {
+      const anna = c.therapists[1]!;
+      c.therapists[1] = { therapist_id: anna.therapist_id, calendar_id: anna.calendar_id, timezone: "Europe/Berlin" };
+      c.therapists[1].auth = { type: "oauth" };
+    },
+  });
+  const annaCal = cw.world.config.therapists.find((t) => t.therapist_id === "th_anna")!.calendar_id;
+  cw.world.google.consent.subject = annaCal;
+  const first = await get(await answerConsent(hrefOf((await get(await cw.invite("th_anna"))).html, "continue")!));
+  expect(first.html).toContain("Your calendar is connected");
+  await expect.poll(() => cw!.app.calendars.has("th_anna"), { timeout: 10_000 }).toBe(true);
+  const client = cw.world.config.google.oauth!;
+  await cw.app.credentials.saveRefreshToken("th_ben", cw.world.google.issueRefreshToken(annaCal, client.client_id));
+  await cw.app.credentialsChanged("th_ben");
+  await expect
+    .poll(async () => (await cw!.app.status()).therapists.find((t) => t.therapistId === "th_ben")?.credentials.detail, {
+      timeout: 10_000,
+    })
+    .toMatch(/also the calendar of th_anna/);
+
+  cw.world.google.revokeTokens(annaCal);
+  cw.world.google.consent.subject = annaCal;
+  const page = await get(await answerConsent(hrefOf((await get(await cw.invite("th_anna"))).html, "continue")!));
+  expect(page.status).toBe(200);
+  expect(page.html).toContain("Your calendar is connected");
+});
