@@ -3,7 +3,7 @@
 // the same cancelled entry in the mapped calendar as a deletion (events.move keeps the id). Found there, it is moved
 // back with a note, or written anew in the mapped calendar when it cannot be: the appointment is never cancelled for
 // it. Also the removal of such a moved copy once the appointment's event is put back or the appointment is cancelled.
-import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
+import { namesNoOther } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
@@ -115,8 +115,7 @@ async function liveCopy(fx: Effects, link: Link, calendarId: string): Promise<Ca
   const event = await fx.calendar(link.therapistId).getIn(calendarId, link.eventId);
   // The id is calbridge's own; an event under it that names another appointment is not this one (a mark missing is
   // not taken as a "no": whether a move keeps the private properties is not documented).
-  const marked = event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
-  if (event && event.status !== "cancelled" && (marked === undefined || marked === link.appointmentId)) return event;
+  if (event && event.status !== "cancelled" && namesNoOther(event, link.appointmentId)) return event;
   return undefined;
 }
 

@@ -6,7 +6,7 @@
 // update (see carriesMarks), the listing by the mark misses it;
 // the booking service is never called; the mass-deletion guard (sync.max_delete_ratio, its floor) holds a purge of
 // too large a share of calbridge's events unless forced.
-import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
+import { APPOINTMENT_ID_PROPERTY, eventIdFor, namesNoOther } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import { describeError } from "./errors.ts";
 import type { LinkStore } from "./links.ts";
@@ -112,8 +112,7 @@ async function unmarked(
     for (const eventId of ids) {
       if (events.has(eventId) || skipped.has(eventId)) continue;
       const ev = await o.calendar.get(eventId);
-      const marked = ev?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
-      if (!ev || ev.status === "cancelled" || (marked !== undefined && marked !== link.appointmentId)) continue;
+      if (!ev || ev.status === "cancelled" || !namesNoOther(ev, link.appointmentId)) continue;
       events.set(eventId, { eventId, appointmentId: link.appointmentId, ...startOf(ev.start) });
     }
   }

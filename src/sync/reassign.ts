@@ -3,7 +3,7 @@
 import { BookingApiError } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
-import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
+import { namesNoOther } from "../calendar/ids.ts";
 import { calendarChange } from "./changes.ts";
 import { describeError, isNotFound, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
@@ -43,8 +43,7 @@ export async function findElsewhere(
     }
     // The id is calbridge's own (only calbridge makes events under it): an event there that names another appointment
     // is not this one, but one without the mark is (another client's full update can strip it, see carriesMarks).
-    const marked = event?.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
-    if (event && event.status !== "cancelled" && (marked === undefined || marked === link.appointmentId)) {
+    if (event && event.status !== "cancelled" && namesNoOther(event, link.appointmentId)) {
       return { therapistId, event };
     }
   }
