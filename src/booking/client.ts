@@ -144,9 +144,12 @@ export class BookingClient {
   /**
    * Every page of a filtered list, `per_page=100`, as the server returned it (duplicates across pages possible). The
    * dates sent are plain dates a little wider than `dateFrom`..`dateTo` (see date-range.ts), so the pages may hold
-   * appointments just outside the window: `listAppointments` drops them.
+   * appointments just outside the window: `listAppointments` drops them. `stopAfter` ends it after that many pages.
    */
-  listAppointmentPages(query: AppointmentQuery, opts: CallOptions = {}): AsyncGenerator<Page<Appointment>> {
+  listAppointmentPages(
+    query: AppointmentQuery,
+    opts: CallOptions & { stopAfter?: number } = {},
+  ): AsyncGenerator<Page<Appointment>> {
     const priority = opts.priority ?? "reconcile";
     const dates = listDates(query);
     const fetchPage = async (page: number): Promise<Page<Appointment>> => {
@@ -171,7 +174,12 @@ export class BookingClient {
       });
       return { page, items: body.data, meta: body.meta };
     };
-    return paginate(fetchPage, PER_PAGE, this.#pageConcurrency);
+    return paginate(
+      fetchPage,
+      PER_PAGE,
+      this.#pageConcurrency,
+      opts.stopAfter !== undefined ? { stopAfter: opts.stopAfter } : {},
+    );
   }
 
   /**

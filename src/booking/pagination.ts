@@ -19,6 +19,8 @@ export interface PaginateOptions<T> {
   idOf?: (item: T) => string | number | undefined;
   /** The bound on pages fetched when `meta.total` is unknown. Default DEFAULT_MAX_PAGES. */
   maxPages?: number;
+  /** Ends the walk after this many pages, without reading ahead past them (a sample of a long list). */
+  stopAfter?: number;
 }
 
 function defaultIdOf(item: unknown): string | number | undefined {
@@ -40,6 +42,7 @@ export async function* paginate<T>(
 ): AsyncGenerator<Page<T>> {
   const idOf = options.idOf ?? defaultIdOf;
   const fallbackMax = options.maxPages ?? DEFAULT_MAX_PAGES;
+  const stopAfter = options.stopAfter ?? Number.POSITIVE_INFINITY;
   const ahead = new Map<number, Promise<Page<T>>>();
   // Only the ids: enough to tell a page that brings nothing new (a server ignoring `page`) from real progress.
   const seen = new Set<string | number>();
@@ -112,7 +115,7 @@ export async function* paginate<T>(
       }
 
       if (!last && totalPages !== undefined) {
-        for (let m = n + 1; m <= Math.min(totalPages, n + concurrency, maxPages()); m++) {
+        for (let m = n + 1; m <= Math.min(totalPages, n + concurrency, maxPages(), stopAfter); m++) {
           if (ahead.has(m)) continue;
           const p = fetchPage(m);
           p.catch(() => {}); // surfaced when awaited; an abandoned prefetch must not be an unhandled rejection
@@ -120,7 +123,7 @@ export async function* paginate<T>(
         }
       }
       yield page;
-      if (last) return;
+      if (last || n >= stopAfter) return;
     }
   } finally {
     ahead.clear();

@@ -1,6 +1,6 @@
-// Owns `calbridge doctor`: one check per line (API key, webhook endpoint, each calendar and who else sees its event
-// details, store, clock, and with --notify-test a test message to each notification target), each with a fix-it hint
-// when it fails, and a non-zero exit when anything is wrong.
+// Owns `calbridge doctor`: one check per line (API key, webhook endpoint, the mapped therapist ids, each calendar and
+// who else sees its event details, store, clock, and with --notify-test a test message to each notification target),
+// each with a fix-it hint when it fails, and a non-zero exit when anything is wrong.
 import { request } from "undici";
 import { endpointState } from "../booking/endpoints.ts";
 import { BookingApiError } from "../booking/errors.ts";
@@ -14,6 +14,7 @@ import { CredentialDecryptError } from "../store/secrets.ts";
 import { probeWrite, redactStoreUrl, StoreMissingError } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import { sharingCheck } from "./sharing-check.ts";
+import { therapistIdChecks } from "./therapist-ids.ts";
 
 export interface Check {
   name: string;
@@ -56,6 +57,8 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
   }
 
   checks.push(await webhookCheck(app));
+  // Worth asking only of a booking service that took the key (its failure already says what is wrong).
+  if (checks[0]?.status === "ok") checks.push(...(await therapistIdChecks(app.booking, config, Date.now())));
 
   // Checked at once, reported in the order of the configuration.
   const status = await app.status();
@@ -219,6 +222,7 @@ function order(name: string): number {
   return [
     "booking API key",
     "webhook endpoint",
+    "therapist id",
     "calendar",
     "mapping",
     "store",

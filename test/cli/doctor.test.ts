@@ -14,6 +14,7 @@ import { SMTP_PASS, SMTP_USER, startHookSink, startMailSink } from "../notify/su
 import { redisTestsEnabled, startRedis } from "../support/redis.ts";
 import { runCli, writeConfig } from "./support.ts";
 
+const DAY = 86_400_000;
 const PUBLIC_URL = "https://sync.example/webhooks/booking";
 const APPOINTMENT_EVENTS = ["appointment.created", "appointment.updated", "appointment.cancelled"];
 
@@ -35,6 +36,10 @@ async function healthy(
 ): Promise<{ world: World; file: string; endpointId: string }> {
   const world = await startWorld({ therapists: ["th_anna", "th_ben"] });
   worlds.push(world);
+  // Each mapped therapist has bookings (the therapist id check looks for them).
+  const now = Date.now();
+  for (const t of world.therapists)
+    world.booking.seed({ therapists: [t], count: 2, from: now + DAY, to: now + 5 * DAY });
   const endpoint = world.booking.addWebhookEndpoint({
     url: PUBLIC_URL,
     secret: WORLD_WEBHOOK_SECRET,
@@ -66,6 +71,7 @@ describe("calbridge doctor", () => {
     expect(lines.map((l) => l.replace(/:.*$/, ""))).toEqual([
       "ok   booking API key",
       "ok   webhook endpoint",
+      "ok   therapist ids",
       "ok   calendar of th_anna",
       "ok   calendar of th_ben",
       "ok   mapping",
@@ -82,6 +88,7 @@ describe("calbridge doctor", () => {
     expect(json.checks.map((c) => [c.name, c.status])).toEqual([
       ["booking API key", "ok"],
       ["webhook endpoint", "ok"],
+      ["therapist ids", "ok"],
       ["calendar of th_anna", "ok"],
       ["calendar of th_ben", "ok"],
       ["mapping", "ok"],
