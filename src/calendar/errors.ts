@@ -191,6 +191,18 @@ export function classifyError(err: unknown, scope: ErrorScope, operation: string
   });
 }
 
+/**
+ * The event id is taken in this calendar by a guest's copy of an invitation (ids.ts isInvitation): calbridge cannot
+ * make the appointment's event under it there, nor may it take the copy over (deleting the organizer's event cancels
+ * it). Another generation of the id is used.
+ */
+export class IdTakenError extends CalendarError {
+  constructor(message: string, init: CalendarErrorInit) {
+    super(message, init);
+    this.name = "IdTakenError";
+  }
+}
+
 /** Google refuses to bring back a deleted event under its id (a person deleted it in the Calendar UI). */
 export class RestoreRefusedError extends CalendarError {
   constructor(message: string, init: CalendarErrorInit) {

@@ -12,9 +12,9 @@ import { type BackoffPolicy, DEFAULT_BACKOFF } from "./backoff.ts";
 import { CalendarHealth, type GatewayHealth } from "./calendar-health.ts";
 import { type AttemptOptions, attemptFailure, CallRunner, type CallState } from "./call-runner.ts";
 import type { ReconnectRoute } from "./credential-hints.ts";
-import { CalendarError, classifyError, RestoreRefusedError } from "./errors.ts";
+import { CalendarError, classifyError, IdTakenError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
-import { APPOINTMENT_ID_PROPERTY, MANAGED_FILTER } from "./ids.ts";
+import { APPOINTMENT_ID_PROPERTY, isInvitation, MANAGED_FILTER } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
 import type { GoogleQuotaGate } from "./quota-gate.ts";
 import { type OwnedLike, ownedPatch } from "./render.ts";
@@ -308,6 +308,12 @@ export class CalendarGateway {
         kind: "unknown",
         status: 409,
       });
+    }
+    if (isInvitation(existing)) {
+      throw new IdTakenError(
+        `events.insert ${eventId}: the id is taken on calendar ${this.calendarId} by an invitation from ${existing.organizer?.email ?? "another calendar"} (a guest's copy of another calendar's event); another generation of the id is used`,
+        { kind: "duplicate", status: 409, reason: "duplicate" },
+      );
     }
     if (opts.ifMatch && existing.etag !== opts.ifMatch) {
       throw new CalendarError(`events.update ${eventId}: the event changed since etag ${opts.ifMatch}`, {

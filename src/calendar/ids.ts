@@ -66,12 +66,30 @@ export function carriesMarks(event: MarkedLike, appointmentId: string): boolean 
   return marks?.[APPOINTMENT_ID_PROPERTY] === appointmentId && marks?.[MANAGED_PROPERTY] === MANAGED_VALUE;
 }
 
+/** The part of an event that tells whose copy it is (matches calendar_v3.Schema$Event). */
+export interface OrganizedLike {
+  organizer?: { self?: boolean | null } | null;
+}
+
+/**
+ * Whether the event is a guest's copy of an invitation: its organizer is another calendar (Event.organizer.self:
+ * "Whether the organizer corresponds to the calendar on which this copy of the event appears"). A therapist who adds a
+ * colleague as a guest puts such a copy in the colleague's calendar, under the same event id, without calbridge's
+ * private marks (those are "private to the copy of the event that appears on this calendar"): calbridge's id, but never
+ * an appointment's event in that calendar. Its changes are the organizer's (or the guest's answer), and deleting it
+ * declines the invitation. An event that does not say (a deleted event, only its id) is not taken for one.
+ */
+export function isInvitation(event: OrganizedLike): boolean {
+  return event.organizer !== undefined && event.organizer !== null && event.organizer.self !== true;
+}
+
 /**
  * Whether an event under calbridge's own id (the appointment's, a later generation of it, a series Google split off
  * it) counts as the appointment's: it names this appointment, or none (its marks stripped by another client's full
- * update, carriesMarks). One naming another appointment never does.
+ * update, carriesMarks). One naming another appointment never does, nor a guest's copy of an invitation (isInvitation).
  */
-export function namesNoOther(event: MarkedLike, appointmentId: string): boolean {
+export function namesNoOther(event: MarkedLike & OrganizedLike, appointmentId: string): boolean {
+  if (isInvitation(event)) return false;
   const named = event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
   return named === undefined || named === null || named === appointmentId;
 }

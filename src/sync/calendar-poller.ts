@@ -4,7 +4,7 @@
 // flight, at most one more queued); while a calendar's push channel is trusted its timer is only a slow safety net.
 import PQueue from "p-queue";
 import { givingUpWaits } from "../calendar/call-runner.ts";
-import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../calendar/ids.ts";
+import { APPOINTMENT_ID_PROPERTY, eventIdFor, isInvitation } from "../calendar/ids.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import type { Table } from "../store/store.ts";
@@ -250,6 +250,7 @@ export class CalendarPoller {
     let echoes = 0;
     const work: Promise<unknown>[] = [];
     for (const event of result.events) {
+      if (isInvitation(event)) continue; // a colleague's invitation under calbridge's id: another calendar's event
       const id =
         event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ??
         (event.id ? await this.#links.appointmentOfEvent(event.id) : undefined);

@@ -1,6 +1,6 @@
 // Owns the sync side's effects on a calendar and on the link store: writing an event body (insert, update, restore),
 // removing an event, and recording the link that says what was done; each counted for metrics and /status.
-import { RestoreRefusedError } from "../calendar/errors.ts";
+import { IdTakenError, RestoreRefusedError } from "../calendar/errors.ts";
 import { eventIdFor } from "../calendar/ids.ts";
 import { ownedPatch, type RenderedEvent } from "../calendar/render.ts";
 import type { Clock } from "../clock.ts";
@@ -110,10 +110,12 @@ export class Effects {
         const event = (await cal.upsert(eventId, instead ?? body, options)).event;
         written = { event, eventId, generation, ...(instead ? { instead } : {}) };
       } catch (err) {
-        if (!(err instanceof RestoreRefusedError) || tries >= MAX_GENERATION_STEPS) throw err;
+        const taken = err instanceof IdTakenError;
+        if (!(taken || err instanceof RestoreRefusedError) || tries >= MAX_GENERATION_STEPS) throw err;
         generation += 1;
         eventId = eventIdFor(at.appointmentId, generation);
-        instead ??= ifRefused?.();
+        // A person's deletion Google would not undo is said in the event; a colleague's invitation under the id is not.
+        if (!taken) instead ??= ifRefused?.();
         this.metrics.operations.inc({ kind: "new_generation", result: "ok" });
       }
     }

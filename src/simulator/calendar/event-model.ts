@@ -44,6 +44,14 @@ export interface EventRecord {
   shapes?: SeriesShape[];
   /** A vanished instance reported by an incremental sync: nothing but its identity. */
   vanished?: boolean;
+  /** The calendar that stores the record. */
+  home?: string;
+  /** A guest's copy of an invitation (invitations.ts): the organizer's calendar. */
+  invitedFrom?: string;
+  /** A guest's copy the guest deleted: the invitation is declined, and the copy stays cancelled. */
+  declined?: boolean;
+  /** An organizer's event that has had guests' copies. */
+  copied?: boolean;
 }
 
 export interface SeriesShape {
@@ -237,8 +245,10 @@ export function toResource(rec: EventRecord, cal: EventOwner): Record<string, un
     updated: new Date(rec.updated).toISOString(),
   };
   for (const key of ["summary", "description", "location", "colorId"]) if (f[key] !== undefined) resource[key] = f[key];
-  resource.creator = { email: cal.owner, self: true };
-  resource.organizer = { email: cal.id, self: true };
+  // A guest's copy (invitations.ts) shows the organizer's calendar, and the guest's own entry among the attendees.
+  const organizer = rec.invitedFrom ?? cal.id;
+  resource.creator = rec.invitedFrom ? { email: rec.invitedFrom } : { email: cal.owner, self: true };
+  resource.organizer = rec.invitedFrom ? { email: organizer } : { email: organizer, self: true };
   resource.start = renderEventTime(rec.start.ms, rec.start.allDay, rec.start.stored, cal.timeZone);
   resource.end = renderEventTime(rec.end.ms, rec.end.allDay, rec.end.stored, cal.timeZone);
   if (f.recurrence !== undefined && rec.recurringEventId === undefined)
@@ -248,7 +258,13 @@ export function toResource(rec: EventRecord, cal: EventOwner): Record<string, un
   if (f.visibility !== undefined && f.visibility !== "default") resource.visibility = f.visibility;
   resource.iCalUID = `${rec.recurringEventId ?? rec.id}@google.com`;
   resource.sequence = rec.sequence;
-  if (f.attendees !== undefined) resource.attendees = structuredClone(f.attendees);
+  if (f.attendees !== undefined) {
+    resource.attendees = (f.attendees as { email?: string }[]).map((a) => ({
+      ...structuredClone(a),
+      ...(a.email?.toLowerCase() === cal.id.toLowerCase() ? { self: true } : {}),
+      ...(a.email?.toLowerCase() === organizer.toLowerCase() ? { organizer: true } : {}),
+    }));
+  }
   if (f.extendedProperties !== undefined) resource.extendedProperties = structuredClone(f.extendedProperties);
   for (const key of [
     "guestsCanModify",

@@ -374,7 +374,12 @@ export class CalendarEmulator {
   }
 
   #changed(calendarId: string): void {
-    if (this.autoNotify) void this.#push.notify(calendarId);
+    // Guests' copies that followed the change (invitations.ts) are changes of their calendars too.
+    const copies = [...this.#store.touched].filter((id) => id !== calendarId);
+    this.#store.touched.clear();
+    if (!this.autoNotify) return;
+    void this.#push.notify(calendarId);
+    for (const id of copies) void this.#push.notify(id);
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

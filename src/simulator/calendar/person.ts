@@ -134,5 +134,6 @@ export class PersonActions {
     delete rec.deletedBy;
     delete rec.deletedAt;
     this.#store.bump(rec);
+    this.#store.copiesFollow(rec);
   }
 }

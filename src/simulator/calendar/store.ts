@@ -6,6 +6,7 @@ import type { ScopeRule } from "./acl.ts";
 import { dropUnsupported, readReminders, type WriteSupport } from "./event-fields.ts";
 import { type EventRecord, mergePatch, type ValidatedEvent, validateEvent, writableBody } from "./event-model.ts";
 import { ApiError } from "./http.ts";
+import { checkGuestWrite, declined, mayHaveCopies, propagate } from "./invitations.ts";
 import { findInstance } from "./series.ts";
 
 export type AccessRole = "owner" | "writer" | "reader";
@@ -86,6 +87,8 @@ export class CalendarStore {
   };
   readonly kind: KindSwitches = { restorePersonDeletions: false };
   readonly clock: Clock;
+  /** Calendars whose guests' copies changed (invitations.ts), for their push notifications; drained by the server. */
+  readonly touched = new Set<string>();
   readonly #syncTokens = new Map<string, { calendarId: string; seq: number; epoch: number; singleEvents: boolean }>();
   #seq = 0;
 
@@ -136,6 +139,21 @@ export class CalendarStore {
     rec.etag = `"${ETAG_BASE + this.#seq * 1000}"`;
   }
 
+  /**
+   * After a change of `rec`: the guests' copies of an organizer's event follow it; a guest's copy deleted declines the
+   * invitation (invitations.ts).
+   */
+  copiesFollow(rec: EventRecord): void {
+    if (rec.invitedFrom !== undefined) {
+      if (rec.status !== "cancelled" || rec.declined || rec.home === undefined) return;
+      const organizer = declined(this, rec, rec.home);
+      if (organizer) this.copiesFollow(organizer);
+      return;
+    }
+    if (!mayHaveCopies(rec)) return;
+    for (const id of propagate(this, rec)) this.touched.add(id);
+  }
+
   /** The event or instance `eventId` (an instance of a series is built on the fly); 404 when there is none. */
   get(cal: CalendarRecord, eventId: string): EventRecord {
     const rec = findInstance(cal, eventId);
@@ -146,6 +164,7 @@ export class CalendarStore {
   /** Keeps `rec` (from get) stored: an instance not changed before becomes a stored exception of its series. */
   writable(cal: CalendarRecord, rec: EventRecord): EventRecord {
     if (cal.events.get(rec.id) !== rec) cal.events.set(rec.id, rec);
+    rec.home = cal.id;
     return rec;
   }
 
@@ -194,8 +213,10 @@ export class CalendarStore {
     };
     this.bump(rec);
     rec.createdSeq = rec.seq;
+    rec.home = cal.id;
     cal.events.set(id, rec);
     this.counters.inserts += 1;
+    this.copiesFollow(rec);
     return rec;
   }
 
@@ -228,6 +249,7 @@ export class CalendarStore {
     }
     this.bump(rec, { keepUpdated: remindersChanged && !mainChanged });
     if (reshaped) rec.shapes = [...(rec.shapes ?? []), { until: rec.seq, ...shape }];
+    this.copiesFollow(rec);
   }
 
   /**
@@ -282,6 +304,7 @@ export class CalendarStore {
 
   /** Writes a validated body over the event (a cancelled one brought back counts as a restore). */
   #rewrite(cal: CalendarRecord, rec: EventRecord, v: ReturnType<typeof validateEvent>): void {
+    if (rec.invitedFrom !== undefined) checkGuestWrite(rec, v, rec.status);
     const wasCancelled = rec.status === "cancelled";
     this.apply(this.writable(cal, rec), v, rec.status);
     if (wasCancelled && rec.status !== "cancelled") this.counters.restores += 1;
@@ -301,6 +324,7 @@ export class CalendarStore {
     rec.deletedBy = by;
     rec.deletedAt = this.clock.now();
     this.bump(rec);
+    this.copiesFollow(rec);
   }
 
   /**
@@ -314,21 +338,26 @@ export class CalendarStore {
     if (rec.recurringEventId !== undefined) throw new ApiError(400, "cannotChangeOrganizerOfInstance");
     if (rec.status === "cancelled") throw new ApiError(410, "deleted");
     if (rec.eventType !== "default") throw new ApiError(400, "eventTypeRestriction");
+    // Only the organizer moves an event (a guest's copy is theirs to answer, not to move).
+    if (rec.invitedFrom !== undefined) throw new ApiError(403, "forbiddenForNonOrganizer");
     if (from === to) return rec;
     if (to.events.has(rec.id) || to.reservedIds.has(rec.id)) throw new ApiError(409, "duplicate");
     const moved: EventRecord = { ...rec, fields: structuredClone(rec.fields) };
     delete moved.shapes;
     this.bump(moved);
     moved.createdSeq = moved.seq;
+    moved.home = to.id;
     to.events.set(moved.id, moved);
     for (const [id, other] of from.events) {
       if (other.recurringEventId !== rec.id) continue;
       from.events.delete(id);
       to.events.set(id, other);
     }
-    const left: EventRecord = { ...rec, status: "cancelled", movedAway: true };
+    const left: EventRecord = { ...rec, status: "cancelled", movedAway: true, copied: false };
     this.bump(left);
     from.events.set(left.id, left);
+    // The guests' copies stay invitations of the moved event, whose organizer is now `to`.
+    this.copiesFollow(moved);
     return moved;
   }
 
