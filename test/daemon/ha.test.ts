@@ -174,7 +174,11 @@ describe.skipIf(!redisTestsEnabled("ha"))("two replicas sharing one Redis store"
     expect([a.app.lease.isLeader, b.app.lease.isLeader]).toEqual([false, true]);
     await b.stop(); // a graceful stop releases the lease: no wait for it to lapse
     const beforeReelection = await lastReconcile(a.app);
-    await waitFor("the old leader to lead again", () => a.app.lease.isLeader, 1000);
+    // A released lease is taken at the standby's next attempt (every third of the lease: 667 ms). A lapsed one would
+    // take at least 2.6 s: the key outlives b's last renewal (at most 667 ms before the stop) by 2 s, then the standby
+    // holds 2/3 of the lease before leading. 1.5 s tells the two apart and leaves a loaded machine room (1 s was
+    // missed once).
+    await waitFor("the old leader to lead again", () => a.app.lease.isLeader, 1500);
     await waitFor(
       "the re-elected leader's reconciliation",
       async () => (await lastReconcile(a.app)) !== beforeReelection,
