@@ -10,6 +10,7 @@ import { createMetrics } from "../daemon/metrics.ts";
 import type { Logger } from "../log.ts";
 import { CredentialDecryptError, CredentialStore, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
+import { describeError } from "../sync/errors.ts";
 import { LeftBehindEvents } from "../sync/left-behind.ts";
 import { LinkStore } from "../sync/links.ts";
 import { Mapping } from "../sync/mapping.ts";
@@ -28,6 +29,10 @@ export interface PurgeArgs {
 
 /** A problem with the command's arguments (exit 2). */
 export class PurgeUsageError extends Error {}
+
+/** Why a purge that held the store's leader lease stops: it no longer does. */
+const LEASE_LOST =
+  "this command no longer holds the store's leader lease (a daemon may lead now, and sync this calendar); run it again once no daemon syncs the calendar";
 
 /** Refused beside a running daemon that syncs the calendar (exit 1): nothing was deleted. */
 export class PurgeRefusedError extends Error {}
@@ -59,10 +64,13 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
     // No daemon leads: the lease is this command's until it is done (a daemon started meanwhile stands by). One leads:
     // the purge goes on only in calendars it does not sync.
     let held: HeldLease | undefined;
+    let holder: string | undefined;
     if (!args.dryRun) {
       const got = await takeCommandLease(store, config, log);
-      if (got.kind === "busy") await refuseWatched(store, targets, describeHolder(got));
-      else held = got;
+      if (got.kind === "busy") {
+        holder = describeHolder(got);
+        await refuseWatched(store, targets, holder);
+      } else held = got;
     }
     try {
       // A stored token is sealed again under the current key only while this command holds the lease: beside a
@@ -82,7 +90,19 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
         registry: new Registry(),
         metrics: createMetrics(new Registry()),
       });
-      return await purgeAll(config, store, links, calendars, targets, args, log, mapped !== undefined);
+      // Asked again before each deletion: the lease this command holds can be lost (a stalled renewal), and the daemon
+      // beside it can map the therapist again (a reload) while the purge runs; either way it stops there.
+      const goOn = (t: Target) => async (): Promise<string | undefined> => {
+        if (held) return held.leading() ? undefined : LEASE_LOST;
+        return refuseWatched(store, [t], holder ?? "a calbridge daemon").then(
+          () => undefined,
+          (err: unknown) =>
+            err instanceof PurgeRefusedError
+              ? err.message.replace("; nothing was deleted", "")
+              : `the store could not tell which calendars the daemon syncs (${describeError(err)})`,
+        );
+      };
+      return await purgeAll(config, store, links, calendars, targets, args, log, mapped !== undefined, goOn);
     } finally {
       await held?.release().catch((err: unknown) => log.warn({ err: (err as Error).message }, "lease not released"));
     }
@@ -127,13 +147,14 @@ async function purgeAll(
   args: PurgeArgs,
   log: Logger,
   mapped: boolean,
+  goOn: (t: Target) => () => Promise<string | undefined>,
 ): Promise<PurgeOutcome> {
   const out: string[] = [];
   let ok = true;
   for (const t of targets) {
     const gw = await calendars.openAt(t.therapist, t.calendarId, t.therapist.impersonate);
     try {
-      const r = await purgeOne(config, store, links, gw, t, args, log);
+      const r = await purgeOne(config, store, links, gw, t, args, log, goOn(t));
       out.push(r.text);
       ok &&= r.ok;
     } finally {
@@ -220,6 +241,7 @@ async function purgeOne(
   t: Target,
   args: PurgeArgs,
   log: Logger,
+  goOn: () => Promise<string | undefined>,
 ): Promise<PurgeOutcome> {
   const id = args.therapist;
   const o = {
@@ -240,13 +262,14 @@ async function purgeOne(
     lines.push(`  ${guardText(plan)}: nothing was deleted. If this is intended, run it again with --force.`);
     return { ok: false, text: lines.join("\n") };
   }
-  const r = await applyPurge(plan, o, log.child({ therapist_id: id, calendar_id: t.calendarId }));
-  if (r.failed.length === 0) await new LeftBehindEvents(store, systemClock).clear(id, t.calendarId);
+  const r = await applyPurge(plan, { ...o, goOn }, log.child({ therapist_id: id, calendar_id: t.calendarId }));
+  if (r.failed.length === 0 && !r.stopped) await new LeftBehindEvents(store, systemClock).clear(id, t.calendarId);
   lines.push(
     `  deleted ${r.deleted} events (${r.alreadyGone} were gone already), forgot ${r.forgotten} links` +
       (r.failed.length ? `; ${r.failed.length} not deleted (${r.failed[0]!.error}); run it again` : ""),
   );
-  return { ok: r.failed.length === 0, text: lines.join("\n") };
+  if (r.stopped) lines.push(`  stopped with ${r.stopped.left} events left (not deleted): ${r.stopped.reason}`);
+  return { ok: r.failed.length === 0 && !r.stopped, text: lines.join("\n") };
 }
 
 function guardText(plan: PurgePlan): string {

@@ -128,17 +128,30 @@ export interface PurgeResult {
   alreadyGone: number;
   failed: { eventId: string; error: string }[];
   forgotten: number;
+  /** Why the purge stopped before its last deletion (`goOn`), and how many events it left. */
+  stopped?: { reason: string; left: number };
 }
 
-/** Deletes the plan's events, then forgets the links whose event is gone (a failed deletion keeps its link). */
+/**
+ * Deletes the plan's events, then forgets the links whose event is gone (a failed deletion keeps its link). `goOn` is
+ * asked before each deletion: a reason stops the purge there (the events left keep their links).
+ */
 export async function applyPurge(
   plan: PurgePlan,
-  o: Pick<PurgeOptions, "calendar" | "links">,
+  o: Pick<PurgeOptions, "calendar" | "links"> & { goOn?: () => Promise<string | undefined> },
   log: Logger,
 ): Promise<PurgeResult> {
   const result: PurgeResult = { deleted: 0, alreadyGone: 0, failed: [], forgotten: 0 };
   const failedIds = new Set<string>();
-  for (const ev of plan.events) {
+  for (const [i, ev] of plan.events.entries()) {
+    const stop = await o.goOn?.();
+    if (stop !== undefined) {
+      const left = plan.events.slice(i);
+      for (const rest of left) failedIds.add(rest.eventId);
+      result.stopped = { reason: stop, left: left.length };
+      log.error({ left: left.length, reason: stop }, "purge stopped before its end: the events left are not deleted");
+      break;
+    }
     try {
       if ((await o.calendar.delete(ev.eventId)) === "deleted") result.deleted++;
       else result.alreadyGone++;

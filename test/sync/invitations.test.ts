@@ -114,8 +114,8 @@ it.each(["kept", "declined"])(
       extendedProperties: { private: { calbridge_appointment_id: m.id, calbridge_managed: "1" } },
     });
     // No notice: nobody's deletion was refused (the first id was only taken by the invitation).
-  expect(String(live[0]?.description ?? "")).not.toMatch(/calbridge:/);
-  expect(h.live("th_1")).toHaveLength(0);
+    expect(String(live[0]?.description ?? "")).not.toMatch(/calbridge:/);
+    expect(h.live("th_1")).toHaveLength(0);
     expect(organizerOf(h, m.guest, m.eventId)).toBe(m.own);
     expect(h.world.google.event(m.guest, m.eventId)?.status).toBe("cancelled");
     // Settled: nothing more to write.

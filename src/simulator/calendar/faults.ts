@@ -36,6 +36,7 @@ export class Faults {
   #queue: { remaining: number; spec: FaultSpec }[] = [];
   #drops = 0;
   #emptyPages = 0;
+  #holds: { match: RegExp; until: () => Promise<unknown> }[] = [];
 
   constructor(latency: { ms?: number; jitterMs?: number } = {}) {
     this.#defaultLatency = { ms: latency.ms ?? 0, jitterMs: latency.jitterMs ?? 0 };
@@ -61,6 +62,23 @@ export class Faults {
     return this;
   }
 
+  /**
+   * The next API request whose "METHOD /path" matches, on arrival, calls `until` and waits until its promise settles,
+   * then is carried out as usual: what the test does meanwhile (another client's writes) happens while it is out.
+   */
+  holdNext(match: RegExp, until: () => Promise<unknown>): this {
+    this.#holds.push({ match, until });
+    return this;
+  }
+
+  /** @internal What this request waits for first, if anything. */
+  takeHold(request: string): Promise<unknown> | undefined {
+    const index = this.#holds.findIndex((h) => h.match.test(request));
+    if (index < 0) return undefined;
+    const [hold] = this.#holds.splice(index, 1);
+    return hold!.until().catch(() => undefined);
+  }
+
   /** The next `n` list pages come back empty with a nextPageToken although items remain. */
   emptyPagesNext(n: number): this {
     this.#emptyPages += n;
@@ -73,6 +91,7 @@ export class Faults {
 
   reset(): void {
     this.#queue = [];
+    this.#holds = [];
     this.#drops = 0;
     this.#emptyPages = 0;
     this.errorRate = 0;

@@ -458,6 +458,8 @@ export class CalendarEmulator {
       ...(sendUpdates ? { sendUpdates } : {}),
       ...(ifMatch ? { ifMatch } : {}),
     });
+    const hold = this.faults.takeHold(`${method} ${url.pathname}`);
+    if (hold) await hold;
     const delay = this.faults.delay();
     if (delay > 0) await new Promise((r) => setTimeout(r, delay));
     const segments = url.pathname.slice(API_PREFIX.length).split("/").filter(Boolean).map(decodeURIComponent);
