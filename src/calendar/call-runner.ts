@@ -23,6 +23,8 @@ const ANSWERS: ReadonlySet<CalendarErrorKind> = new Set([
 
 /** Calls that change the calendar (only their success shows that a refused write works again). */
 const WRITES: ReadonlySet<string> = new Set(["events.insert", "events.update", "events.patch", "events.delete"]);
+/** Calls that only read (given up in flight as well when their caller gives up). */
+const READS = /\.(get|list)$/;
 /** Calls that change a calendar's events: each of their attempts passes the guard of `guardingWrites` first. */
 const CHANGES: ReadonlySet<string> = new Set([...WRITES, "events.move"]);
 
@@ -51,6 +53,23 @@ const waitsScope = new AsyncLocalStorage<AbortSignal>();
  */
 export function givingUpWaits<T>(signal: AbortSignal, fn: () => T): T {
   return waitsScope.run(signal, fn);
+}
+
+/** The signal that gives up the reads in flight of the Google calls made within `givingUpAfter`. */
+const readsScope = new AsyncLocalStorage<AbortSignal>();
+
+/**
+ * `givingUpWaits` for `ms`, and reads in flight too: the Google calls `fn` makes are given up once that much time has
+ * passed, with `reason` (a write already sent is still finished). For the bounded waits of one-shot commands.
+ */
+export async function givingUpAfter<T>(ms: number, reason: () => Error, fn: () => Promise<T>): Promise<T> {
+  const wait = new AbortController();
+  const timer = setTimeout(() => wait.abort(reason()), ms);
+  try {
+    return await waitsScope.run(wait.signal, () => readsScope.run(wait.signal, fn));
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The check each attempt of a call that changes a calendar passes within `guardingWrites` (however deep). */
@@ -164,8 +183,12 @@ export class CallRunner {
       }
       const sentAt = performance.now();
       const limit = deadline(this.#o.timeoutMs ?? 30_000);
+      // Within givingUpAfter a read is given up in flight too (nothing of it can have been applied): a one-shot
+      // command's bounded wait does not wait out a Google that does not answer. A write in flight is finished.
+      const readGiveUp = READS.test(operation) ? readsScope.getStore() : undefined;
       try {
-        const res = await send({ signal: limit.signal }).finally(() => {
+        const signal = readGiveUp ? AbortSignal.any([limit.signal, readGiveUp]) : limit.signal;
+        const res = await send({ signal }).finally(() => {
           limit.end();
           permit?.done({ latencyMs: performance.now() - sentAt });
         });
@@ -181,6 +204,7 @@ export class CallRunner {
         health.succeeded(admission);
         return res.data;
       } catch (thrown) {
+        if (readGiveUp?.aborted) throw readGiveUp.reason;
         const err = classifyError(
           attemptFailure(limit, thrown),
           scope,

@@ -4,6 +4,7 @@
 import { request } from "undici";
 import { endpointState } from "../booking/endpoints.ts";
 import { BookingApiError } from "../booking/errors.ts";
+import { givingUpAfter } from "../calendar/call-runner.ts";
 import type { TherapistConfig } from "../config/schema.ts";
 import type { App } from "../daemon/app.ts";
 import { connectCommand } from "../daemon/calendars.ts";
@@ -28,6 +29,8 @@ export interface DoctorOptions {
   storeError?: unknown;
   /** store.url as configured (default: the app's). */
   storeUrl?: string;
+  /** How long each calendar's check waits for Google (default 20 s); then it fails with that. */
+  googleWaitMs?: number;
   /** Send a test message to every notification target (`--notify-test`). */
   notifyTest?: boolean;
 }
@@ -36,6 +39,7 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
   const checks: Check[] = [];
   const { config } = app;
   const storeUrl = redactStoreUrl(options.storeUrl ?? config.store.url);
+  const googleWaitMs = options.googleWaitMs ?? 20_000;
 
   try {
     const services = await app.booking.listServices({ priority: "webhook" });
@@ -79,7 +83,12 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
               : "check google.auth.key_file and the delegation of the service account",
         };
       }
-      const res = await gw.checkAccess();
+      // Bounded: a Google that does not answer fails the check after a while instead of holding doctor for minutes.
+      const res = await givingUpAfter(
+        googleWaitMs,
+        () => new Error(`Google did not answer within ${googleWaitMs / 1000} s`),
+        () => gw.checkAccess(),
+      );
       // Held (not synced) until Google tells which calendar its `primary` is: never ok, whatever the check found.
       const why = held
         ? status.therapists.find((s) => s.therapistId === t.therapist_id)?.credentials.detail

@@ -5,6 +5,7 @@ import { createTask, type ScheduledTask } from "node-cron";
 import { Registry } from "prom-client";
 import { BookingClient } from "../booking/client.ts";
 import { BookingApiError } from "../booking/errors.ts";
+import { givingUpAfter } from "../calendar/call-runner.ts";
 import { reconnectCommand, reconnectRoute } from "../calendar/credential-hints.ts";
 import type { CalendarGateway } from "../calendar/gateway.ts";
 import { GoogleQuotaGate } from "../calendar/quota-gate.ts";
@@ -57,6 +58,11 @@ export interface AppOptions {
   adminListen?: string;
   /** Start no timers of its own (cron, polling): for one-shot commands. */
   oneShot?: boolean;
+  /**
+   * How long a one-shot command waits for Google to tell which calendar each OAuth `primary` mapping is (default
+   * 20 s); those not told by then are held (not synced) for this run, with the reason.
+   */
+  resolveWaitMs?: number;
   /** A one-shot command's own hold of the leader lease (reconcile): its syncs stop once it is lost. Default: always. */
   leading?: () => boolean;
   /**
@@ -804,7 +810,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
   });
   // A one-shot command (doctor, reconcile) knows its calendars before it runs; a daemon listens first.
-  if (options.oneShot) await gateways.verify();
+  if (options.oneShot) await verifyWithin(gateways, options.resolveWaitMs ?? ONE_SHOT_RESOLVE_WAIT_MS);
   else
     void resolveCalendars().catch((err: unknown) =>
       logger.warn({ err: describeError(err) }, "calendars not resolved; tried again at the next credentials check"),
@@ -1052,4 +1058,22 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     }
   };
   return app;
+}
+
+/** How long a one-shot command waits for Google to identify the OAuth `primary` calendars (resolveWaitMs). */
+const ONE_SHOT_RESOLVE_WAIT_MS = 20_000;
+
+/**
+ * A one-shot command (doctor, reconcile, purge's calendars) identifies its calendars before it runs, but does not wait
+ * out a Google that does not answer: each of those calls retries for minutes (30 s a request, five tries), and doctor,
+ * run at 3 a.m. because something is wrong, would say nothing meanwhile. After `waitMs` the calls are given up; a
+ * therapist not identified by then is held for this run, its check says why, and the rest goes on.
+ */
+async function verifyWithin(gateways: TherapistCalendars, waitMs: number): Promise<void> {
+  const seconds = Math.round(waitMs / 1000);
+  await givingUpAfter(
+    waitMs,
+    () => new Error(`Google did not tell within ${seconds} s which calendar this is (asked again at the next run)`),
+    () => gateways.verify(),
+  );
 }
