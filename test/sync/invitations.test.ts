@@ -7,7 +7,7 @@
 // cancelled.)
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { cancels, DAY, daemonHarness, type Harness } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -22,16 +22,6 @@ function twoWay(writeback: { reassign?: boolean } = {}): Promise<Harness> {
       c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
     },
   });
-}
-
-/** Webhooks, the inbox, a poll of every calendar, the engine: three times over. */
-async function settle(x: Harness): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    for (const t of x.world.therapists) await x.app.poller.poll(t);
-    await x.app.engine.idle();
-  }
 }
 
 async function mirrored(x: Harness) {

@@ -5,7 +5,7 @@
 // generation is adopted (not a deletion written back as a cancellation), and the split-off series goes like a marked one.
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { cancels, DAY, daemonHarness, type Harness, iso } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, iso, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -22,15 +22,6 @@ function twoWay(): Promise<Harness> {
       c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
     },
   });
-}
-
-async function settle(x: Harness): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    for (const t of x.world.therapists) await x.app.poller.poll(t);
-    await x.app.engine.idle();
-  }
 }
 
 async function mirrored(x: Harness) {

@@ -91,6 +91,16 @@ export async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_
   }
 }
 
+/** Webhooks, the inbox, a poll of every calendar calbridge can use, the engine: three times over (no reconciliation). */
+export async function settle(x: Harness): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    await x.world.booking.webhooksIdle();
+    await x.app.processor.idle();
+    for (const t of x.world.therapists) if (x.app.sync.mapping.calendarIfAny(t)) await x.app.poller.poll(t);
+    await x.app.engine.idle();
+  }
+}
+
 /** Polls every calendar calbridge can use (a therapist not connected yet has none to poll). */
 export async function pollAll(x: Harness): Promise<void> {
   for (const t of x.world.therapists) if (x.app.sync.mapping.calendarIfAny(t)) await x.app.poller.poll(t);

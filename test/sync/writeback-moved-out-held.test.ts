@@ -6,7 +6,7 @@ import { afterEach, expect, it } from "vitest";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor } from "../../src/calendar/ids.ts";
 import { writebackHeld } from "../../src/cli/writeback-held.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
-import { cancels, DAY, daemonHarness, type Harness, liveOf } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, liveOf, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -34,15 +34,6 @@ async function world(o: { configure?: (c: ConfigInput) => void; mapped?: string[
 const holdAll = (c: ConfigInput) => {
   c.sync = { ...c.sync, writeback_guard: { floor: 0, max_ratio: 0 } };
 };
-
-async function settle(x: Harness): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    for (const t of x.world.therapists) if (x.app.sync.mapping.calendarIfAny(t)) await x.app.poller.poll(t);
-    await x.app.engine.idle();
-  }
-}
 
 async function mirrored(x: Harness, dayOffset = 3, hour = 10) {
   const start = new Date(Date.now() + dayOffset * DAY);

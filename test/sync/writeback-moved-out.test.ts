@@ -4,7 +4,7 @@
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
-import { cancels, DAY, daemonHarness, type Harness, liveOf } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, liveOf, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -28,15 +28,6 @@ async function world(clock?: ManualClock): Promise<Harness> {
   x.world.google.createCalendar(TEAM, "boss@clinic.test", { summary: "Team" });
   x.world.google.shareCalendar(TEAM, "th_1@clinic.test", "reader");
   return x;
-}
-
-async function settle(x: Harness): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    for (const t of x.world.therapists) await x.app.poller.poll(t);
-    await x.app.engine.idle();
-  }
 }
 
 async function mirrored(x: Harness, now = Date.now()) {

@@ -4,7 +4,7 @@ import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -22,15 +22,6 @@ function twoWay(writeback: NonNullable<NonNullable<ConfigInput["sync"]>["writeba
       c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
     },
   });
-}
-
-async function settle(x: Harness): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    for (const t of x.world.therapists) await x.app.poller.poll(t);
-    await x.app.engine.idle();
-  }
 }
 
 async function mirrored(x: Harness) {

@@ -6,7 +6,7 @@ import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import type { Link } from "../../src/sync/types.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -42,16 +42,6 @@ function reassigning(clock: ManualClock): Promise<Harness> {
     { maxAttempts: 2, baseMs: 5_000 },
     clock,
   );
-}
-
-/** Lets every pending webhook, calendar change and write-back finish. */
-async function settle(x: Harness): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await x.world.booking.webhooksIdle();
-    await x.app.processor.idle();
-    for (const t of x.world.therapists) await x.app.poller.poll(t);
-    await x.app.engine.idle();
-  }
 }
 
 function bookingWrites(x: Harness): number {
