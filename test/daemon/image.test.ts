@@ -2,7 +2,8 @@
 // then a clean folder with package.json + package-lock.json, `npm ci --omit=dev`, the built output and the reference
 // config; the daemon started from there with Node 24 against the simulators; /healthz answered on both listeners,
 // /readyz and /metrics on the admin one only (the public one answers 404);
-// SIGTERM ends it with exit code 0. Slow (the native sqlite3 addon builds from source), so the install runs once.
+// SIGTERM ends it with exit code 0. The install runs once; sqlite3's native addon comes from a local prebuild of the
+// repository's own (localPrebuilds), as an image build with network access takes GitHub's release.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,9 +30,19 @@ interface Ran {
 }
 
 /** Runs a command to its end (or the timeout), keeping the tail of its output for the failure message. */
-function run(command: string, args: string[], cwd: string, timeoutMs: number): Promise<Ran> {
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  timeoutMs: number,
+  env: NodeJS.ProcessEnv = {},
+): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, env: { ...process.env, PATH }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, {
+      cwd,
+      env: { ...process.env, PATH, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
     const keep = (d: Buffer) => {
       output = (output + String(d)).slice(-20_000);
@@ -49,6 +60,30 @@ function run(command: string, args: string[], cwd: string, timeoutMs: number): P
 
 function must(ran: Ran, what: string): void {
   if (ran.code !== 0) throw new Error(`${what} failed (exit ${ran.code}):\n${ran.output}`);
+}
+
+/**
+ * sqlite3's install takes a prebuilt addon where it finds one (prebuild-install: GitHub's releases, which this machine
+ * cannot reach, or a folder of local prebuilds) and compiles it from source otherwise, about two minutes of one core.
+ * The repository's own install compiled it already: offered here as the prebuilt archive that release would be, so
+ * the clean install takes it as an image build with network access takes GitHub's. A name that does not match (another
+ * sqlite3 version, N-API level or platform) only means the install compiles it again, as before.
+ */
+function localPrebuilds(tmp: string): string {
+  const dir = join(tmp, "prebuilds");
+  mkdirSync(dir, { recursive: true });
+  const sqlite3 = join(ROOT, "node_modules/sqlite3");
+  const addon = "build/Release/node_sqlite3.node";
+  if (!existsSync(join(sqlite3, addon))) return dir;
+  const { version, binary } = JSON.parse(readFileSync(join(sqlite3, "package.json"), "utf8")) as {
+    version: string;
+    binary?: { napi_versions?: number[] };
+  };
+  for (const napi of binary?.napi_versions ?? []) {
+    const name = `sqlite3-v${version}-napi-v${napi}-${process.platform}-${process.arch}.tar.gz`;
+    spawnSync("tar", ["-czf", join(dir, name), "-C", sqlite3, addon]);
+  }
+  return dir;
 }
 
 describe("the container image, reproduced in a clean folder", () => {
@@ -73,7 +108,9 @@ describe("the container image, reproduced in a clean folder", () => {
       mkdirSync(app);
       for (const f of ["package.json", "package-lock.json"]) cpSync(join(ROOT, f), join(app, f));
       must(
-        await run("npm", ["ci", "--omit=dev", "--no-audit", "--no-fund"], app, INSTALL_TIMEOUT_MS),
+        await run("npm", ["ci", "--omit=dev", "--no-audit", "--no-fund"], app, INSTALL_TIMEOUT_MS, {
+          npm_config_sqlite3_local_prebuilds: localPrebuilds(tmp),
+        }),
         "npm ci --omit=dev",
       );
       cpSync(join(build, "dist"), join(app, "dist"), { recursive: true });
