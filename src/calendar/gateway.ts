@@ -309,7 +309,7 @@ export class CalendarGateway {
         status: 409,
       });
     }
-    if (isInvitation(existing)) {
+    if (isInvitation(existing, this.calendarId)) {
       throw new IdTakenError(
         `events.insert ${eventId}: the id is taken on calendar ${this.calendarId} by an invitation from ${existing.organizer?.email ?? "another calendar"} (a guest's copy of another calendar's event); another generation of the id is used`,
         { kind: "duplicate", status: 409, reason: "duplicate" },

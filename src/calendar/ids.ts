@@ -68,7 +68,7 @@ export function carriesMarks(event: MarkedLike, appointmentId: string): boolean 
 
 /** The part of an event that tells whose copy it is (matches calendar_v3.Schema$Event). */
 export interface OrganizedLike {
-  organizer?: { self?: boolean | null } | null;
+  organizer?: { email?: string | null; self?: boolean | null } | null;
 }
 
 /**
@@ -77,10 +77,15 @@ export interface OrganizedLike {
  * colleague as a guest puts such a copy in the colleague's calendar, under the same event id, without calbridge's
  * private marks (those are "private to the copy of the event that appears on this calendar"): calbridge's id, but never
  * an appointment's event in that calendar. Its changes are the organizer's (or the guest's answer), and deleting it
- * declines the invitation. An event that does not say (a deleted event, only its id) is not taken for one.
+ * declines the invitation. An event that does not say (a deleted event, only its id) is not taken for one, nor one
+ * that carries calbridge's mark (private to the copy calbridge wrote: never a guest's), nor, where the caller knows
+ * the calendar's id, one whose organizer is that calendar.
  */
-export function isInvitation(event: OrganizedLike): boolean {
-  return event.organizer !== undefined && event.organizer !== null && event.organizer.self !== true;
+export function isInvitation(event: OrganizedLike & MarkedLike, calendarId?: string): boolean {
+  const organizer = event.organizer;
+  if (organizer === undefined || organizer === null || organizer.self === true) return false;
+  if (event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] != null) return false;
+  return calendarId === undefined || organizer.email?.toLowerCase() !== calendarId.toLowerCase();
 }
 
 /**

@@ -1,6 +1,7 @@
-// Tests deterministic event ids: stable, valid base32hex, distinct per appointment.
+// Tests deterministic event ids: stable, valid base32hex, distinct per appointment; and which event under such an id
+// is a guest's copy of an invitation.
 import { describe, expect, it } from "vitest";
-import { base32hex, eventIdFor, isValidEventId } from "../../src/calendar/ids.ts";
+import { base32hex, eventIdFor, isInvitation, isValidEventId, namesNoOther } from "../../src/calendar/ids.ts";
 
 describe("eventIdFor", () => {
   it("is deterministic and valid base32hex", () => {
@@ -48,5 +49,25 @@ describe("base32hex", () => {
     expect(enc("foob")).toBe("cpnmuog");
     expect(enc("fooba")).toBe("cpnmuoj1");
     expect(enc("foobar")).toBe("cpnmuoj1e8");
+  });
+});
+
+describe("isInvitation", () => {
+  const guestCopy = { organizer: { email: "anna@clinic.example" } };
+  it("is an event whose organizer is another calendar (organizer.self not set)", () => {
+    expect(isInvitation(guestCopy)).toBe(true);
+    expect(isInvitation({ organizer: { email: "anna@clinic.example", self: false } })).toBe(true);
+    expect(namesNoOther(guestCopy, "apt_1")).toBe(false);
+  });
+  it("is not an event of this calendar, nor one that does not say, nor one carrying calbridge's private mark", () => {
+    expect(isInvitation({ organizer: { email: "ben@clinic.example", self: true } })).toBe(false);
+    expect(isInvitation({})).toBe(false); // a deleted event: only its id
+    expect(isInvitation({ organizer: null })).toBe(false);
+    const marked = { ...guestCopy, extendedProperties: { private: { calbridge_appointment_id: "apt_1" } } };
+    expect(isInvitation(marked)).toBe(false);
+    expect(namesNoOther(marked, "apt_1")).toBe(true);
+    // Where the calendar's id is known, an organizer that is that calendar settles it.
+    expect(isInvitation(guestCopy, "Anna@Clinic.example")).toBe(false);
+    expect(isInvitation(guestCopy, "ben@clinic.example")).toBe(true);
   });
 });
