@@ -2,30 +2,14 @@
 // maps the therapist again while the purge runs stops it there (the events left are not deleted and keep their
 // links), or the daemon would take the later deletions for the therapist's own and send them as cancellations.
 import { afterEach, expect, it } from "vitest";
-import type { Config } from "../../src/config/schema.ts";
-import { type App, createApp } from "../../src/daemon/app.ts";
 import { startWorld } from "../../src/simulator/world.ts";
-import { captureLog } from "../support/log-capture.ts";
-import { runCli, writeConfig } from "./support.ts";
+import { leadingDaemon, runCli, writeConfig } from "./support.ts";
 
 const DAY = 86_400_000;
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
 });
-
-async function leader(config: Config): Promise<App> {
-  const app = await createApp(config, { logger: captureLog("warn").logger, listen: "127.0.0.1:0" });
-  cleanups.push(() => app.stop(3000));
-  await app.start();
-  const until = Date.now() + 10_000;
-  while (!app.lease.isLeader) {
-    if (Date.now() > until) throw new Error("the daemon did not lead");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  await app.reconcile();
-  return app;
-}
 
 it("stops when the daemon beside it maps the therapist again mid-purge: the rest is neither deleted nor forgotten", async () => {
   const w = await startWorld({
@@ -39,7 +23,7 @@ it("stops when the daemon beside it maps the therapist again mid-purge: the rest
   w.booking.seed({ therapists: ["th_anna"], count: 4, from: now + DAY, to: now + 9 * DAY });
   // The daemon runs with (and its reloads change) a configuration of its own.
   const both = structuredClone(w.config);
-  const app = await leader(structuredClone(w.config));
+  const app = await leadingDaemon(structuredClone(w.config), (stop) => cleanups.push(stop));
   const anna = w.calendarOf("th_anna");
   const live = () => w.google.events(anna).filter((e) => e.status !== "cancelled").length;
   const n = live(); // the seed cancels about one in ten

@@ -7,7 +7,9 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import { main } from "../../src/cli.ts";
 import type { Config } from "../../src/config/schema.ts";
+import { type App, createApp } from "../../src/daemon/app.ts";
 import type { World } from "../../src/simulator/world.ts";
+import { captureLog } from "../support/log-capture.ts";
 
 export interface CliResult {
   code: number;
@@ -81,4 +83,26 @@ export function runCliProcess(args: string[], options: { cwd?: string } = {}): P
       resolve({ code: code ?? -1, stdout, stderr });
     });
   });
+}
+
+/**
+ * A daemon on `config` (its own HTTP listeners on free ports) that has taken the store's leader lease and run its first
+ * reconciliation; `stopLater` is handed its stop, for the test's clean-up.
+ */
+export async function leadingDaemon(config: Config, stopLater: (stop: () => Promise<unknown>) => void): Promise<App> {
+  const app = await createApp(config, {
+    logger: captureLog("warn").logger,
+    listen: "127.0.0.1:0",
+    adminListen: "127.0.0.1:0",
+  });
+  let stopped: Promise<void> | undefined;
+  stopLater(() => (stopped ??= app.stop(3000)));
+  await app.start();
+  const until = Date.now() + 10_000;
+  while (!app.lease.isLeader) {
+    if (Date.now() > until) throw new Error("the daemon did not lead");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await app.reconcile();
+  return app;
 }

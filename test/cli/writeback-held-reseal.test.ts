@@ -4,12 +4,11 @@
 // out of those therapists' calendars. It reads tokens with any configured key and seals none again; its decisions
 // still write the calendar and the booking service.
 import { afterEach, describe, expect, it } from "vitest";
-import { type App, createApp } from "../../src/daemon/app.ts";
+import type { App } from "../../src/daemon/app.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
 import { openStore } from "../../src/store/store.ts";
-import { captureLog } from "../support/log-capture.ts";
-import { runCliProcess as cli, writeConfig } from "./support.ts";
+import { runCliProcess as cli, leadingDaemon, writeConfig } from "./support.ts";
 
 const KEY_A = "key-a-0123456789abcdef0123456789abcdef";
 const KEY_B = "key-b-fedcba9876543210fedcba9876543210";
@@ -52,23 +51,7 @@ async function oauthWorld(): Promise<World> {
   return w;
 }
 
-async function leader(w: World): Promise<App> {
-  const app = await createApp(w.config, {
-    logger: captureLog("warn").logger,
-    listen: "127.0.0.1:0",
-    adminListen: "127.0.0.1:0",
-  });
-  let stopped: Promise<void> | undefined;
-  cleanups.push(() => (stopped ??= app.stop(3000)));
-  await app.start();
-  const until = Date.now() + 10_000;
-  while (!app.lease.isLeader) {
-    if (Date.now() > until) throw new Error("the daemon did not lead");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  await app.reconcile();
-  return app;
-}
+const leader = (w: World): Promise<App> => leadingDaemon(w.config, (stop) => cleanups.push(stop));
 
 /** The stored token's row as the store holds it (the envelope names the key it is sealed under). */
 async function storedRow(w: World): Promise<unknown> {

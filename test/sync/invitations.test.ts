@@ -7,7 +7,7 @@
 // cancelled.)
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { cancels, DAY, daemonHarness, type Harness, settle } from "./support.ts";
+import { cancels, type Harness, mirrored, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -15,26 +15,12 @@ afterEach(async () => {
   h = undefined;
 });
 
-function twoWay(writeback: { reassign?: boolean } = {}): Promise<Harness> {
-  return daemonHarness({
-    therapists: 2,
-    configure: (c) => {
-      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
-    },
-  });
-}
-
-async function mirrored(x: Harness) {
-  const start = new Date(Date.now() + 3 * DAY);
-  start.setUTCHours(10, 0, 0, 0);
-  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
+/** th_1's appointment mirrored, and th_2 (whose calendar is their address) invited to its event. */
+async function invited(x: Harness) {
+  const m = await mirrored(x);
+  x.world.google.userEdit(m.cal, m.eventId, { attendees: [{ email: x.world.calendarOf("th_2") }] });
   await settle(x);
-  const id = String(appt.id);
-  const eventId = eventIdFor(id);
-  // th_1 invites th_2 (whose calendar is their address) to the appointment's event.
-  x.world.google.userEdit(x.world.calendarOf("th_1"), eventId, { attendees: [{ email: x.world.calendarOf("th_2") }] });
-  await settle(x);
-  return { id, eventId, own: x.world.calendarOf("th_1"), guest: x.world.calendarOf("th_2") };
+  return { id: m.id, eventId: m.eventId, own: m.cal, guest: x.world.calendarOf("th_2") };
 }
 
 const bookingWrites = (x: Harness) => x.world.booking.requests.filter((r) => r.method !== "GET").length;
@@ -43,7 +29,7 @@ const organizerOf = (x: Harness, cal: string, eventId: string) =>
 
 it("the colleague's copy is left alone and changes nothing: polls, a reconciliation, their declining it", async () => {
   h = await twoWay();
-  const m = await mirrored(h);
+  const m = await invited(h);
   expect(h.world.google.event(m.guest, m.eventId)).toMatchObject({ status: "confirmed", organizer: { email: m.own } });
   // The organizer's change reaches th_2's copy: th_2's poll takes it for no change of an appointment.
   h.world.google.userEdit(m.own, m.eventId, { location: "Room 2" });
@@ -69,7 +55,7 @@ it("the colleague's copy is left alone and changes nothing: polls, a reconciliat
 
 it("the organizer dropping the colleague from the guests cancels the copy: not a cancellation either", async () => {
   h = await twoWay();
-  const m = await mirrored(h);
+  const m = await invited(h);
   h.world.google.userEdit(m.own, m.eventId, { attendees: [] });
   expect(h.world.google.event(m.guest, m.eventId)?.status).toBe("cancelled");
   await settle(h);
@@ -83,7 +69,7 @@ it.each(["kept", "declined"])(
   "an appointment reassigned to the invited colleague (invitation %s) gets an event of its own there; nothing is cancelled",
   async (answer) => {
     h = await twoWay();
-    const m = await mirrored(h);
+    const m = await invited(h);
     if (answer === "declined") {
       h.world.google.userDelete(m.guest, m.eventId);
       await settle(h);
@@ -118,7 +104,7 @@ it.each(["kept", "declined"])(
 
 it("the organizer deleting the event still cancels the appointment: the colleague's copy is no 'Change calendar'", async () => {
   h = await twoWay();
-  const m = await mirrored(h);
+  const m = await invited(h);
   h.world.google.userDelete(m.own, m.eventId);
   await settle(h);
   expect(cancels(h)).toBe(1);
@@ -130,7 +116,7 @@ it("moved to the organizer's own unmapped calendar, the event is not taken for o
   h = await twoWay();
   const PRIVATE = "th1private@group.calendar.google.com";
   h.world.google.createCalendar(PRIVATE, "th_1@clinic.test", { summary: "Private", timeZone: "Europe/Berlin" });
-  const m = await mirrored(h);
+  const m = await invited(h);
   // "Change calendar" to "Private": the invitation follows the event (its organizer is now PRIVATE) and stays in
   // th_2's calendar under the appointment's id.
   h.world.google.userMove(m.own, m.eventId, PRIVATE);
@@ -151,7 +137,7 @@ it.each([false, true])(
     const TEAM = "team@group.calendar.google.com";
     h.world.google.createCalendar(TEAM, "boss@clinic.test", { summary: "Team", timeZone: "Europe/Berlin" });
     h.world.google.shareCalendar(TEAM, "th_1@clinic.test", "writer");
-    const m = await mirrored(h);
+    const m = await invited(h);
     h.world.google.userMove(m.own, m.eventId, TEAM);
     expect(h.world.google.event(m.guest, m.eventId)).toMatchObject({ status: "confirmed", organizer: { email: TEAM } });
     await settle(h);

@@ -5,7 +5,7 @@
 // generation is adopted (not a deletion written back as a cancellation), and the split-off series goes like a marked one.
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { cancels, DAY, daemonHarness, type Harness, iso, settle } from "./support.ts";
+import { cancels, DAY, type Harness, iso, mirrored, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -14,24 +14,6 @@ afterEach(async () => {
 });
 
 const HOUR = 3_600_000;
-
-function twoWay(): Promise<Harness> {
-  return daemonHarness({
-    therapists: 2,
-    configure: (c) => {
-      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
-    },
-  });
-}
-
-async function mirrored(x: Harness) {
-  const start = new Date(Date.now() + 3 * DAY);
-  start.setUTCHours(10, 0, 0, 0);
-  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
-  await settle(x);
-  const id = String(appt.id);
-  return { id, cal: x.world.calendarOf("th_1"), eventId: eventIdFor(id), start: start.getTime() };
-}
 
 const strip = (x: Harness, cal: string, eventId: string) =>
   x.world.google.userEdit(cal, eventId, {

@@ -5,33 +5,13 @@
 // a reconciliation puts them back, and an event without them under calbridge's own id is still the appointment's
 // (a "Change calendar" to a colleague is no cancellation). `calbridge purge` of such an event: test/cli/purge.test.ts.
 import { afterEach, expect, it } from "vitest";
-import { eventIdFor } from "../../src/calendar/ids.ts";
-import type { ConfigInput } from "../../src/config/schema.ts";
-import { cancels, DAY, daemonHarness, type Harness, settle } from "./support.ts";
+import { cancels, type Harness, mirrored, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
   await h?.close();
   h = undefined;
 });
-
-function twoWay(writeback: NonNullable<NonNullable<ConfigInput["sync"]>["writeback"]> = {}): Promise<Harness> {
-  return daemonHarness({
-    therapists: 2,
-    configure: (c) => {
-      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
-    },
-  });
-}
-
-async function mirrored(x: Harness) {
-  const start = new Date(Date.now() + 3 * DAY);
-  start.setUTCHours(10, 0, 0, 0);
-  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
-  await settle(x);
-  const id = String(appt.id);
-  return { id, cal: x.world.calendarOf("th_1"), eventId: eventIdFor(id) };
-}
 
 /** What the other client's PUT left: its own private property only (same times, same text). */
 const strip = (x: Harness, cal: string, eventId: string) =>

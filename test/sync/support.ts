@@ -1,5 +1,7 @@
 // Test support for the sync engine: a simulated world plus an App built from its config by the production wiring.
+import { eventIdFor } from "../../src/calendar/ids.ts";
 import type { ManualClock } from "../../src/clock.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
 import { type App, type AppOptions, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World, type WorldOptions } from "../../src/simulator/world.ts";
@@ -89,6 +91,26 @@ export async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_
     await clock.advance(Math.min(step, ms - t));
     await quiet(x);
   }
+}
+
+/** Two therapists, the daemon running, write-backs without grace periods (`writeback` adds to or overrides that). */
+export function twoWay(writeback: NonNullable<NonNullable<ConfigInput["sync"]>["writeback"]> = {}): Promise<Harness> {
+  return daemonHarness({
+    therapists: 2,
+    configure: (c) => {
+      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
+    },
+  });
+}
+
+/** An appointment of th_1 three days ahead at 10:00 UTC, mirrored into th_1's calendar (settled). */
+export async function mirrored(x: Harness): Promise<{ id: string; cal: string; eventId: string; start: number }> {
+  const start = new Date(Date.now() + 3 * DAY);
+  start.setUTCHours(10, 0, 0, 0);
+  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
+  await settle(x);
+  const id = String(appt.id);
+  return { id, cal: x.world.calendarOf("th_1"), eventId: eventIdFor(id), start: start.getTime() };
 }
 
 /** Webhooks, the inbox, a poll of every calendar calbridge can use, the engine: three times over (no reconciliation). */

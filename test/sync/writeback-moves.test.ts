@@ -3,8 +3,19 @@
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
-import type { ConfigInput } from "../../src/config/schema.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet, settle } from "./support.ts";
+import {
+  DAY,
+  daemonHarness,
+  type Harness,
+  iso,
+  liveOf,
+  mirrored,
+  pass,
+  pollAll,
+  quiet,
+  settle,
+  twoWay,
+} from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -15,24 +26,6 @@ afterEach(async () => {
 const HOUR = 3_600_000;
 
 /** A running daemon with two therapists and no grace periods (these tests are about what is sent, not when). */
-function twoWay(writeback: NonNullable<NonNullable<ConfigInput["sync"]>["writeback"]> = {}): Promise<Harness> {
-  return daemonHarness({
-    therapists: 2,
-    configure: (c) => {
-      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
-    },
-  });
-}
-
-async function mirrored(x: Harness) {
-  const start = new Date(Date.now() + 3 * DAY);
-  start.setUTCHours(10, 0, 0, 0);
-  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
-  await settle(x);
-  const id = String(appt.id);
-  return { id, cal: x.world.calendarOf("th_1"), eventId: eventIdFor(id), start: start.getTime() };
-}
-
 const at = (ms: number) => ({ start: { dateTime: iso(ms) }, end: { dateTime: iso(ms + HOUR) } });
 const startOf = (ev: Record<string, unknown> | undefined) =>
   Date.parse(String((ev?.start as { dateTime?: string } | undefined)?.dateTime));
