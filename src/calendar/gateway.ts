@@ -310,6 +310,10 @@ export class CalendarGateway {
       });
     }
     if (isInvitation(existing, this.calendarId)) {
+      this.#logger.info(
+        { calendar_id: this.calendarId, event_id: eventId, organizer: existing.organizer?.email },
+        "the event id is taken in this calendar by an invitation (a guest's copy of another calendar's event): it is left alone, and the appointment's event is written under the next generation of its id",
+      );
       throw new IdTakenError(
         `events.insert ${eventId}: the id is taken on calendar ${this.calendarId} by an invitation from ${existing.organizer?.email ?? "another calendar"} (a guest's copy of another calendar's event); another generation of the id is used`,
         { kind: "duplicate", status: 409, reason: "duplicate" },

@@ -7,6 +7,7 @@
 // cancelled.)
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { captureLog } from "../support/log-capture.ts";
 import { cancels, type Harness, mirrored, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
@@ -68,7 +69,8 @@ it("the organizer dropping the colleague from the guests cancels the copy: not a
 it.each(["kept", "declined"])(
   "an appointment reassigned to the invited colleague (invitation %s) gets an event of its own there; nothing is cancelled",
   async (answer) => {
-    h = await twoWay();
+    const log = captureLog("info");
+    h = await twoWay({}, log.logger);
     const m = await invited(h);
     if (answer === "declined") {
       h.world.google.userDelete(m.guest, m.eventId);
@@ -89,6 +91,10 @@ it.each(["kept", "declined"])(
       organizer: { email: m.guest, self: true },
       extendedProperties: { private: { calbridge_appointment_id: m.id, calbridge_managed: "1" } },
     });
+    if (answer === "kept") {
+      const line = log.find((l) => String(l.msg).startsWith("the event id is taken in this calendar by an invitation"));
+      expect(line).toMatchObject({ calendar_id: m.guest, event_id: m.eventId, organizer: m.own });
+    }
     // No notice: nobody's deletion was refused (the first id was only taken by the invitation).
     expect(String(live[0]?.description ?? "")).not.toMatch(/calbridge:/);
     expect(h.live("th_1")).toHaveLength(0);

@@ -3,7 +3,7 @@ import { eventIdFor } from "../../src/calendar/ids.ts";
 import type { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import { type App, type AppOptions, createApp } from "../../src/daemon/app.ts";
-import { silentLogger } from "../../src/log.ts";
+import { type Logger, silentLogger } from "../../src/log.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World, type WorldOptions } from "../../src/simulator/world.ts";
 
 export interface Harness {
@@ -94,9 +94,13 @@ export async function pass(x: Harness, clock: ManualClock, ms: number, step = 5_
 }
 
 /** Two therapists, the daemon running, write-backs without grace periods (`writeback` adds to or overrides that). */
-export function twoWay(writeback: NonNullable<NonNullable<ConfigInput["sync"]>["writeback"]> = {}): Promise<Harness> {
+export function twoWay(
+  writeback: NonNullable<NonNullable<ConfigInput["sync"]>["writeback"]> = {},
+  logger?: Logger,
+): Promise<Harness> {
   return daemonHarness({
     therapists: 2,
+    ...(logger ? { logger } : {}),
     configure: (c) => {
       c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...writeback } };
     },
