@@ -4,19 +4,13 @@
 // sample (300 appointments) has its other mapped ids looked up by id, and only those, so a rare therapist is not
 // taken for a typo.
 import { afterEach, describe, expect, it } from "vitest";
+import type { Check } from "../../src/cli/doctor.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { openStore } from "../../src/store/store.ts";
 import { runCli, writeConfig } from "./support.ts";
 
 const DAY = 86_400_000;
-
-interface Check {
-  name: string;
-  status: "ok" | "warn" | "fail";
-  detail: string;
-  fix?: string;
-}
 
 const worlds: World[] = [];
 afterEach(async () => {

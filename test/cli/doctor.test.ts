@@ -6,6 +6,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import type { Check } from "../../src/cli/doctor.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulator/world.ts";
 import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
@@ -17,13 +18,6 @@ import { runCli, writeConfig } from "./support.ts";
 const DAY = 86_400_000;
 const PUBLIC_URL = "https://sync.example/webhooks/booking";
 const APPOINTMENT_EVENTS = ["appointment.created", "appointment.updated", "appointment.cancelled"];
-
-interface Check {
-  name: string;
-  status: "ok" | "warn" | "fail";
-  detail: string;
-  fix?: string;
-}
 
 const worlds: World[] = [];
 afterEach(async () => {
