@@ -2,8 +2,9 @@
 // therapist_id the booking service does not use (a typo, an id from another account) maps nobody: the daemon lists
 // nothing for it, mirrors nothing, and cannot tell it from a therapist without bookings, so it says nothing. Doctor is
 // where an admin looks: an id with no appointment in the window is named, with the ids that do have appointments
-// and are not mapped (and the one whose name matches, if any). The booking service's therapist endpoints are not in
+// and are not mapped (and the one whose name matches the entry's, or whose id is a slip or two away from it). The booking service's therapist endpoints are not in
 // the spec, so appointments are the only evidence; a therapist with no bookings yet is a warning, not a failure.
+import { distance } from "fastest-levenshtein";
 import type { BookingClient } from "../booking/client.ts";
 import { PER_PAGE } from "../booking/constants.ts";
 import type { Config } from "../config/schema.ts";
@@ -88,12 +89,14 @@ export async function therapistIdChecks(booking: Lister, config: Config, now: nu
   const checks = unseen.map((t): Check => {
     const id = t.therapist_id;
     const wanted = t.name?.trim().toLowerCase();
-    const match = wanted ? unmapped.find(([, name]) => name?.trim().toLowerCase() === wanted) : undefined;
+    const match =
+      (wanted ? unmapped.find(([, name]) => name?.trim().toLowerCase() === wanted) : undefined) ??
+      spelledLike(id, unmapped);
     return {
       name: `therapist id ${id}`,
       status: "warn",
       detail: `no appointment under ${id} ${span}: calbridge has nothing to mirror for it${others}`,
-      fix: `${match ? `did you mean ${match[0]} (${match[1]})? ` : ""}check therapist_id against the booking service: an id it does not use maps nobody, and nothing else says so; nothing to do if ${id} has no bookings in the window yet`,
+      fix: `${match ? `did you mean ${match[1] ? `${match[0]} (${match[1]})` : match[0]}? ` : ""}check therapist_id against the booking service: an id it does not use maps nobody, and nothing else says so; nothing to do if ${id} has no bookings in the window yet`,
     };
   });
   if (checks.length > 0) return checks;
@@ -109,6 +112,12 @@ export async function therapistIdChecks(booking: Lister, config: Config, now: nu
       detail: `${checked === mapped.length ? "every mapped therapist has" : `${checked} mapped therapists have`} appointments ${span}${skipped}${unmapped.length > 0 ? `; not mapped: ${named(unmapped)}` : ""}`,
     },
   ];
+}
+
+/** The unmapped id one or two typing slips away from `id` (a transposition counts two), if exactly one is. */
+function spelledLike(id: string, unmapped: [string, string | undefined][]): [string, string | undefined] | undefined {
+  const near = unmapped.filter(([other]) => distance(id.toLowerCase(), other.toLowerCase()) <= 2);
+  return near.length === 1 ? near[0] : undefined;
 }
 
 function notChecked(why: string): Check {

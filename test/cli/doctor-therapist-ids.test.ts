@@ -73,6 +73,24 @@ describe("calbridge doctor: therapist ids", () => {
     ]);
   });
 
+  it("without a name in the entry, suggests the unmapped id a typing slip away, and only a single one", async () => {
+    const w = await world(["th_anna", "th_ben", "th_cleo"]);
+    for (const t of w.therapists) seed(w, t, 2);
+    const r = await doctor(w, (c) => {
+      c.therapists = [{ ...c.therapists[2]!, therapist_id: "th_celo" }]; // cleo transposed, no name:
+    });
+    const [line] = idChecks(r.checks);
+    expect(line).toMatchObject({ name: "therapist id th_celo", status: "warn" });
+    expect(line!.fix).toMatch(/^did you mean th_cleo \(Cleo\)\? /);
+    // Two ids as near: no guess.
+    const w2 = await world(["th_ab", "th_ac"]);
+    for (const t of w2.therapists) seed(w2, t, 2);
+    const r2 = await doctor(w2, (c) => {
+      c.therapists = [{ ...c.therapists[0]!, therapist_id: "th_aa" }];
+    });
+    expect(idChecks(r2.checks)[0]!.fix).toMatch(/^check therapist_id/);
+  });
+
   it("cannot check anything against a booking service with no appointments in the window, and says so", async () => {
     const w = await world(["th_anna"]);
     const r = await doctor(w);
