@@ -6,9 +6,8 @@ import { afterEach, expect, it } from "vitest";
 import { runDoctor } from "../../src/cli/doctor.ts";
 import { createApp } from "../../src/daemon/app.ts";
 import { startWorld } from "../../src/simulator/world.ts";
-import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
-import { openStore } from "../../src/store/store.ts";
 import { captureLog } from "../support/log-capture.ts";
+import { connectByOAuth } from "./support.ts";
 
 const KEY = "key-a-0123456789abcdef0123456789abcdef";
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -30,14 +29,7 @@ it("doctor answers while Google keeps requests unanswered: the silent calendars 
     },
   });
   cleanups.push(() => w.close());
-  const client = w.google.registerOAuthClient();
-  w.config.google.oauth = client;
-  const store = await openStore(w.config.store.url);
-  await new CredentialStore({ store, box: new SecretBox(KEY) }).saveRefreshToken(
-    "th_anna",
-    w.google.issueRefreshToken(w.calendarOf("th_anna"), client.client_id),
-  );
-  await store.close();
+  await connectByOAuth(w, "th_anna", KEY);
 
   // Google takes the first question about th_anna's `primary`, and the first about th_ben's calendar, and never answers.
   let answer = () => {};

@@ -12,7 +12,7 @@ import type { App } from "../../src/daemon/app.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
 import { openStore } from "../../src/store/store.ts";
-import { runCliProcess as cli, leadingDaemon, writeConfig } from "./support.ts";
+import { runCliProcess as cli, connectByOAuth, leadingDaemon, writeConfig } from "./support.ts";
 
 const KEY_A = "key-a-0123456789abcdef0123456789abcdef";
 const KEY_B = "key-b-fedcba9876543210fedcba9876543210";
@@ -38,14 +38,7 @@ async function oauthWorld(calendarId: (address: string) => string): Promise<Worl
     },
   });
   cleanups.push(() => w.close());
-  const client = w.google.registerOAuthClient();
-  w.config.google.oauth = client;
-  const store = await openStore(w.config.store.url);
-  await new CredentialStore({ store, box: new SecretBox(KEY_A) }).saveRefreshToken(
-    "th_anna",
-    w.google.issueRefreshToken(w.calendarOf("th_anna"), client.client_id),
-  );
-  await store.close();
+  await connectByOAuth(w, "th_anna", KEY_A);
   const now = Date.now();
   w.booking.seed({ therapists: w.therapists, count: 3, from: now + DAY, to: now + 5 * DAY });
   return w;

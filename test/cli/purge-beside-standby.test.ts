@@ -5,10 +5,9 @@
 // deletions for the therapist's own: cancellations.
 import { afterEach, describe, expect, it } from "vitest";
 import type { Config } from "../../src/config/schema.ts";
-import { type App, createApp } from "../../src/daemon/app.ts";
+import type { App } from "../../src/daemon/app.ts";
 import { startWorld } from "../../src/simulator/world.ts";
-import { captureLog } from "../support/log-capture.ts";
-import { runCliProcess as cli, writeConfig } from "./support.ts";
+import { runCliProcess as cli, leadingDaemon, startedDaemon, writeConfig } from "./support.ts";
 
 const DAY = 86_400_000;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -16,25 +15,8 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
 });
 
-async function daemon(config: Config, lead: boolean): Promise<App> {
-  const app = await createApp(config, {
-    logger: captureLog("warn").logger,
-    listen: "127.0.0.1:0",
-    adminListen: "127.0.0.1:0",
-  });
-  let stopped: Promise<void> | undefined;
-  cleanups.push(() => (stopped ??= app.stop(3000)));
-  await app.start();
-  if (lead) {
-    const until = Date.now() + 10_000;
-    while (!app.lease.isLeader) {
-      if (Date.now() > until) throw new Error("the daemon did not lead");
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    await app.reconcile();
-  }
-  return app;
-}
+const daemon = (config: Config, lead: boolean): Promise<App> =>
+  (lead ? leadingDaemon : startedDaemon)(config, (stop) => cleanups.push(stop));
 
 describe("purge beside a leader: the watch ledger a standby wrote", () => {
   it("refuses purge in a calendar the LEADER still syncs after a standby started with the edited file", async () => {

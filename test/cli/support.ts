@@ -9,6 +9,8 @@ import { main } from "../../src/cli.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import type { World } from "../../src/simulator/world.ts";
+import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
+import { openStore } from "../../src/store/store.ts";
 import { captureLog } from "../support/log-capture.ts";
 
 export interface CliResult {
@@ -85,11 +87,8 @@ export function runCliProcess(args: string[], options: { cwd?: string } = {}): P
   });
 }
 
-/**
- * A daemon on `config` (its own HTTP listeners on free ports) that has taken the store's leader lease and run its first
- * reconciliation; `stopLater` is handed its stop, for the test's clean-up.
- */
-export async function leadingDaemon(config: Config, stopLater: (stop: () => Promise<unknown>) => void): Promise<App> {
+/** A daemon on `config`, started (its own HTTP listeners on free ports); `stopLater` is handed its stop. */
+export async function startedDaemon(config: Config, stopLater: (stop: () => Promise<unknown>) => void): Promise<App> {
   const app = await createApp(config, {
     logger: captureLog("warn").logger,
     listen: "127.0.0.1:0",
@@ -98,6 +97,12 @@ export async function leadingDaemon(config: Config, stopLater: (stop: () => Prom
   let stopped: Promise<void> | undefined;
   stopLater(() => (stopped ??= app.stop(3000)));
   await app.start();
+  return app;
+}
+
+/** startedDaemon, once it has taken the store's leader lease and run its first reconciliation. */
+export async function leadingDaemon(config: Config, stopLater: (stop: () => Promise<unknown>) => void): Promise<App> {
+  const app = await startedDaemon(config, stopLater);
   const until = Date.now() + 10_000;
   while (!app.lease.isLeader) {
     if (Date.now() > until) throw new Error("the daemon did not lead");
@@ -105,4 +110,22 @@ export async function leadingDaemon(config: Config, stopLater: (stop: () => Prom
   }
   await app.reconcile();
   return app;
+}
+
+/**
+ * Connects `therapistId` by OAuth in the world: an OAuth client of the emulator in the world's config, and the
+ * therapist's refresh token stored sealed under `key`, as `calbridge authorize` leaves it.
+ */
+export async function connectByOAuth(world: World, therapistId: string, key: string): Promise<void> {
+  const client = world.google.registerOAuthClient();
+  world.config.google.oauth = client;
+  const store = await openStore(world.config.store.url);
+  try {
+    await new CredentialStore({ store, box: new SecretBox(key) }).saveRefreshToken(
+      therapistId,
+      world.google.issueRefreshToken(world.calendarOf(therapistId), client.client_id),
+    );
+  } finally {
+    await store.close();
+  }
 }
