@@ -10,7 +10,12 @@ import type { App } from "../daemon/app.ts";
 import { connectCommand } from "../daemon/calendars.ts";
 import { checkDisk, checkStore, checkStoreWrite, storeFolderOf } from "../daemon/health.ts";
 import { deadline } from "../deadline.ts";
-import { LEASE_PERMISSIONS_FIX, LeasePermissionError } from "../store/lease.ts";
+import {
+  LEASE_PERMISSIONS_FIX,
+  LeasePermissionError,
+  SUBSCRIBE_PERMISSIONS_FIX,
+  SubscribePermissionError,
+} from "../store/lease.ts";
 import { CredentialDecryptError } from "../store/secrets.ts";
 import { probeWrite, redactStoreUrl, StoreMissingError } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
@@ -182,14 +187,20 @@ async function storeCheck(app: App, options: DoctorOptions, storeUrl: string): P
       fix: `free space on the volume of ${folder} (or grow it), or lower store.min_free_mb; below it ${outage}`,
     };
   }
-  // A Redis user without scripting: the daemon refuses to start (its replicas could never lead).
+  // A Redis user without scripting, or without SUBSCRIBE: the daemon refuses to start (its replicas could never lead,
+  // or never tell each other of accepted webhooks).
   const refused = await app.lease.checkPermissions().then(
     () => undefined,
-    (err: unknown) => (err instanceof LeasePermissionError ? err.refusal : undefined),
+    (err: unknown) =>
+      err instanceof LeasePermissionError || err instanceof SubscribePermissionError ? err : undefined,
   );
-  if (refused !== undefined) {
-    const detail = `Redis answers but refuses the leader lease's script: ${refused} (${storeUrl})`;
+  if (refused instanceof LeasePermissionError) {
+    const detail = `Redis answers but refuses the leader lease's script: ${refused.refusal} (${storeUrl})`;
     return { name, status: "fail", detail, fix: LEASE_PERMISSIONS_FIX };
+  }
+  if (refused instanceof SubscribePermissionError) {
+    const detail = `Redis answers but refuses SUBSCRIBE on calbridge's channels: ${refused.refusal} (${storeUrl})`;
+    return { name, status: "fail", detail, fix: SUBSCRIBE_PERMISSIONS_FIX };
   }
   const room = folder ? `; ${disk.detail}` : "";
   return { name, status: "ok", detail: `${app.store.kind} answers and takes a write (${storeUrl})${room}` };

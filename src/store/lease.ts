@@ -22,6 +22,10 @@ export const LEASE_PERMISSIONS_FIX =
   "let calbridge's Redis user run scripts: `ACL SETUSER <user> +@scripting` (at least `+eval`), besides GET, SET, " +
   "PTTL, PEXPIRE, DEL, PUBLISH and SUBSCRIBE on the calbridge:* keys and channels (README: Deployment)";
 
+/** What a Redis user needs for calbridge's notices between replicas, named wherever Redis refuses SUBSCRIBE. */
+export const SUBSCRIBE_PERMISSIONS_FIX =
+  "let calbridge's Redis user subscribe to its channels: `ACL SETUSER <user> +subscribe &calbridge:*` (README: Deployment)";
+
 // The start's check: every command of the two scripts, on a key of its own that is never there, and a channel no replica
 // listens on (a notice on RELEASED_CHANNEL would let a standby lead at once). KEYS[1] probe key · ARGV[1] channel.
 const PROBE_SCRIPT = `redis.call("GET", KEYS[1]) redis.call("PEXPIRE", KEYS[1], 1) redis.call("DEL", KEYS[1]) redis.call("PUBLISH", ARGV[1], "") return 1`;
@@ -32,6 +36,21 @@ const PROBE_SCRIPT = `redis.call("GET", KEYS[1]) redis.call("PEXPIRE", KEYS[1], 
  */
 export function isNoPermission(err: unknown): boolean {
   return err instanceof Error && /^NOPERM\b|The user executing the script can't run/.test(err.message);
+}
+
+/**
+ * Redis refused SUBSCRIBE at start (NOPERM): replicas tell each other on calbridge's channels of accepted webhooks, new
+ * credentials, push notifications and a released lease; `refusal` is Redis's own message.
+ */
+export class SubscribePermissionError extends Error {
+  readonly refusal: string;
+  constructor(refusal: string) {
+    super(
+      `store: Redis refuses SUBSCRIBE on calbridge's channels (replicas tell each other of accepted webhooks, new credentials and a released lease there): ${refusal}; ${SUBSCRIBE_PERMISSIONS_FIX}`,
+    );
+    this.refusal = refusal;
+    this.name = "SubscribePermissionError";
+  }
 }
 
 /** Redis refused the lease's script at start (NOPERM); `refusal` is Redis's own message. */
@@ -187,6 +206,8 @@ export class LeaderLease {
     if (probe.kind === "error" && isNoPermission(probe.error)) {
       throw new LeasePermissionError(messageOf(probe.error));
     }
+    const deaf = await this.#probeSubscribe(this.#renewEveryMs);
+    if (deaf !== undefined) throw new SubscribePermissionError(deaf);
   }
 
   get #renewEveryMs(): number {
@@ -488,8 +509,33 @@ export class LeaderLease {
         }),
       )
       .catch((err: unknown) => {
-        if (this.#subscriber === sub) this.#log.debug({ err }, "lease: no release notices, polling only");
+        if (this.#subscriber !== sub) return;
+        // Checked at start: a refusal here means the ACL changed since; hand-overs then wait for the lease to lapse.
+        if (isNoPermission(err))
+          this.#log.warn(
+            { err, fix: SUBSCRIBE_PERMISSIONS_FIX },
+            `lease: Redis refuses SUBSCRIBE on ${RELEASED_CHANNEL}: a standby takes over only when the lease lapses`,
+          );
+        else this.#log.debug({ err }, "lease: no release notices, polling only");
       });
+  }
+
+  /**
+   * Subscribes once to the release notices' channel on a connection of its own; answers Redis's refusal (NOPERM), or
+   * undefined (allowed, or not answered within `timeoutMs`: the lease's own retries and the store check say that).
+   */
+  async #probeSubscribe(timeoutMs: number): Promise<string | undefined> {
+    const sub = this.#redis.duplicate();
+    sub.on("error", () => {});
+    try {
+      const outcome = await this.#call(async () => {
+        await sub.connect();
+        await sub.subscribe(RELEASED_CHANNEL, () => {});
+      }, timeoutMs);
+      return outcome.kind === "error" && isNoPermission(outcome.error) ? messageOf(outcome.error) : undefined;
+    } finally {
+      if (sub.isOpen) sub.destroy();
+    }
   }
 
   /** Runs a Redis call that may hang (an unreachable server queues commands) against a deadline. */

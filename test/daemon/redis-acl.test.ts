@@ -89,6 +89,42 @@ describe.skipIf(!redisTestsEnabled("redis-acl"))("a Redis user without scripting
     );
   });
 
+  it("a user who may not SUBSCRIBE: refused at start with the fix, as doctor's store check does; allowed, all is well", async () => {
+    // What README lists, without SUBSCRIBE: the start met Redis's bare NOPERM while subscribing to the inbox notices.
+    const allowed = "get set mget exists del unlink scan multi exec pttl pexpire ping publish eval".split(" ");
+    const rules = ["on", ">secret", "~calbridge:*", "&calbridge:*", "+@connection", ...allowed.map((c) => `+${c}`)];
+    await setUser("deaf", ...rules);
+    const w = await world(userUrl("deaf"));
+    const daemon = await app(w.config);
+    await expect(daemon.start()).rejects.toThrow(
+      /^store: Redis refuses SUBSCRIBE on calbridge's channels \(replicas tell each other of accepted webhooks.*\): NOPERM .*'subscribe'.*; let calbridge's Redis user subscribe to its channels: `ACL SETUSER <user> \+subscribe &calbridge:\*`/,
+    );
+    expect(daemon.lease.isLeader).toBe(false);
+    const doctorOf = async (config: Config) =>
+      (await runDoctor(await app(config, { oneShot: true, readOnly: true }))).find((c) => c.name === "store");
+    expect(await doctorOf(w.config)).toMatchObject({
+      status: "fail",
+      detail: expect.stringMatching(
+        /^Redis answers but refuses SUBSCRIBE on calbridge's channels: NOPERM .*'subscribe'/,
+      ),
+      fix: expect.stringContaining("+subscribe &calbridge:*"),
+    });
+
+    // Allowed only on other channels: refused the same way.
+    await setUser("elsewhere", ...rules.map((r) => (r === "&calbridge:*" ? "&other:*" : r)), "+subscribe");
+    await expect((await app((await world(userUrl("elsewhere"))).config)).start()).rejects.toThrow(
+      /^store: Redis refuses SUBSCRIBE on calbridge's channels .*: NOPERM .*channel/,
+    );
+
+    // With SUBSCRIBE, what README lists is enough: doctor's store check passes and the replica leads.
+    await setUser("hearing", ...rules, "+subscribe");
+    const w2 = await world(userUrl("hearing"));
+    expect(await doctorOf(w2.config)).toMatchObject({ status: "ok" });
+    const hearing = await app(w2.config);
+    await hearing.start();
+    await waitFor("the replica to lead", () => hearing.lease.isLeader, 5000);
+  });
+
   it("a refusal that begins at run time is logged at error with the fix and shown in /status until it ends", async () => {
     // Only what README says calbridge needs: these commands on the calbridge:* keys and channels.
     const needed = "get set mget exists del unlink scan multi exec pttl pexpire ping publish subscribe eval".split(" ");
