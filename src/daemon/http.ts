@@ -43,11 +43,18 @@ export interface HttpServer extends Listener {
   close(graceMs: number): Promise<void>;
 }
 
+/**
+ * Host and port of a listen address. `localhost` is bound as 127.0.0.1: node binds the first address the resolver
+ * gives, which is ::1 where /etc/hosts also lists `::1 localhost` (a Docker container's does, and RFC 6724 puts ::1
+ * first), so `admin.listen: localhost:9090` answered on ::1 only while the image's HEALTHCHECK asks 127.0.0.1, and
+ * where IPv6 is turned off the listener could not start at all (EADDRNOTAVAIL). `[::1]` asks for IPv6 explicitly.
+ */
 export function parseListen(listen: string): { host: string; port: number } {
   const i = listen.lastIndexOf(":");
-  const host = listen.slice(0, i).replace(/^\[(.*)\]$/, "$1");
+  const named = listen.slice(0, i).replace(/^\[(.*)\]$/, "$1");
+  const host = named.toLowerCase() === "localhost" ? "127.0.0.1" : named;
   const port = Number(listen.slice(i + 1));
-  if (i <= 0 || !host || !Number.isInteger(port) || port < 0 || port > 65535) {
+  if (i <= 0 || !named || !Number.isInteger(port) || port < 0 || port > 65535) {
     throw new Error(`http: "${listen}" is not host:port`);
   }
   return { host, port };
@@ -56,7 +63,7 @@ export function parseListen(listen: string): { host: string; port: number } {
 /** Whether a listen address can only be reached from this machine. */
 export function isLoopback(listen: string): boolean {
   const { host } = parseListen(listen);
-  return host === "localhost" || host === "::1" || /^127\./.test(host);
+  return host === "::1" || /^127\./.test(host);
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {

@@ -398,6 +398,16 @@ describe("routing", () => {
     expect(() => parseListen("8080")).toThrow(/not host:port/);
   });
 
+  it("binds localhost as 127.0.0.1, where the image's health check asks, whatever the resolver puts first", async () => {
+    expect(parseListen("localhost:9090")).toEqual({ host: "127.0.0.1", port: 9090 });
+    expect(parseListen("LocalHost:9090")).toEqual({ host: "127.0.0.1", port: 9090 });
+    const http = await createHttpServer({ name: "admin", listen: "localhost:0" });
+    servers.push(http);
+    expect(http.server.address()).toMatchObject({ address: "127.0.0.1", family: "IPv4" });
+    expect(http.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect((await fetch(`${http.url}/healthz`)).status).toBe(200);
+  });
+
   it("reports a port that is already taken", async () => {
     const { http } = await start();
     const port = new URL(http.url).port;
