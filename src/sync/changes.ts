@@ -1,5 +1,6 @@
 // Owns telling what changed on each side since the link was written: the booking's times, status and therapist, and
-// how the therapist changed the event (deleted, moved, resized, made all-day or repeating).
+// how the therapist changed the event (deleted, moved, resized, made all-day or repeating); and whether an appointment
+// has begun.
 import { bookingInstant } from "../booking/instant.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
@@ -49,4 +50,14 @@ export function showsBooking(event: CalEvent | null | undefined, appt: Appointme
   // Google keeps whole seconds (see instantOf).
   const sec = (iso: string | undefined | null) => Math.floor(bookingInstant(iso) / 1000) * 1000;
   return instantOf(event?.start) === sec(appt.start_time) && instantOf(event?.end) === sec(appt.end_time);
+}
+
+/**
+ * Whether the appointment has begun (its start is not in the future). A deleted event of such an appointment is never
+ * a cancellation: cancelling a session that has begun or is over would e-mail the customer about it and may refund
+ * them (the refund "follows the business's policy"); therapists delete past events to tidy their calendar.
+ */
+export function begun(appt: Appointment | Snapshot, now: number): boolean {
+  const start = bookingInstant(appt.start_time);
+  return !Number.isNaN(start) && start <= now;
 }

@@ -74,7 +74,7 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   const watched = new WatchedCalendars(o.store, o.clock);
   mapping.watched = watched;
   const links = new LinkStore(o.store, mapping, o.clock);
-  const planner = new Planner(mapping);
+  const planner = new Planner(mapping, o.clock);
   links.upgrade = linkUpgrade(mapping, planner);
   const activity = new Activity(o.clock);
   const leftBehind = new LeftBehindEvents(o.store, o.clock);

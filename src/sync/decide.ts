@@ -6,9 +6,10 @@ import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
-import { bookingChanged, calendarChange, showsBooking } from "./changes.ts";
+import { begun, bookingChanged, calendarChange, showsBooking } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
+import { lostRecordsNote } from "./unsent-notes.ts";
 import { unwatchedChange } from "./watched.ts";
 
 export { bookingChanged, type CalendarChange, calendarChange } from "./changes.ts";
@@ -42,6 +43,8 @@ export interface DecideInput {
   /** Epoch ms since which the link's therapist's calendar has been watched (0: all along; see watched.ts). */
   watchedSince?: number;
   conflict: "booking_wins" | "calendar_wins";
+  /** Epoch ms now: an appointment that has begun is not cancelled from the calendar (see `begun`). */
+  now: number;
 }
 
 /** The event when it exists and is not deleted. */
@@ -99,11 +102,18 @@ export function decide(input: DecideInput): Action {
     if (link && !link.present && link.removedBy === "calendar" && !bookingChanged(link, appt) && !broughtBack) {
       return none("deleted in the calendar; the write-back is pending or was declined");
     }
+    // No record, and a person deleted the event of an appointment that has begun: left deleted. The link of a past
+    // appointment expires with the sync window; Google's full listing (after a 410, or a first poll) then reports
+    // the old deletion again, and recreated with the note below it invited a deletion that cancelled a past session.
+    if (!link && event?.status === "cancelled" && begun(appt, input.now)) {
+      return none("deleted in the calendar, and the appointment has begun: left deleted, nothing sent");
+    }
     const desired = bodyOf(wish);
     const existing = live(event);
     // No record at all (the store was lost, or a crash before the link was written): should Google refuse the id, a
     // person deleted that event and the deletion was never sent. The event comes back saying so, never a cancellation.
-    const unsent = !link && (appt.status ?? "confirmed") === "confirmed" ? { unsent: unsentNotice(input) } : {};
+    const unsent =
+      !link && (appt.status ?? "confirmed") === "confirmed" ? { unsent: lostRecordsNote(input.writeback.cancel) } : {};
     if (existing) {
       if (fingerprint(existing, owned) === printOf(desired) && carriesMarks(existing, id)) {
         return {
@@ -168,6 +178,11 @@ export function decide(input: DecideInput): Action {
     }
     if ((appt.status ?? "confirmed") !== "confirmed") {
       return restore(`the appointment is ${appt.status}; only confirmed appointments can be changed from the calendar`);
+    }
+    if (change === "deleted" && begun(appt, input.now)) {
+      return restore(
+        "the appointment has begun, so deleting its event does not cancel it (a cancellation would tell the customer and may refund them); cancel it, or mark it a no-show, in the booking service",
+      );
     }
     if (change === "deleted") {
       return wb.cancel
@@ -281,19 +296,4 @@ export function decide(input: DecideInput): Action {
     };
   };
   return withNotice(pushBooking());
-}
-
-/**
- * The note of an event a person deleted while calbridge had no record of it (see the `unsent` of an Action); one string
- * for every action, which a cold reconciliation plans by the thousand.
- */
-const LOST =
-  "calbridge: this event was deleted in the calendar while calbridge had lost its records of it, so the appointment was not cancelled.";
-const UNSENT = {
-  cancel: `${LOST} Delete it again to cancel it.`,
-  noCancel: `${LOST} Cancelling from the calendar is turned off: cancel it in the booking service.`,
-};
-
-function unsentNotice(input: DecideInput): string {
-  return input.writeback.cancel ? UNSENT.cancel : UNSENT.noCancel;
 }

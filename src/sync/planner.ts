@@ -5,6 +5,7 @@ import type { Priority } from "../booking/gate.ts";
 import { eventIdFor } from "../calendar/ids.ts";
 import { templatesOf } from "../calendar/presets.ts";
 import { type RenderedEvent, renderEvent } from "../calendar/render.ts";
+import { type Clock, systemClock } from "../clock.ts";
 import type { TherapistConfig } from "../config/schema.ts";
 import { type AsWritten, bookingChanged, type Desired, decide } from "./decide.ts";
 import { judge, NeedsFullRead, type RenderSettings, renderSettings } from "./inputs.ts";
@@ -25,10 +26,12 @@ export interface Rendering {
 
 export class Planner {
   readonly #mapping: Mapping;
+  readonly #clock: Clock;
   readonly #settings = new WeakMap<TherapistConfig, RenderSettings>();
 
-  constructor(mapping: Mapping) {
+  constructor(mapping: Mapping, clock: Clock = systemClock) {
     this.#mapping = mapping;
+    this.#clock = clock;
   }
 
   /** A therapist's event settings: the preset's templates resolved, the therapist's reminders over event.reminders. */
@@ -144,6 +147,7 @@ export class Planner {
       writeback: this.#mapping.writeback(owner?.therapist_id),
       watchedSince: this.#mapping.watchedSince(link?.therapistId),
       conflict: this.#mapping.config.sync.conflict,
+      now: this.#clock.now(),
     });
     // A change undone in the calendar carries its own notice, replacing any earlier one.
     if ((action.kind === "restore" || action.kind === "update") && action.notice && known) {

@@ -80,6 +80,8 @@ interface Case {
   conflict?: DecideInput["conflict"];
   writeback?: Partial<WritebackConfig>;
   cancelled?: "delete" | "keep";
+  /** Epoch ms now; a day before the appointment unless given. */
+  now?: number;
   expect: Partial<Action> & { kind: Action["kind"] };
 }
 
@@ -96,6 +98,7 @@ function input(c: Case): DecideInput {
     eventId: EID,
     writeback: { ...WB, ...c.writeback },
     conflict: c.conflict ?? "booking_wins",
+    now: c.now ?? T0 - 24 * H,
   };
 }
 
@@ -168,6 +171,54 @@ const cases: Case[] = [
     link: link(A),
     event: event(A, { status: "cancelled" }),
     expect: { kind: "writeback_cancel", therapistId: "th_1" },
+  },
+  {
+    name: "event deleted once the appointment began: put back, never cancelled (the customer would be told)",
+    appt: A,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    now: T0 + 10 * 60_000,
+    expect: {
+      kind: "restore",
+      notice: expect.stringMatching(/the appointment has begun, so deleting its event does not cancel it/),
+    },
+  },
+  {
+    name: "event deleted after the appointment ended: put back, never cancelled",
+    appt: A,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    now: T0 + 20 * 24 * H,
+    writeback: { cancel_grace_seconds: 0 },
+    expect: { kind: "restore" },
+  },
+  {
+    name: "event deleted a minute before the appointment: cancelled",
+    appt: A,
+    link: link(A),
+    event: event(A, { status: "cancelled" }),
+    now: T0 - 60_000,
+    expect: { kind: "writeback_cancel" },
+  },
+  {
+    name: "no link, the event deleted, the appointment ahead: put back saying the deletion was not sent",
+    appt: A,
+    event: event(A, { status: "cancelled" }),
+    expect: { kind: "create", unsent: expect.stringContaining("Delete it again to cancel it") },
+  },
+  {
+    name: "no link (expired with the window), the event deleted, the appointment over: left deleted",
+    appt: A,
+    event: event(A, { status: "cancelled" }),
+    now: T0 + 20 * 24 * H,
+    expect: { kind: "none", reason: expect.stringContaining("the appointment has begun: left deleted") },
+  },
+  {
+    name: "no link, a completed appointment's event deleted: left deleted",
+    appt: appt({ status: "completed" }),
+    event: event(A, { status: "cancelled" }),
+    now: T0 + 2 * H,
+    expect: { kind: "none" },
   },
   {
     name: "event deleted, cancelling from the calendar off",
@@ -406,6 +457,9 @@ describe("decide", () => {
                 input({ name: "", appt: a, link: l, event: e, conflict, cancelled, expect: { kind: "none" } }),
               );
               n++;
+              // Once the appointment has begun, nothing is cancelled from the calendar, whatever the rest.
+              const later = { name: "", appt: a, link: l, event: e, conflict, cancelled, now: T0 + 2 * H };
+              expect(decide(input({ ...later, expect: { kind: "none" } })).kind).not.toBe("writeback_cancel");
               if (action.kind === "writeback_cancel") {
                 expect(e?.status).toBe("cancelled");
                 expect(l?.present).toBe(true);

@@ -1,0 +1,114 @@
+// Tests deletions of the events of appointments that have begun or are over. Therapists tidy their calendars; a
+// cancellation of a past session e-mails the customer and may refund them, so it is never sent from the calendar:
+// - with a link, the event is put back saying why (as for any change the booking service would not take);
+// - without one (the link of a past appointment expires with the sync window), a deletion Google reports again in a
+//   full listing (after a 410) is left alone: it came back recreated, with a note inviting a second deletion, which
+//   then cancelled a 20-day-old appointment.
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { DAY, type Harness, iso, liveOf, settle, twoWay } from "./support.ts";
+
+const HOUR = 3_600_000;
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel"));
+
+/** A confirmed appointment of th_1 starting at `start`, mirrored (entered late: the simulator takes a past time). */
+async function booked(x: Harness, start: number): Promise<{ id: string; cal: string; eventId: string }> {
+  const id = String(x.world.booking.create({ therapist_id: "th_1", start_time: iso(start) }, { force: true }).id);
+  await settle(x);
+  const cal = x.world.calendarOf("th_1");
+  expect(liveOf(x, cal, id)).toHaveLength(1);
+  return { id, cal, eventId: eventIdFor(id) };
+}
+
+describe("an appointment that has begun, its event deleted", () => {
+  it("yesterday's: put back saying why, nothing sent, however often it is deleted", async () => {
+    h = await twoWay();
+    const { id, cal, eventId } = await booked(h, Date.now() - DAY - 3 * HOUR);
+    for (let i = 0; i < 2; i++) {
+      h.world.google.userDelete(cal, eventId);
+      await settle(h);
+      const back = liveOf(h, cal, id);
+      expect(back).toHaveLength(1);
+      expect(String(back[0]!.description)).toMatch(
+        /calbridge: your change to this event was undone: the appointment has begun, so deleting its event does not cancel it/,
+      );
+    }
+    expect(cancels(h)).toEqual([]);
+    expect(h.world.booking.get(id)?.status).toBe("confirmed");
+    await h.app.sync.history.log.flush();
+    const { entries } = await h.app.sync.history.log.read(id);
+    expect(entries.at(-1)).toMatchObject({ origin: "calendar", reason: expect.stringContaining("has begun") });
+  });
+
+  it("one in progress (started 10 minutes ago): put back, nothing sent", async () => {
+    h = await twoWay();
+    const { id, cal, eventId } = await booked(h, Date.now() - 10 * 60_000);
+    h.world.google.userDelete(cal, eventId);
+    await settle(h);
+    expect(liveOf(h, cal, id)).toHaveLength(1);
+    expect(cancels(h)).toEqual([]);
+  });
+
+  it("one tomorrow: cancelled as before", async () => {
+    h = await twoWay();
+    const { id, cal, eventId } = await booked(h, Date.now() + DAY);
+    h.world.google.userDelete(cal, eventId);
+    await settle(h);
+    expect(cancels(h).map((r) => r.path)).toEqual([`/v1/appointments/${id}/cancel`]);
+    expect(liveOf(h, cal, id)).toEqual([]);
+  });
+});
+
+describe("a past appointment's deleted event, its link expired, reported again by a full listing (410)", () => {
+  /** The appointment's link runs out (its end + past_days + 2 days), the therapist deletes the old event, Google
+   * refuses the sync token: the full listing shows the deleted event with its marks. */
+  async function forgottenAndDeleted(x: Harness, id: string, cal: string, eventId: string): Promise<void> {
+    const link = await x.app.sync.links.get(id);
+    expect(link).toBeDefined();
+    await x.app.sync.links.forget(link!);
+    x.world.google.userDelete(cal, eventId);
+    await settle(x);
+    expect(liveOf(x, cal, id)).toEqual([]);
+    x.world.google.invalidateSyncTokens(cal);
+    expect((await x.app.poller.poll("th_1")).fullSync).toBe(true);
+    await settle(x);
+  }
+
+  it("confirmed: left deleted, nothing sent, and a reconciliation leaves it so", async () => {
+    h = await twoWay();
+    const { id, cal, eventId } = await booked(h, Date.now() - 20 * DAY);
+    await forgottenAndDeleted(h, id, cal, eventId);
+    await h.app.reconcile({ force: true });
+    await settle(h);
+    expect(liveOf(h, cal, id)).toEqual([]);
+    expect(cancels(h)).toEqual([]);
+    expect(h.world.booking.get(id)?.status).toBe("confirmed");
+  });
+
+  it("completed: left deleted (it came back, and the therapist could not delete it again until its link expired)", async () => {
+    h = await twoWay();
+    const { id, cal, eventId } = await booked(h, Date.now() - 20 * DAY);
+    h.world.booking.complete(id);
+    await settle(h);
+    await forgottenAndDeleted(h, id, cal, eventId);
+    expect(liveOf(h, cal, id)).toEqual([]);
+    expect(cancels(h)).toEqual([]);
+  });
+
+  it("an appointment still ahead: put back saying its deletion was not sent, as before", async () => {
+    h = await twoWay();
+    const { id, cal, eventId } = await booked(h, Date.now() + 3 * DAY);
+    await forgottenAndDeleted(h, id, cal, eventId);
+    const back = liveOf(h, cal, id);
+    expect(back).toHaveLength(1);
+    expect(String(back[0]!.description)).toContain("the appointment was not cancelled. Delete it again to cancel it.");
+    expect(cancels(h)).toEqual([]);
+  });
+});
