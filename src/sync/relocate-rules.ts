@@ -2,6 +2,7 @@
 // taken as it is, and which deletion in the old calendar was a person's while calbridge watched it (never undone
 // without a word, never sent from a calendar nobody reads any more).
 import { instantOf } from "../calendar/fingerprint.ts";
+import type { RenderedEvent } from "../calendar/render.ts";
 import type { CalEvent, Link } from "./types.ts";
 
 /**
@@ -27,4 +28,18 @@ export function deletedWhileWatched(link: Link, old: CalEvent | null | undefined
 export function unsentNotice(cancelling: boolean): string {
   const again = cancelling ? "delete it again to cancel it" : "cancel it in the booking service";
   return `calbridge: your deletion of this event was not sent to the booking service: an administrator gave you another calendar meanwhile, and the appointment is still booked; ${again}.`;
+}
+
+/**
+ * The body to write in the new calendar when the event is copied there (events.move not allowed): `body` (the
+ * booking's) at the times of `was`, the live event in the old calendar, when a person moved or resized it since the
+ * last sync, as events.move would have taken them. The link keeps the times last synced, so that change is still the
+ * therapist's own (sent after its grace period, or put back saying why); written over with the booking's times, it
+ * was lost without a word.
+ */
+export function keptMove(link: Link, body: RenderedEvent, was: CalEvent | undefined): RenderedEvent {
+  const start = was?.start?.dateTime;
+  const end = was?.end?.dateTime;
+  if (!start || !end || was?.recurrence?.length || asSynced(link, was)) return body;
+  return { ...body, start: { ...body.start, dateTime: start }, end: { ...body.end, dateTime: end } };
 }

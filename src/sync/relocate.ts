@@ -16,7 +16,7 @@ import { NeedsFullRead } from "./inputs.ts";
 import type { LeftBehindEvents } from "./left-behind.ts";
 import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
 import type { Known, Rendering } from "./planner.ts";
-import { asSynced, deletedWhileWatched, unsentNotice } from "./relocate-rules.ts";
+import { asSynced, deletedWhileWatched, keptMove, unsentNotice } from "./relocate-rules.ts";
 import { ensureMarks, firstPage, isNoAccess, type SourceCalendar } from "./source-calendar.ts";
 import type { Action, CalEvent, Link, SyncOutcome, SyncRequest } from "./types.ts";
 
@@ -118,7 +118,7 @@ export class Relocator {
       moveLog.info({ how: "events.move" }, "event moved to the therapist's calendar");
       return this.#repoint(link, dest, event);
     }
-    return this.#copy(link, t, source.cal, moveLog, readFull);
+    return this.#copy(link, t, source.cal, moveLog, readFull, old);
   }
 
   /** events.move; null when this account may not move it there (then the event is copied). */
@@ -140,17 +140,21 @@ export class Relocator {
     }
   }
 
-  /** Writes the event in the therapist's calendar from the link's booking state, then deletes it from the old one. */
+  /**
+   * Writes the event in the therapist's calendar from the link's booking state, then deletes it from the old one; a
+   * person's move of `was` (the live event there) goes with it, still theirs (see keptMove).
+   */
   async #copy(
     link: Link,
     t: TherapistConfig,
     old: SourceCalendar | undefined,
     log: Logger,
     readFull: FullReader | undefined,
+    was?: CalEvent,
   ): Promise<Link> {
     const { fx } = this.#o;
     const r = await this.#render(link, t, readFull);
-    const body = r?.body;
+    const body = r?.body && keptMove(link, r.body, was);
     let next: Link;
     if (r && body) {
       const w = await fx.write(t.therapist_id, "create", body, eventAt(link.appointmentId, link, link.eventId));
@@ -167,6 +171,7 @@ export class Relocator {
         rendered: r.rendered,
         ...(link.notice ? { notice: link.notice } : {}),
       });
+      if (body !== r.body) next = { ...next, eventStart: link.eventStart, eventEnd: link.eventEnd };
     } else {
       next = { ...this.#repointed(link, calendarKey(t), null), present: false, removedBy: "booking" };
     }
@@ -262,17 +267,10 @@ export class Relocator {
   }
 
   #reset(version: number): void {
-    for (const { source } of this.#sources.values()) {
-      void source.then(
-        (s) => {
-          if ("cal" in s) {
-            s.cal.close?.();
-            s.mover.close?.();
-          }
-        },
-        () => {},
-      );
-    }
+    const close = (s: Source) => {
+      if ("cal" in s) for (const c of [s.cal, s.mover]) c.close?.();
+    };
+    for (const { source } of this.#sources.values()) void source.then(close, () => {});
     this.#sources = new Map();
     this.#version = version;
   }

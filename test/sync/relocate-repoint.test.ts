@@ -78,18 +78,22 @@ const startOf = (e: Record<string, unknown>) => Date.parse((e.start as { dateTim
 const writeBacks = (world: World) =>
   world.booking.requests.filter((r) => r.route.endsWith("/cancel") || r.route.startsWith("PATCH")).map((r) => r.route);
 
-/** Anna's events in her primary calendar, and a config that points her at a second calendar of her account. */
-async function repointSetup(grace: number, count: number) {
+/**
+ * Anna's events in her primary calendar, and a config that points her at a second calendar of her account (events.move
+ * takes the events there), or with `otherAccount` at another account's calendar (the events are copied and deleted).
+ */
+async function repointSetup(grace: number, count: number, otherAccount = false) {
   const world = await world2({ cancel: grace, reschedule: grace });
   const old = world.calendarOf("th_anna");
-  const fresh = "anna.sessions@clinic.test";
-  world.google.createCalendar(fresh, old, { timeZone: "Europe/Berlin" });
+  const fresh = otherAccount ? "anna2@clinic.test" : "anna.sessions@clinic.test";
+  world.google.createCalendar(fresh, otherAccount ? fresh : old, { timeZone: "Europe/Berlin" });
   const ids = Array.from({ length: count }, (_, i) => book(world, (i + 1) * DAY + 9 * HOUR));
   const app = await daemon(world.config);
   await waitFor("mirrored", () => ids.every((id) => liveOf(world, old, id).length === 1));
   await app.engine.drained();
   const next = structuredClone(world.config) as Config;
   next.therapists[0]!.calendar_id = fresh;
+  if (otherAccount) next.therapists[0]!.impersonate = fresh;
   return { world, old, fresh, ids, app, next };
 }
 
@@ -170,6 +174,30 @@ describe("re-pointing a therapist", () => {
     await app.poller.poll("th_anna");
     await waitFor("cancelled", () => world.booking.get(id)!.status === "cancelled", 15_000);
     expect(writeBacks(world)).toEqual(["POST /v1/appointments/:id/cancel"]);
+  }, 60_000);
+
+  it("a move waiting out its grace period, re-pointed to another account's calendar (copied): sent, the time kept", async () => {
+    const { world, old, fresh, ids, app, next } = await repointSetup(2, 2, true);
+    const [id, other] = ids as [string, string];
+    const was = world.google.event(old, eventIdFor(id)) as { start: { dateTime: string }; end: { dateTime: string } };
+    const moved = Date.parse(was.start.dateTime) + 2 * HOUR;
+    const at = (ms: number) => ({ dateTime: new Date(ms).toISOString() });
+    world.google.userEdit(old, eventIdFor(id), { start: at(moved), end: at(Date.parse(was.end.dateTime) + 2 * HOUR) });
+    await app.poller.poll("th_anna"); // seen: it waits 2 s
+    expect(writeBacks(world)).toEqual([]);
+
+    await app.reload(next);
+    await waitFor("copied", () => ids.every((i) => liveOf(world, fresh, i).length === 1));
+    expect(ids.map((i) => liveOf(world, old, i).length)).toEqual([0, 0]); // copied, not moved by events.move
+    // The copy shows the therapist's time, not the booking's: the move is still theirs, sent after its grace period.
+    expect(startOf(liveOf(world, fresh, id)[0]!)).toBe(moved);
+    await waitFor("rescheduled", () => Date.parse(String(world.booking.get(id)!.start_time)) === moved, 15_000);
+    await app.poller.poll("th_anna");
+    await app.reconcile();
+    await app.engine.drained();
+    expect(writeBacks(world)).toEqual(["PATCH /v1/appointments/:id"]);
+    expect(liveOf(world, fresh, id).map(startOf)).toEqual([moved]);
+    expect(String(liveOf(world, fresh, other)[0]!.description)).not.toContain("calbridge:");
   }, 60_000);
 
   it("held deletions: the events come back with a note, and writeback held --apply reports them not sent", async () => {
