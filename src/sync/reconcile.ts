@@ -19,9 +19,6 @@ import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
 import { LeadershipLostError } from "./stopped.ts";
 import { earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
-
-export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
-
 import {
   type BookingPort,
   isDestructive,
@@ -31,6 +28,8 @@ import {
   type SyncRequest,
 } from "./types.ts";
 import type { WritebackGuard } from "./writeback-guard.ts";
+
+export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
 
 /** What a reconciliation reads and drives. */
 export interface ReconcileContext {
@@ -105,7 +104,9 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     managed += byId.size;
     if (dryRun) continue;
     ctx.managed.set(t, byId.size);
-    ctx.listings?.listed(t, readAt);
+    // A run for one therapist (one added by a reload) lists only their appointments, so it cannot tell copies of
+    // others' there: the next full run lists the calendar in full again, not a day later.
+    if (!options.therapistId) ctx.listings?.listed(t, readAt);
   }
   for (const t of side.incremental) managed += ctx.managed.get(t) ?? 0;
 

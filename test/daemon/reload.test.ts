@@ -148,6 +148,50 @@ describe("reloading the configuration in process", () => {
     const writebacks = world.booking.requests.filter((r) => r.route.startsWith("PATCH") || r.route.endsWith("/cancel"));
     expect(writebacks).toEqual([]);
   });
+
+  it("a therapist added over an earlier installation's events: a copy of an appointment now another's goes at the next run", async () => {
+    const world = await world3(["th_anna", "th_ben"]);
+    world.config.sync.calendar_full_listing_hours = 24;
+    const started = async (config: Config, logger = captureLog("info").logger) => {
+      const a = await createApp(structuredClone(config), { logger, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0" });
+      cleanups.push(() => a.stop(3000));
+      await a.start();
+      return a;
+    };
+    // An earlier installation (its own store) mirrored Ben's appointment; it is reassigned to Anna while nothing runs.
+    const id = book(world, "th_ben", 1);
+    const earlier = await started(world.config);
+    await waitFor("Ben's event", () => liveEvent(world, "th_ben", id) !== undefined);
+    await earlier.stop(3000);
+    world.booking.reassign(id, "th_anna");
+
+    // A new installation (a new store) with Anna; Ben added by a reload: that run lists only Ben's appointments, so it
+    // cannot tell the event in his calendar from his own.
+    const fresh = structuredClone(world.config) as Config;
+    fresh.store.url = `sqlite://${world.dir}/second.sqlite`;
+    const log = captureLog("info");
+    const app = await started(
+      { ...fresh, therapists: fresh.therapists.filter((t) => t.therapist_id === "th_anna") },
+      log.logger,
+    );
+    const runs = () => log.lines.filter((l) => l.msg === "reconciliation finished");
+    await waitFor("the start's run", () => runs().length === 1);
+    expect(liveEvent(world, "th_anna", id)).toBeDefined();
+    expect((await app.reload(structuredClone(fresh))).added).toEqual(["th_ben"]);
+    await waitFor("Ben's run", () => runs().length === 2);
+    expect(runs()[1]).toMatchObject({ appointments: 0, calendars_listed: 1, counts: {} });
+    await app.engine.drained();
+    expect(liveEvent(world, "th_ben", id)).toBeDefined();
+
+    // The next run lists Ben's calendar in full again (not a day later) and removes the copy; nothing is written back.
+    expect(await app.reconcile()).toMatchObject({ counts: { delete: 1 } });
+    await app.engine.drained();
+    expect(liveEvent(world, "th_ben", id)).toBeUndefined();
+    expect(liveEvent(world, "th_anna", id)).toBeDefined();
+    expect(world.booking.get(id)?.status).toBe("confirmed");
+    const writebacks = world.booking.requests.filter((r) => r.route.startsWith("PATCH") || r.route.endsWith("/cancel"));
+    expect(writebacks).toEqual([]);
+  });
 });
 
 /** Rewrites the daemon's YAML file (the Config shape, secrets as ${...} references) with `edit` applied. */
