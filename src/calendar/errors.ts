@@ -33,22 +33,24 @@ export interface CalendarErrorInit {
   limitScope?: LimitScope;
 }
 
-/** Whose per-minute quota a rate-limit answer speaks of: one user's (a therapist's quotaUser) or the project's. */
+/** Whose budget a rate-limit answer speaks of: one user's or calendar's (a therapist's quotaUser), or the project's. */
 export type LimitScope = "user" | "project";
 
 /**
  * Whose budget ran out, from Google's reason and message. The "Handle API errors" page names 403
- * userRateLimitExceeded for one user and 403/429 rateLimitExceeded for "the maximum request rate per calendar or per
- * authenticated user" as well as for the project; the real service answers the per-user minute quota with
- * rateLimitExceeded and says so only in the message: "limit 'Queries per minute per user'"
- * (Atrejoe/Inky-Calendar-Server#104), "'Queries per user per 100 seconds'" (alextselegidis/easyappointments#995),
- * against "limit 'Queries per minute'" for the project (calcom/cal.diy#18079). A per-user or per-calendar limit
- * pauses that therapist alone; anything else is taken for the project's, which slows everyone rather than risk
- * hammering a spent project quota.
+ * userRateLimitExceeded for one user, and 403/429 rateLimitExceeded, "Rate Limit Exceeded", for "the maximum request
+ * rate per calendar or per authenticated user" (the "Manage quotas" page: a client "might be rate limited at any time
+ * ... if you attempt to write to a single calendar in quick succession"). A spent minute quota names itself in the
+ * message: "limit 'Queries per minute per user'" (Atrejoe/Inky-Calendar-Server#104), "'Queries per user per 100
+ * seconds'" (alextselegidis/easyappointments#995), against "limit 'Queries per minute'" for the project
+ * (calcom/cal.diy#18079). So only a message that names a quota and no user or calendar is the project's, which
+ * pauses everyone; the rest pauses that therapist alone (a plain "Rate Limit Exceeded" on one therapist's calendar
+ * held every other therapist's sync and cut the project's pace by a quarter each time).
  */
 export function rateLimitScope(reason: string | undefined, message: string): LimitScope {
   if (reason === "userRateLimitExceeded") return "user";
-  return /\bper (user|calendar)\b/i.test(message) ? "user" : "project";
+  if (/\bper (user|calendar)\b/i.test(message)) return "user";
+  return /\bquota\b|\bqueries per\b|\bproject\b/i.test(message) ? "project" : "user";
 }
 
 export class CalendarError extends Error {

@@ -160,7 +160,7 @@ export class GoogleQuotaGate {
     });
     this.#limited = new Counter({
       name: "calbridge_google_usage_limited_total",
-      help: "Google answers 403/429 usageLimits (user: a per-user limit, by reason or message; project: any other), each pausing that scope.",
+      help: "Google answers 403/429 usageLimits (user: a per-user or per-calendar limit; project: one whose message names the project's quota), each pausing that scope.",
       labelNames: ["scope"] as const,
       registers,
     });

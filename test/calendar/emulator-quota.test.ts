@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ServiceAccountCredentials } from "../../src/calendar/service-account.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { CalendarEmulatorOptions } from "../../src/simulator/calendar/index.ts";
-import { body, CALENDAR_ID, expectGoogleError, type Fixture, setup } from "./helpers.ts";
+import { body, CALENDAR_ID, expectGoogleError, type Fixture, SUBJECT, setup } from "./helpers.ts";
 
 let f: Fixture | undefined;
 afterEach(async () => {
@@ -108,6 +108,31 @@ describe("Google's quotas, on by default", () => {
     await expectGoogleError(anna.calendars.get({ calendarId }), 403, "rateLimitExceeded");
     expect((await ben.calendars.get({ calendarId: "ben@clinic.example", quotaUser: "th_ben" })).status).toBe(200);
     expect(emulator.usage.byUser).toMatchObject({ "sync@clinic.iam.gserviceaccount.com": 3, th_ben: 1 });
+  });
+
+  it("writing one calendar in quick succession (when set): 403 rateLimitExceeded, Google's plain 'Rate Limit Exceeded'", async () => {
+    const c = clock();
+    const { api, emulator } = await start({ clock: c, limits: { perCalendarWritesPerSecond: 2 } });
+    emulator.createCalendar("anna.other@clinic.example", SUBJECT);
+    const insert = (cal: string, id: string) =>
+      api.events.insert({
+        calendarId: cal,
+        requestBody: { id, start: { dateTime: "2026-12-01T10:00:00Z" }, end: { dateTime: "2026-12-01T11:00:00Z" } },
+      });
+    await insert(calendarId, "burst00001");
+    await insert(calendarId, "burst00002");
+    const refused = await insert(calendarId, "burst00003").catch(
+      (e: { response: { status: number; data: unknown } }) => e.response,
+    );
+    expect(refused.status).toBe(403);
+    expect(refused.data).toMatchObject({
+      error: { errors: [{ domain: "usageLimits", reason: "rateLimitExceeded", message: "Rate Limit Exceeded" }] },
+    });
+    // Reads of that calendar, and writes to another one, are not limited; a second later it takes writes again.
+    expect((await api.events.list({ calendarId })).status).toBe(200);
+    expect((await insert("anna.other@clinic.example", "burst00004")).status).toBe(200);
+    await c.advance(1_001);
+    expect((await insert(calendarId, "burst00003")).status).toBe(200);
   });
 
   it("lifts a quota with false, at construction or at run time", async () => {

@@ -245,6 +245,44 @@ describe("gateways paced by the gate", () => {
     }
   });
 
+  it("a plain 'Rate Limit Exceeded' (writes to one calendar in quick succession) pauses that therapist alone", async () => {
+    const clock = new ManualClock(Date.now());
+    const registry = new Registry();
+    const quota = new GoogleQuotaGate({
+      projectPerMinute: 10_000,
+      userPerMinute: 600,
+      clock,
+      random: () => 0.5,
+      registry,
+    });
+    const f = await setup({ quota, clock }, { clock, limits: { perCalendarWritesPerSecond: 2 } });
+    try {
+      let done = 0;
+      const calls = ["burst001", "burst002", "burst003"].map((id) =>
+        f.gateway.upsert(id, body(id)).finally(() => done++),
+      );
+      for (let i = 0; i < 100 && f.emulator.usage.usageLimitAnswers === 0; i++)
+        await new Promise((r) => setTimeout(r, 2));
+      await new Promise((r) => setTimeout(r, 20));
+      expect(f.emulator.usage.usageLimitAnswers).toBe(1);
+      // Not the project's budget: nobody else waits, and the project's pace is not cut.
+      expect(quota.snapshot().project).toMatchObject({ ceiling: 10_000 });
+      expect(quota.snapshot().project.pausedUntil).toBeUndefined();
+      (await quota.acquire("th_ben")).done();
+      expect(done).toBe(2);
+      for (let i = 0; i < 200 && done < 3; i++) {
+        await clock.advance(100);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      expect((await Promise.all(calls)).map((c) => c.action)).toEqual(["inserted", "inserted", "inserted"]);
+      const text = await registry.getSingleMetricAsString("calbridge_google_usage_limited_total");
+      expect(text).toMatch(/\{scope="user"\} [1-9]/);
+      expect(text).not.toContain('scope="project"');
+    } finally {
+      await f.close();
+    }
+  });
+
   it("a usageLimits answer (another client spends the same budget) is retried after the gate's pause, without a sleep of the gateway's own", async () => {
     const clock = new ManualClock(Date.now());
     const quota = new GoogleQuotaGate({ projectPerMinute: 1000, userPerMinute: 100, clock, random: () => 0.5 });

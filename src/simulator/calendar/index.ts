@@ -480,7 +480,9 @@ export class CalendarEmulator {
       const principal = this.#principals.of(req.headers.authorization);
       entry.chargedTo = quotaUser ?? principal?.quotaUser ?? subject;
       const cost = method === "PATCH" ? this.limits.patchCost : 1;
-      const limited = this.limits.check(entry.chargedTo, this.#clock.now(), cost);
+      const writesTo =
+        method !== "GET" && segments[0] === "calendars" && segments[2] === "events" ? segments[1] : undefined;
+      const limited = this.limits.check(entry.chargedTo, this.#clock.now(), cost, writesTo);
       if (!limited) entry.units = cost;
       const fault = limited ?? this.faults.take("api", `${method} ${url.pathname}`);
       if (fault?.retryAfter !== undefined) headers["retry-after"] = String(fault.retryAfter);

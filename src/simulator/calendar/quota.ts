@@ -26,17 +26,30 @@ export interface QuotaOptions {
   perProjectPerMinute?: number | false;
   /** Units one PATCH costs in both windows (default Google's 3). */
   patchCost?: number;
+  /**
+   * Writes per second to one calendar (insert, update, patch, delete, move); above it 403 rateLimitExceeded with
+   * Google's plain "Rate Limit Exceeded". Off unless set: Google's "Manage quotas" page warns that a client "might be
+   * rate limited at any time ... if you attempt to write to a single calendar in quick succession" and its errors
+   * page gives that answer for "the maximum request rate per calendar or per authenticated user", but neither says
+   * how many writes are too many.
+   */
+  perCalendarWritesPerSecond?: number;
 }
 
-/** Units spent in the last minute: a queue of (time, units) with a running sum; times never go backwards. */
+/** Units spent in the last `spanMs` (a minute): a queue of (time, units) with a running sum; times never go backwards. */
 class SlidingWindow {
+  readonly #spanMs: number;
   #times: number[] = [];
   #units: number[] = [];
   #head = 0;
   #sum = 0;
 
+  constructor(spanMs = WINDOW_MS) {
+    this.#spanMs = spanMs;
+  }
+
   used(now: number): number {
-    while (this.#head < this.#times.length && this.#times[this.#head]! <= now - WINDOW_MS) {
+    while (this.#head < this.#times.length && this.#times[this.#head]! <= now - this.#spanMs) {
       this.#sum -= this.#units[this.#head]!;
       this.#head += 1;
     }
@@ -65,18 +78,24 @@ export class UsageLimits {
   perUserPerMinute: number | undefined;
   perProjectPerMinute: number | undefined;
   patchCost: number;
+  perCalendarWritesPerSecond: number | undefined;
   #project = new SlidingWindow();
   #users = new Map<string, SlidingWindow>();
+  #calendarWrites = new Map<string, SlidingWindow>();
 
   constructor(options: QuotaOptions = {}) {
     const limit = (v: number | false | undefined, google: number) => (v === false ? undefined : (v ?? google));
     this.perUserPerMinute = limit(options.perUserPerMinute, GOOGLE_QUOTAS.perUserPerMinute);
     this.perProjectPerMinute = limit(options.perProjectPerMinute, GOOGLE_QUOTAS.perProjectPerMinute);
     this.patchCost = options.patchCost ?? GOOGLE_PATCH_COST;
+    this.perCalendarWritesPerSecond = options.perCalendarWritesPerSecond;
   }
 
-  /** Charges `units` to `user` and the project; returns the error to answer instead when a window is full. */
-  check(user: string, now: number, units = 1): FaultSpec | undefined {
+  /**
+   * Charges `units` to `user` and the project (and a write to `writesTo`, a calendar); returns the error to answer
+   * instead when a window is full.
+   */
+  check(user: string, now: number, units = 1, writesTo?: string): FaultSpec | undefined {
     let window = this.#users.get(user);
     if (!window) {
       window = new SlidingWindow();
@@ -87,6 +106,16 @@ export class UsageLimits {
     }
     if (this.perUserPerMinute !== undefined && window.used(now) + units > this.perUserPerMinute) {
       return { status: 403, reason: "rateLimitExceeded", message: quotaMessage("Queries per minute per user") };
+    }
+    const limit = this.perCalendarWritesPerSecond;
+    if (limit !== undefined && writesTo !== undefined) {
+      let writes = this.#calendarWrites.get(writesTo);
+      if (!writes) {
+        writes = new SlidingWindow(1000);
+        this.#calendarWrites.set(writesTo, writes);
+      }
+      if (writes.used(now) + 1 > limit) return { status: 403, reason: "rateLimitExceeded" };
+      writes.add(now, 1);
     }
     this.#project.add(now, units);
     window.add(now, units);
