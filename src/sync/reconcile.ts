@@ -102,11 +102,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   let managed = 0;
   for (const [t, byId] of events) {
     managed += byId.size;
-    if (dryRun) continue;
-    ctx.managed.set(t, byId.size);
-    // A run for one therapist (one added by a reload) lists only their appointments, so it cannot tell copies of
-    // others' there: the next full run lists the calendar in full again, not a day later.
-    if (!options.therapistId) ctx.listings?.listed(t, readAt);
+    if (!dryRun) ctx.managed.set(t, byId.size);
   }
   for (const t of side.incremental) managed += ctx.managed.get(t) ?? 0;
 
@@ -138,6 +134,11 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   }
   // An appointment whose look-up failed: its events elsewhere are not strays either (its own decision is not known).
   const strays = (await unclaimed(events, claimed, ctx.links)).filter((s) => !looked.failed.has(s.id));
+  // A run for one therapist cannot tell a colleague's copy there: the next full run lists that calendar again.
+  const unsure = new Set(
+    strays.flatMap((s) => (options.therapistId && !appointments.has(s.id) ? [s.therapistId] : [])),
+  );
+  for (const t of dryRun ? [] : events.keys()) if (!unsure.has(t)) ctx.listings?.listed(t, readAt);
 
   const plan: PlanEntry[] = [];
   const planned = new Map<string, PlanEntry>();
@@ -148,8 +149,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const enrichments = new Set<string>();
   const resume: string[] = [];
   const unasked: string[] = [];
-  // Most appointments are decided from what was just read; the rest read for themselves (nothing written), as many at
-  // once as syncs run.
+  // Most appointments are decided from what was just read; the rest read for themselves, as many at once as syncs run.
   const reads = new PQueue({ concurrency: config.sync.concurrency });
   const planOne = async (id: string, source: SyncRequest) => {
     try {
@@ -179,8 +179,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   };
   await Promise.all([...sources].map(([id, source]) => planOne(id, source)));
 
-  // Stray events: their appointment left the window, was reassigned, or is gone. Too many at once looks like a
-  // broken listing, so the guard holds them before spending a request on each.
+  // Stray events (appointment gone, reassigned, out of the window): too many at once is held before any request.
   const limit = Math.max(GUARD_FLOOR, Math.floor(config.sync.max_delete_ratio * managed));
   const strayOverLimit = strays.length > limit && !options.force;
   if (!strayOverLimit) {
