@@ -156,7 +156,9 @@ export class WritebackGate {
     // Timed from when this write-back was first decided on, not the first of the pending work: a deletion after an
     // Undo, or after a move, waits its own full period.
     const key = graceKey(action, c.event);
-    if (c.state.grace?.key !== key) c.state.grace = { key, since: now };
+    // A wall clock stepped back (NTP) would put `since` in the future and hold the write-back that much longer (an
+    // hour for an hour's step): the period starts again from now instead, at most one period late.
+    if (c.state.grace?.key !== key || c.state.grace.since > now) c.state.grace = { key, since: now };
     const wb = this.#mapping.writeback(therapistId);
     const graceMs = (action.kind === "writeback_cancel" ? wb.cancel_grace_seconds : wb.reschedule_grace_seconds) * 1000;
     const remaining = c.state.grace.since + graceMs - now;
