@@ -9,7 +9,10 @@ import { cancels, daemonHarness, type Harness, mirrored, pass, quiet } from "./s
 /** `mono`'s time shifted by `offset` (a stepped wall clock); sleeps run on `mono`. */
 class SteppedClock implements Clock {
   offset = 0;
-  constructor(readonly mono: ManualClock) {}
+  readonly mono: ManualClock;
+  constructor(mono: ManualClock) {
+    this.mono = mono;
+  }
   now(): number {
     return this.mono.now() + this.offset;
   }
