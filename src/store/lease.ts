@@ -6,6 +6,7 @@ import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
+import { StoreFileLostError } from "./sqlite-file-identity.ts";
 import type { LeaseHolder, LeaseRow, RedisClient, Store } from "./store.ts";
 
 export const LEADER_KEY = "calbridge:leader";
@@ -448,6 +449,8 @@ export class LeaderLease {
       return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
     }
     if (result.kind === "timeout") return this.#lose(`the store did not answer within ${deadline - sentAt} ms`);
+    // The file holding the row is gone: no retry brings it back, and a daemon started now leads on a new file.
+    if (result.kind === "error" && result.error instanceof StoreFileLostError) return this.#lose(result.error.message);
     const left = deadline - this.#clock.now();
     if (left <= 0) return this.#lose(`renewal failed: ${String(errorOf(result))}`);
     this.#log.warn({ err: errorOf(result), leftMs: left }, "lease: renewal failed, retrying");

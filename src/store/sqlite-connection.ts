@@ -5,26 +5,30 @@
 // query is one round trip. The store's own SQL is fixed text (multi-row writes pass their rows as one JSON array), so
 // the kept statements are a few per table; a bound still applies, in case a caller builds SQL from data.
 import type { Database, Statement } from "sqlite3";
+import type { SqliteFileIdentity } from "./sqlite-file-identity.ts";
 
 /** Statements kept per connection; beyond it, the one kept longest is finalized. */
 const KEPT_STATEMENTS = 32;
 
 export class SqliteConnection {
   readonly #db: Database;
+  readonly #identity: SqliteFileIdentity | undefined;
   readonly #kept = new Map<string, Promise<Statement>>();
   #closed = false;
 
-  private constructor(db: Database) {
+  private constructor(db: Database, identity: SqliteFileIdentity | undefined) {
     this.#db = db;
+    this.#identity = identity;
   }
 
-  static async open(file: string, busyTimeoutMs: number): Promise<SqliteConnection> {
+  /** `identity`: the store's file, whose every query first makes sure it is still the one at the path. */
+  static async open(file: string, busyTimeoutMs: number, identity?: SqliteFileIdentity): Promise<SqliteConnection> {
     const { default: sqlite3 } = await import("sqlite3");
     const db = await new Promise<Database>((resolve, reject) => {
       const opened: Database = new sqlite3.Database(file, (error) => (error ? reject(error) : resolve(opened)));
     });
     db.configure("busyTimeout", busyTimeoutMs);
-    return new SqliteConnection(db);
+    return new SqliteConnection(db, identity);
   }
 
   /**
@@ -33,6 +37,7 @@ export class SqliteConnection {
    */
   query = async (sql: string, ...params: unknown[]): Promise<unknown[]> => {
     if (this.#closed) throw new Error("store: the SQLite connection is closed");
+    this.#identity?.assert();
     if (params.length === 0) {
       return new Promise((resolve, reject) => {
         this.#db.all(sql, (error: Error | null, rows: unknown[]) => (error ? reject(error) : resolve(rows)));

@@ -6,6 +6,7 @@
 // moment (rows are removed a minute after they were written): never the only copy of a fact.
 import type { Logger } from "../log.ts";
 import { SqliteConnection } from "./sqlite-connection.ts";
+import type { SqliteFileIdentity } from "./sqlite-file-identity.ts";
 
 /** How often a listening process reads the notices written since its last read. */
 export const NOTICE_POLL_MS = 1000;
@@ -22,7 +23,12 @@ export interface SqliteNotices {
   close(): Promise<void>;
 }
 
-export function sqliteNotices(file: string, busyTimeoutMs: number, logger: Logger): SqliteNotices {
+export function sqliteNotices(
+  file: string,
+  busyTimeoutMs: number,
+  logger: Logger,
+  identity?: SqliteFileIdentity,
+): SqliteNotices {
   let connection: Promise<SqliteConnection> | undefined;
   let closed = false;
   const listeners = new Map<string, Set<(message: string) => void>>();
@@ -37,7 +43,7 @@ export function sqliteNotices(file: string, busyTimeoutMs: number, logger: Logge
     if (closed) return Promise.reject(new Error("store: closed"));
     if (connection) return connection;
     const opening = (async () => {
-      const c = await SqliteConnection.open(file, busyTimeoutMs);
+      const c = await SqliteConnection.open(file, busyTimeoutMs, identity);
       try {
         // As the store's other connections (store.ts openSqlite); the file is in WAL mode already.
         await c.query("PRAGMA synchronous=NORMAL");

@@ -9,6 +9,7 @@ import { type Logger, silentLogger } from "../log.ts";
 import { prepareSqliteFile } from "./file-modes.ts";
 import { serializeForKeyv } from "./serialize.ts";
 import { SqliteConnection } from "./sqlite-connection.ts";
+import { SqliteFileIdentity } from "./sqlite-file-identity.ts";
 import { sqliteNotices } from "./sqlite-notices.ts";
 
 /** One keyed collection of JSON values. */
@@ -394,6 +395,8 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
   const { default: KeyvSqlite } = await import("@keyv/sqlite");
   const file = path === ":memory:" ? path : resolve(cwd ?? process.cwd(), path);
   if (file !== ":memory:") prepareSqliteFile(file, logger);
+  const identity =
+    file === ":memory:" ? undefined : new SqliteFileIdentity(file, (err) => logger.error({ store: file }, err.message));
   const adapters = new Map<TableName, KeyvSqlite>();
   const tables = new Map<TableName, KeyvTable<unknown>>();
   // One connection per table (iterationLimit pages entries() in large steps instead of 10 at a time). The first
@@ -409,7 +412,7 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
       busyTimeout: SQLITE_BUSY_TIMEOUT_MS,
       iterationLimit: 1000,
     });
-    await useOwnConnection(adapter, file, name);
+    await useOwnConnection(adapter, file, name, identity);
     addSqliteSetMany(adapter, name);
     if (adapters.size === 0) await adapter.query("PRAGMA journal_mode=WAL");
     await adapter.query("PRAGMA synchronous=NORMAL");
@@ -427,10 +430,11 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
       ),
     );
   }
+  identity?.pin();
   await adoptSeenTable(adapters.get("inbox")!);
   const first = adapters.get("links")!;
   // A standby's accepted webhooks and push notifications reach the leader within a second (not at its 30 s sweep).
-  const notices = file === ":memory:" ? undefined : sqliteNotices(file, SQLITE_BUSY_TIMEOUT_MS, logger);
+  const notices = file === ":memory:" ? undefined : sqliteNotices(file, SQLITE_BUSY_TIMEOUT_MS, logger, identity);
   return {
     kind: "sqlite",
     leaseRow: sqliteLeaseRow(adapters.get("meta")!),
@@ -463,10 +467,15 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
  * connection has created the table and is closed. The table is created again on ours, for `:memory:` (where each
  * connection is a database of its own) and in case the file changed hands in between.
  */
-async function useOwnConnection(adapter: KeyvSqlite, file: string, table: TableName): Promise<void> {
+async function useOwnConnection(
+  adapter: KeyvSqlite,
+  file: string,
+  table: TableName,
+  identity: SqliteFileIdentity | undefined,
+): Promise<void> {
   await adapter.query("SELECT 1");
   await adapter.disconnect();
-  const connection = await SqliteConnection.open(file, SQLITE_BUSY_TIMEOUT_MS);
+  const connection = await SqliteConnection.open(file, SQLITE_BUSY_TIMEOUT_MS, identity);
   await connection.query(`CREATE TABLE IF NOT EXISTS ${table}(key VARCHAR(255) PRIMARY KEY, value TEXT )`);
   Object.assign(adapter, { query: connection.query, close: connection.close });
 }
