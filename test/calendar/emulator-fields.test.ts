@@ -221,4 +221,21 @@ describe("attendees, attachments, event types", () => {
     const named = { ...body("named"), start: { dateTime: "2026-11-23T09:00:00Z", timeZone: "Etc/GMT-1" } };
     expect((await f.api.events.insert({ calendarId, requestBody: named })).data.start?.timeZone).toBe("Etc/GMT-1");
   });
+
+  it("refuses a dateTime with neither an offset nor a timeZone (400), not read in the calendar's zone", async () => {
+    // EventDateTime.dateTime: "A time zone offset is required unless a time zone is explicitly specified in timeZone".
+    const bare = {
+      ...body("bare"),
+      start: { dateTime: "2026-11-23T09:00:00" },
+      end: { dateTime: "2026-11-23T10:00:00" },
+    };
+    await expectGoogleError(f.api.events.insert({ calendarId, requestBody: bare }), 400, "invalid");
+    const zoned = {
+      ...body("zoned"),
+      start: { dateTime: "2026-11-23T09:00:00", timeZone: "Europe/Berlin" },
+      end: { dateTime: "2026-11-23T10:00:00", timeZone: "Europe/Berlin" },
+    };
+    const { data } = await f.api.events.insert({ calendarId, requestBody: zoned });
+    expect(Date.parse(String(data.start?.dateTime))).toBe(Date.parse("2026-11-23T08:00:00Z"));
+  });
 });

@@ -177,8 +177,8 @@ export function validateEvent(body: Record<string, unknown>, calendarZone: strin
   if (eventType !== undefined && !CREATABLE_EVENT_TYPES.includes(eventType)) {
     throw new ApiError(400, "invalid", `Invalid eventType value: ${eventType} events cannot be created here.`);
   }
-  const start = parseEventTime(body.start, "start", calendarZone);
-  const end = parseEventTime(body.end, "end", calendarZone);
+  const start = parseEventTime(body.start, "start");
+  const end = parseEventTime(body.end, "end");
   if (end.ms < start.ms) throw new ApiError(400, "timeRangeEmpty");
   if (fields.recurrence !== undefined) checkSeries(fields.recurrence, start, end, calendarZone);
   const status = typeof body.status === "string" ? body.status : undefined;

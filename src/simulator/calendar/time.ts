@@ -77,7 +77,7 @@ export interface ParsedTime {
 }
 
 /** Reads an EventDateTime; throws Google-style 400s for missing or malformed values. */
-export function parseEventTime(value: unknown, which: "start" | "end", calendarZone: string): ParsedTime {
+export function parseEventTime(value: unknown, which: "start" | "end"): ParsedTime {
   if (!value || typeof value !== "object") throw new ApiError(400, "required", `Missing ${which} time.`);
   const t = value as { date?: unknown; dateTime?: unknown; timeZone?: unknown };
   const zone = typeof t.timeZone === "string" && t.timeZone ? t.timeZone : undefined;
@@ -88,8 +88,11 @@ export function parseEventTime(value: unknown, which: "start" | "end", calendarZ
   }
   if (typeof t.dateTime !== "string") throw new ApiError(400, "required", `Missing ${which} time.`);
   let ms: number;
+  // EventDateTime.dateTime: "A time zone offset is required unless a time zone is explicitly specified in timeZone"
+  // (Events reference); Google's 400 then reads "Missing time zone definition for start time." (reported for
+  // recurring events, google-api-python-client and Stack Overflow threads). Not the calendar's zone in its place.
   if (OFFSET_SUFFIX.test(t.dateTime)) ms = Date.parse(t.dateTime);
-  else if (zone ?? calendarZone) ms = localToInstant(t.dateTime, zone ?? calendarZone);
+  else if (zone) ms = localToInstant(t.dateTime, zone);
   else throw new ApiError(400, "invalid", `Missing time zone definition for ${which} time.`);
   if (Number.isNaN(ms)) throw new ApiError(400, "invalid", `Invalid ${which} time.`);
   return { ms, allDay: false, stored: zone ? { timeZone: zone } : {} };
