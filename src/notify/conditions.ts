@@ -92,6 +92,17 @@ const credentials: ConditionKind = {
     const link = reconnectLink ? { link: { label: "Reconnect the calendar", url: reconnectLink } } : {};
     if (audience === "therapist") {
       const hello = firstName(config, n.therapistId) ? `Hello ${firstName(config, n.therapistId)}, ` : "";
+      // Never connected (or credentials not loadable at start): Google refused nothing, and nothing was ever updated.
+      if (n.opened && n.facts.setup) {
+        const never = n.facts.reason === "not_connected";
+        return {
+          title: never ? "Connect your Google Calendar" : "Your Google Calendar is not updated",
+          text:
+            `${hello}${never ? "your appointments appear in your Google Calendar once it is connected to the clinic's booking system." : "calbridge cannot use its connection to your Google Calendar, so new and changed appointments do not appear there."}` +
+            (reconnectLink ? " Open the link below to connect it." : " The clinic's administrator has been told."),
+          ...(reconnectLink ? { link: { label: "Connect the calendar", url: reconnectLink } } : {}),
+        };
+      }
       return n.opened
         ? {
             title: "Your Google Calendar is no longer updated",

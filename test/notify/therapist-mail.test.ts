@@ -98,6 +98,9 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
     broken(id: string) {
       credentials.set(id, { credentials: "broken", reason: "invalid_grant" });
     },
+    neverConnected(id: string) {
+      credentials.set(id, { credentials: "setup", reason: "not_connected" });
+    },
     fixed(id: string) {
       credentials.delete(id);
     },
@@ -109,6 +112,21 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
 }
 
 const oneTarget = (sinks: MailSink[]) => [emailTarget("mail", sinks[0]!, "ops@clinic.test", true)];
+
+describe("a therapist who never connected", () => {
+  it("is asked to connect, with the link, not told that Google refused an access that never was", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    f.neverConnected("th_a");
+    await f.notifier.check();
+    const [mail] = f.to("anna@clinic.example");
+    expect(mail?.subject).toBe("[unit] Connect your Google Calendar");
+    expect(mail?.text).toContain("your appointments appear in your Google Calendar once it is connected");
+    expect(mail?.text).toMatch(/invite=\d+-for-th_a/);
+    expect(mail?.text).not.toMatch(/no longer|refused/);
+    // The admins are told what it is.
+    expect(f.to("ops@clinic.test")[0]?.text).toContain("their calendar was never connected");
+  });
+});
 
 describe("therapists' own e-mail after a reload", () => {
   it("goes to the address the mapping has now, with the therapist's queue and rate limit carried over", async () => {
