@@ -61,3 +61,7 @@ export function begun(appt: Appointment | Snapshot, now: number): boolean {
   const start = bookingInstant(appt.start_time);
   return !Number.isNaN(start) && start <= now;
 }
+
+/** Why a deletion of a begun appointment's event is put back (decide.ts, and writeback.ts at the moment of sending). */
+export const BEGUN_REASON =
+  "the appointment has begun, so deleting its event does not cancel it (a cancellation would tell the customer and may refund them); cancel it, or mark it a no-show, in the booking service";

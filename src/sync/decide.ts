@@ -6,7 +6,7 @@ import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
-import { begun, bookingChanged, calendarChange, showsBooking } from "./changes.ts";
+import { BEGUN_REASON, begun, bookingChanged, calendarChange, showsBooking } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
 import { lostRecordsNote } from "./unsent-notes.ts";
@@ -180,9 +180,7 @@ export function decide(input: DecideInput): Action {
       return restore(`the appointment is ${appt.status}; only confirmed appointments can be changed from the calendar`);
     }
     if (change === "deleted" && begun(appt, input.now)) {
-      return restore(
-        "the appointment has begun, so deleting its event does not cancel it (a cancellation would tell the customer and may refund them); cancel it, or mark it a no-show, in the booking service",
-      );
+      return restore(BEGUN_REASON);
     }
     if (change === "deleted") {
       return wb.cancel

@@ -4,6 +4,7 @@
 // retries, restores the event from the booking and says why in the event itself.
 import { BookingApiError } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
+import { BEGUN_REASON, begun } from "./changes.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
@@ -106,6 +107,14 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     return;
   }
   if (waits) throw waits;
+  // Decided before the appointment began, the look-ups above may have outlasted its start (Google slow, retries):
+  // never cancelled once it has begun (decide.ts), so put back saying why.
+  if (begun(w.appt, ctx.fx.clock.now())) {
+    w.tell?.({ kind: "cancel", result: "disabled" });
+    await restore(ctx, w, `calbridge: your change to this event was undone: ${BEGUN_REASON}.`);
+    ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "disabled" });
+    return;
+  }
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   const res = await ctx.booking.cancelAppointment(
     w.id,

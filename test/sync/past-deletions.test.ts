@@ -6,7 +6,8 @@
 //   then cancelled a 20-day-old appointment.
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { DAY, type Harness, iso, liveOf, settle, twoWay } from "./support.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf, pollAll, quiet, settle, twoWay } from "./support.ts";
 
 const HOUR = 3_600_000;
 
@@ -54,6 +55,42 @@ describe("an appointment that has begun, its event deleted", () => {
     await settle(h);
     expect(liveOf(h, cal, id)).toHaveLength(1);
     expect(cancels(h)).toEqual([]);
+  });
+
+  it("decided before its start, sent after it (Google's look-ups retried past the start): put back, not cancelled", async () => {
+    const clock = new ManualClock(Date.now());
+    const x = await daemonHarness({ therapists: 2, clock });
+    h = x;
+    const start = clock.now() + 100_000;
+    const id = String(x.world.booking.create({ therapist_id: "th_1", start_time: iso(start) }, { force: true }).id);
+    await quiet(x);
+    await x.app.reconcile();
+    await pollAll(x);
+    const cal = x.world.calendarOf("th_1");
+    // Before a cancellation is sent, the event is looked for in the other mapped calendars (a "Change calendar"):
+    // th_2's answers 503 with Retry-After 30 three times, so the look-up ends after the start.
+    x.world.google.faults.next(3, {
+      status: 503,
+      reason: "backendError",
+      retryAfter: 30,
+      match: /GET .*th_2%40clinic\.test\/events\/cb/,
+    });
+    x.world.google.userDelete(cal, eventIdFor(id));
+    await x.app.poller.poll("th_1");
+    await quiet(x);
+    for (let i = 0; i < 60; i++) {
+      await clock.advance(5_000);
+      for (let k = 0; k < 4; k++) await new Promise((r) => setTimeout(r, 25));
+    }
+    await quiet(x);
+    expect(x.world.google.faults.pending).toBe(0); // the look-ups did run into the start
+    expect(cancels(x)).toEqual([]);
+    expect(x.world.booking.get(id)?.status).toBe("confirmed");
+    const back = liveOf(x, cal, id);
+    expect(back).toHaveLength(1);
+    expect(String(back[0]!.description)).toContain(
+      "the appointment has begun, so deleting its event does not cancel it",
+    );
   });
 
   it("one tomorrow: cancelled as before", async () => {
