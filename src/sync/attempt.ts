@@ -11,6 +11,7 @@ import { NeedsFullRead } from "./inputs.ts";
 import { removeOwnCopy } from "./moved-out.ts";
 import type { Known } from "./planner.ts";
 import type { ReadState, StateReader } from "./reader.ts";
+import { removeColleagueCopy } from "./reassign.ts";
 import type { Relocator } from "./relocate.ts";
 import type { BookingState } from "./snapshot.ts";
 import { LeadershipLostError } from "./stopped.ts";
@@ -174,7 +175,10 @@ async function attemptIn(
       // A deleted event put back (an administrator's restore of a held deletion, cancelling from the calendar turned
       // off, ...) may have been moved to a calendar of the therapist's own account: the copy there would go on showing
       // the appointment, never updated again.
-      if (action.kind === "restore" && link && deleted(event)) await removeOwnCopy(deps.fx, link, log, seenAt);
+      if (action.kind === "restore" && link && deleted(event)) {
+        await removeOwnCopy(deps.fx, link, log, seenAt);
+        await removeColleagueCopy(deps.fx, link, log);
+      }
       await deps.gate.done(action, link, writeback);
       return { action, ...(writeback ? { writeback } : {}) };
     } catch (err) {

@@ -3,11 +3,14 @@
 import { BookingApiError } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
-import { namesNoOther } from "../calendar/ids.ts";
+import { carriesMarks, namesNoOther } from "../calendar/ids.ts";
+import type { Logger } from "../log.ts";
 import { calendarChange } from "./changes.ts";
+import type { Effects } from "./effects.ts";
 import { describeError, isNotFound, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { merge } from "./snapshot.ts";
+import { EngineStoppedError } from "./stopped.ts";
 import type { CalEvent, Link, Snapshot } from "./types.ts";
 import { accept, appointmentGone, type Ctx, LeaveAsIs, restore, type WritebackInput } from "./writeback-steps.ts";
 
@@ -202,4 +205,32 @@ async function notSent(
     "reassignment not applied; event removed from the other calendar and restored from the booking",
   );
   return undefined;
+}
+
+/**
+ * After a deleted event was put back in its therapist's calendar without a write-back (the appointment had begun, is
+ * not confirmed, cancelling from the calendar is off, ...): the "deletion" may have been a move to a colleague's
+ * mapped calendar (Google's "Change calendar"). That copy, under an id the link no longer names, showed the
+ * appointment a second time for good: removed, when it carries the appointment's mark. Nothing is sent; a calendar
+ * that cannot be looked at is logged and left.
+ */
+export async function removeColleagueCopy(fx: Effects, link: Link, log: Logger): Promise<void> {
+  for (const t of fx.mapping.therapists) {
+    const therapistId = t.therapist_id;
+    const cal = therapistId === link.therapistId ? undefined : fx.mapping.calendarIfAny(therapistId);
+    if (!cal || fx.mapping.sharesCalendar?.(therapistId)) continue;
+    try {
+      const event = await cal.get(link.eventId, { confirmMissing: true });
+      if (!event || event.status === "cancelled" || !carriesMarks(event, link.appointmentId)) continue;
+      await cal.delete(link.eventId);
+      fx.counted(therapistId, "delete");
+      log.info(
+        { therapist_id: therapistId, event_id: link.eventId },
+        "copy of the appointment's event the therapist had moved to a colleague's calendar removed (not written back)",
+      );
+    } catch (err) {
+      if (err instanceof EngineStoppedError) throw err;
+      log.warn({ therapist_id: therapistId, err: describeError(err) }, "calendar not looked at for a moved copy");
+    }
+  }
 }

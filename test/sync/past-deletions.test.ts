@@ -103,6 +103,24 @@ describe("an appointment that has begun, its event deleted", () => {
   });
 });
 
+describe("moved to a colleague's mapped calendar (Change calendar) and put back, not written back", () => {
+  const marked = (x: Harness, id: string) => x.world.therapists.flatMap((t) => liveOf(x, x.world.calendarOf(t), id));
+  it.each([
+    ["yesterday's appointment", { reassign: false }, -DAY],
+    ["an appointment ahead, cancelling from the calendar off", { reassign: false, cancel: false }, 3 * DAY],
+  ] as const)("%s: one event, in the therapist's calendar; the copy in the colleague's removed", async (_, wb, at) => {
+    h = await twoWay(wb);
+    const { id, cal } = await booked(h, Date.now() + at);
+    h.world.google.userMove(cal, eventIdFor(id), h.world.calendarOf("th_2"));
+    await settle(h);
+    await h.app.reconcile({ force: true });
+    await settle(h);
+    expect(h.world.booking.requests.filter((r) => r.method !== "GET")).toEqual([]);
+    expect(liveOf(h, cal, id)).toHaveLength(1);
+    expect(marked(h, id)).toHaveLength(1); // the copy in th_2's calendar showed the appointment twice for good
+  });
+});
+
 describe("a past appointment's deleted event, its link expired, reported again by a full listing (410)", () => {
   /** The appointment's link runs out (its end + past_days + 2 days), the therapist deletes the old event, Google
    * refuses the sync token: the full listing shows the deleted event with its marks. */
