@@ -27,7 +27,12 @@ export const MAX_QUEUED = 200;
 
 const EMPTY: Outbox = { notices: [], attempts: 0, nextAt: 0 };
 
-type Row = ConditionState | Outbox | ReconcileFacts | EndpointFacts;
+/** The therapists mapped when conditions were last observed. */
+interface MappedFacts {
+  ids: string[];
+}
+
+type Row = ConditionState | Outbox | ReconcileFacts | EndpointFacts | MappedFacts;
 
 export class NotifyLedger {
   readonly #table: Table<Row>;
@@ -67,6 +72,17 @@ export class NotifyLedger {
       });
     });
     await this.#table.setMany(entries);
+  }
+
+  /** The therapists mapped when conditions were last observed; undefined before the first time. */
+  async mapped(): Promise<string[] | undefined> {
+    return ((await this.#table.get("fact:mapped")) as MappedFacts | undefined)?.ids;
+  }
+
+  /** Forgets every condition (of `kinds`) of the therapists `gone`, and records `ids` as the ones mapped now. */
+  async remap(ids: string[], gone: string[], kinds: readonly string[]): Promise<void> {
+    for (const id of gone) for (const kind of kinds) await this.#table.delete(`cond:${kind}:${id}`);
+    await this.#table.set("fact:mapped", { ids });
   }
 
   async reconcileFacts(): Promise<ReconcileFacts | undefined> {

@@ -62,6 +62,8 @@ export class Notifier {
   readonly #secrets: SecretRegistry;
   /** When each condition was first seen open (for conditions that must stay open a while before they count). */
   readonly #openSince = new Map<string, number>();
+  /** The mapped therapists as last recorded (see #forgetUnmapped). */
+  #mappedKey: string | undefined;
   #chain: Promise<void> = Promise.resolve();
   #stop: AbortController | undefined;
   #loop: Promise<void> | undefined;
@@ -194,6 +196,24 @@ export class Notifier {
     );
   }
 
+  /**
+   * A therapist who left the mapping (a reload) has their conditions forgotten: an alert open when they left never
+   * cleared (nobody observes them), and mapped again, still broken, their return was silent. Recorded in the store, so
+   * a restart or a new leader in between forgets them too.
+   */
+  async #forgetUnmapped(ids: string[]): Promise<void> {
+    const key = ids.join("\n");
+    if (key === this.#mappedKey) return;
+    const mapped = new Set(ids);
+    const gone = ((await this.#ledger.mapped()) ?? []).filter((id) => !mapped.has(id));
+    const kinds = CONDITIONS.map((c) => c.id);
+    await this.#ledger.remap(ids, gone, kinds);
+    for (const id of gone) for (const kind of kinds) this.#openSince.delete(`${kind}:${id}`);
+    if (gone.length > 0)
+      this.#log.info({ therapists: gone }, "notifications: conditions of therapists no longer mapped forgotten");
+    this.#mappedKey = key;
+  }
+
   async #evaluate(channels: readonly Channel[]): Promise<void> {
     const now = this.#clock.now();
     const [reconcile, endpoint] = await Promise.all([this.#ledger.reconcileFacts(), this.#ledger.endpointFacts()]);
@@ -204,6 +224,7 @@ export class Notifier {
       ...(endpoint ? { endpoint } : {}),
     };
     this.#metrics.reconcileFailures.set(reconcile?.failures ?? 0);
+    await this.#forgetUnmapped(view.therapists.map((t) => t.id));
     const observed = CONDITIONS.flatMap((kind) =>
       kind.observe(view, this.#config).map((o) => ({ kind, o, key: `${kind.id}:${o.subject}` })),
     );

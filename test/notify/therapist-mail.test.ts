@@ -128,6 +128,38 @@ describe("a therapist who never connected", () => {
   });
 });
 
+describe("a therapist who leaves the mapping with an alert open", () => {
+  it("mapped again, still broken, is told about again (the alert never cleared, and the return was silent)", async () => {
+    const f = await fixture(
+      [
+        { id: "th_a", email: "anna@clinic.example" },
+        { id: "th_b", email: "ben@clinic.example" },
+      ],
+      oneTarget,
+    );
+    f.broken("th_b");
+    await f.notifier.check();
+    expect(f.to("ben@clinic.example")).toHaveLength(1);
+    expect(f.to("ops@clinic.test")).toHaveLength(1);
+    f.reload([{ id: "th_a", email: "anna@clinic.example" }]); // Ben leaves
+    await f.clock.advance(120_000);
+    await f.notifier.check();
+    await f.clock.advance(3 * 86_400_000);
+    f.reload([
+      { id: "th_a", email: "anna@clinic.example" },
+      { id: "th_b", email: "ben@clinic.example" },
+    ]); // back, his token still refused
+    await f.notifier.check();
+    await f.clock.advance(120_000);
+    await f.notifier.check();
+    expect(f.to("ops@clinic.test").map((m) => m.subject)).toEqual([
+      "[unit] Google credentials of th_b stopped working",
+      "[unit] Google credentials of th_b stopped working",
+    ]);
+    expect(f.to("ben@clinic.example")).toHaveLength(2);
+  });
+});
+
 describe("therapists' own e-mail after a reload", () => {
   it("goes to the address the mapping has now, with the therapist's queue and rate limit carried over", async () => {
     const f = await fixture([{ id: "th_a", email: "anna-old@former.example" }], oneTarget);
