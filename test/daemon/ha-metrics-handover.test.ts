@@ -102,7 +102,9 @@ describe.skipIf(!redisTestsEnabled("ha-metrics-handover"))("leader-only gauges a
 
     // The booking API is back; the new leader's reconciliation succeeds.
     world.booking.faults.errorRate = 0;
-    const report = await b.reconcile();
+    // The new leader's first run may have begun while the API still failed (on a loaded machine it had): joined, it
+    // fails; the run after it is the one that succeeds.
+    const report = await b.reconcile().catch(() => b.reconcile());
     expect(report.ok).toBe(true);
     // The new leader's notifier reads the endpoint's state from the store (it is still not registered).
     await expect
