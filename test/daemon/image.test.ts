@@ -207,10 +207,14 @@ describe("the container image, reproduced in a clean folder", () => {
       expect(healthz.status).toBe(200);
       expect(await healthz.json()).toEqual({ status: "ok" });
 
-      // The port it reports is the one configured; its store is on the ./data "volume".
-      const started = logs()
-        .map((l) => JSON.parse(l) as Record<string, unknown>)
-        .find((l) => l.msg === "calbridge started");
+      // The port it reports is the one configured; its store is on the ./data "volume". /healthz answers once the
+      // public listener is up, a little before the line is written (and the pipe delivers it): waited for.
+      const startedLine = () =>
+        logs()
+          .map((l) => JSON.parse(l) as Record<string, unknown>)
+          .find((l) => l.msg === "calbridge started");
+      for (let i = 0; i < 100 && !startedLine(); i++) await new Promise((r) => setTimeout(r, 50));
+      const started = startedLine();
       expect(started).toMatchObject({ url: base, admin_url: admin, store: "sqlite", therapists: 2 });
       expect(existsSync(join(app, "data/calbridge.sqlite"))).toBe(true);
 
