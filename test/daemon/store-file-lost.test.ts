@@ -12,20 +12,13 @@ import { type App, createApp } from "../../src/daemon/app.ts";
 import type { Logger } from "../../src/log.ts";
 import { startWorld, WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
 import { captureLog } from "../support/log-capture.ts";
+import { waitFor } from "../support/wait-for.ts";
 
 const DAY = 86_400_000;
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
 });
-
-async function waitFor(what: string, predicate: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function started(config: Config, logger: Logger): Promise<App> {
   const app = await createApp(structuredClone(config), { logger, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0" });
