@@ -99,6 +99,9 @@ describe("LeaderLease on one SQLite file shared by two stores (ManualClock)", ()
     expect([a.isLeader, b.isLeader, both]).toEqual([true, false, false]);
     await a.stop();
     await advance(clock, 1000);
+    // The standby's read falls due within that second of the clock; under load its SQLite statement may still be
+    // running when the last step ends, so give it real time to finish without moving the clock further.
+    await waitFor("the standby to lead", () => b.isLeader, 5000);
     expect([a.isLeader, b.isLeader]).toEqual([false, true]);
   });
 
@@ -150,6 +153,7 @@ describe("LeaderLease on one SQLite file shared by two stores (ManualClock)", ()
         await advance(clock, L - 100);
         expect(l.isLeader).toBe(false);
         await advance(clock, 1200);
+        await waitFor("the lapsed row to be taken", () => l.isLeader, 5000); // the clock stands still meanwhile
         expect(l.isLeader).toBe(true);
       }
       await l.stop();
