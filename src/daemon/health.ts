@@ -72,12 +72,44 @@ function seconds(ms: number): string {
   return `${Math.round(ms / 1000)}s`;
 }
 
-function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+/**
+ * A probe that outlived its check's wait and failed later, by check and source: a SQLite write waiting for another
+ * process's lock gives up only after its busy timeout (10 s), long after /readyz said "no answer within 2000 ms", and
+ * its SQLITE_BUSY is what tells ops why. The next check of the same source names it.
+ */
+const lateFailures = { ping: new WeakMap<object, string>(), write: new WeakMap<object, string>() };
+
+function withTimeout<T>(
+  work: Promise<T>,
+  timeoutMs: number,
+  late?: { kind: keyof typeof lateFailures; source: object },
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
+  const startedAt = performance.now();
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    timer = setTimeout(() => {
+      reject(new Error(`no answer within ${timeoutMs} ms${lateNote(late)}`));
+      if (late) watchLate(work, startedAt, late);
+    }, timeoutMs);
   });
+  if (late) work.then(() => lateFailures[late.kind].delete(late.source)).catch(() => {});
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+function lateNote(late?: { kind: keyof typeof lateFailures; source: object }): string {
+  const failure = late && lateFailures[late.kind].get(late.source);
+  return failure ? ` (the probe before ${failure})` : "";
+}
+
+function watchLate(
+  work: Promise<unknown>,
+  startedAt: number,
+  late: { kind: keyof typeof lateFailures; source: object },
+) {
+  work.catch((err: unknown) => {
+    const after = ((performance.now() - startedAt) / 1000).toFixed(1);
+    lateFailures[late.kind].set(late.source, `failed after ${after} s: ${messageOf(err)}`);
+  });
 }
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -85,7 +117,7 @@ const messageOf = (err: unknown) => (err instanceof Error ? err.message : String
 /** The store's round trip (also what `calbridge doctor` runs). */
 export async function checkStore(source: Pick<HealthSource, "storePing">, timeoutMs: number): Promise<Check> {
   try {
-    await withTimeout(source.storePing(), timeoutMs);
+    await withTimeout(source.storePing(), timeoutMs, { kind: "ping", source });
     return { ok: true, detail: "store answered" };
   } catch (err) {
     return { ok: false, detail: `store unreachable: ${messageOf(err)}` };
@@ -95,7 +127,7 @@ export async function checkStore(source: Pick<HealthSource, "storePing">, timeou
 /** The store's write probe (also what `calbridge doctor` runs). */
 export async function checkStoreWrite(source: Pick<HealthSource, "storeWrite">, timeoutMs: number): Promise<Check> {
   try {
-    await withTimeout(source.storeWrite(), timeoutMs);
+    await withTimeout(source.storeWrite(), timeoutMs, { kind: "write", source });
     return { ok: true, detail: "store took a write" };
   } catch (err) {
     return { ok: false, detail: `store refuses writes: ${messageOf(err)}` };
@@ -112,11 +144,13 @@ export function storeFolderOf(storeUrl: string, cwd = process.cwd()): string | u
 }
 
 /** Free space in the store's folder against store.min_free_mb (also what `calbridge doctor` runs). */
-export async function checkDisk(folder: string | undefined, minFreeBytes: number): Promise<Check> {
+export async function checkDisk(folder: string | undefined, minFreeBytes: number, timeoutMs = 2000): Promise<Check> {
   if (folder === undefined) return { ok: true, detail: "no local store file" };
   if (minFreeBytes <= 0) return { ok: true, detail: "free space not checked (store.min_free_mb is 0)" };
   try {
-    const fs = await statfs(folder);
+    // Bounded too: statfs takes a thread of libuv's pool, which SQLite statements waiting for another process's lock
+    // can hold for their whole busy timeout.
+    const fs = await withTimeout(statfs(folder), timeoutMs);
     const free = fs.bavail * fs.bsize;
     const shown = `${Math.floor(free / MIB)} MiB free in ${folder}`;
     if (free >= minFreeBytes) return { ok: true, detail: shown };
@@ -160,7 +194,7 @@ export async function checkReadiness(source: HealthSource, options: ReadinessOpt
   const [store, store_write, disk] = await Promise.all([
     checkStore(source, timeoutMs),
     checkStoreWrite(source, timeoutMs),
-    checkDisk(source.storeFolder, options.minFreeBytes ?? 64 * MIB),
+    checkDisk(source.storeFolder, options.minFreeBytes ?? 64 * MIB, timeoutMs),
   ]);
   const reconcile = checkReconcile(source, options, now);
   const booking = checkBooking(source);
