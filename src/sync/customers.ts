@@ -12,6 +12,7 @@ export async function customerResyncs(
   booking: BookingPort,
   config: Config,
   customerId: string,
+  /** The time before the listing is read. */
   now: number,
   base: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
 ): Promise<[string, SyncRequest][]> {
@@ -26,7 +27,12 @@ export async function customerResyncs(
   }
   // The listing lacks contact details; with them on the event, each appointment is read in full.
   const full = config.event.include_customer_contact;
-  return [...upcoming.values()].map((appt) => [appt.id, { ...base, ...(full ? {} : { booking: { appt } }) }]);
+  // Each item says when it was read (at most `now`): a move or cancellation synced while the listing ran wrote a
+  // newer link, and the item must be read again, not applied over it (the listing carries no updated_at).
+  return [...upcoming.values()].map((appt) => [
+    appt.id,
+    { ...base, ...(full ? {} : { booking: { appt, readAt: now } }) },
+  ]);
 }
 
 /**
