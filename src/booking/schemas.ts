@@ -55,41 +55,45 @@ export const Appointment = z.looseObject({
 });
 export type Appointment = z.infer<typeof Appointment>;
 
-/** `meta` of a list (every field tolerated missing: the client then stops on a short page). */
+/**
+ * `meta` of a list (every field tolerated missing, null or of another type: the client then stops on a short page).
+ * The spec types them as integers; one null would otherwise fail every listing, and with it every reconciliation.
+ */
 export const ListMeta = z.looseObject({
-  page: z.number().optional(),
-  per_page: z.number().optional(),
-  total: z.number().optional(),
-  total_pages: z.number().optional(),
-  request_id: z.string().optional(),
+  page: hint(z.number()),
+  per_page: hint(z.number()),
+  total: hint(z.number()),
+  total_pages: hint(z.number()),
+  request_id: hint(z.string()),
 });
 export type ListMeta = z.infer<typeof ListMeta>;
 
-/** `meta` on a single-object response: only request_id is ever shown. */
-export const Meta = z.looseObject({ request_id: z.string().optional() });
+/** `meta` on a single-object response: only request_id is ever shown (a null one would fail every read). */
+export const Meta = z.looseObject({ request_id: hint(z.string()) });
 
+/** Only `code` decides: a null message must not turn a refusal (409 slot_unavailable) into an unreadable answer. */
 export const ErrorBody = z.looseObject({
   code: z.string(),
-  message: z.string().optional(),
-  details: z.record(z.string(), z.unknown()).nullish(),
-  request_id: z.string().optional(),
+  message: hint(z.string()),
+  details: hint(z.record(z.string(), z.unknown()).nullable()),
+  request_id: hint(z.string()),
 });
 
 /** `{ "error": { code, message, details } }`, with an optional meta. */
 export const ErrorEnvelope = z.looseObject({
   error: ErrorBody,
-  meta: Meta.optional(),
+  meta: hint(Meta),
 });
 export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
 
 /** `{ "data": <T>, "meta"?: {...} }` */
 export function singleEnvelope<T extends z.ZodType>(data: T) {
-  return z.looseObject({ data, meta: Meta.optional() });
+  return z.looseObject({ data, meta: hint(Meta) });
 }
 
 /** `{ "data": [<T>], "meta": {...} }` (meta tolerated missing). */
 export function listEnvelope<T extends z.ZodType>(item: T) {
-  return z.looseObject({ data: z.array(item), meta: ListMeta.optional() });
+  return z.looseObject({ data: z.array(item), meta: hint(ListMeta) });
 }
 
 export const TimeSlot = z.looseObject({
