@@ -47,18 +47,32 @@ export type EventKind = "appointment" | "customer" | "ignored" | "unknown";
 
 const KNOWN_IGNORED = new Set(["customer.created"]);
 
-export function kindOf(type: string): EventKind {
+const objectIdOf = (object: Record<string, unknown> | undefined): string | undefined => {
+  const id = object?.["id"];
+  return typeof id === "string" && id !== "" ? id : undefined;
+};
+
+/**
+ * The kind of an event of `type` whose `data.object` is `object`. An `appointment.*` type the spec does not list
+ * (appointment.rescheduled, appointment.confirmed, one added later) that names an appointment is an appointment
+ * event too: a webhook only says which appointment to sync, and its payload is not used (the engine reads the
+ * appointment). Without an id it is unknown: acknowledged and ignored, as any other unlisted type.
+ */
+export function kindOf(type: string, object?: Record<string, unknown>): EventKind {
   if ((APPOINTMENT_TYPES as readonly string[]).includes(type)) return "appointment";
   if (type === "customer.updated") return "customer";
   if (type.startsWith("payment.") || type.startsWith("gift_card.") || KNOWN_IGNORED.has(type)) return "ignored";
+  if (type.startsWith("appointment.") && objectIdOf(object)) return "appointment";
   return "unknown";
 }
 
+/** Whether the spec lists the type (an appointment event of another type is synced, its payload not used). */
+export const isListedType = (type: string): boolean =>
+  (APPOINTMENT_TYPES as readonly string[]).includes(type) || type === "customer.updated";
+
 /** The appointment an event concerns (`data.object.id` of appointment.* events). */
 export function appointmentIdOf(event: BookingWebhookEvent): string | undefined {
-  if (kindOf(event.type) !== "appointment") return undefined;
-  const id = event.data.object["id"];
-  return typeof id === "string" && id !== "" ? id : undefined;
+  return kindOf(event.type, event.data.object) === "appointment" ? objectIdOf(event.data.object) : undefined;
 }
 
 /**

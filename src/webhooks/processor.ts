@@ -4,7 +4,7 @@
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
-import { APPOINTMENT_TYPES, appointmentIdOf, type BookingWebhookEvent, kindOf } from "./event.ts";
+import { APPOINTMENT_TYPES, appointmentIdOf, type BookingWebhookEvent, isListedType, kindOf } from "./event.ts";
 import type { InboxEntry, WebhookInbox } from "./inbox.ts";
 import { type WebhookMetrics, webhookMetrics } from "./metrics.ts";
 
@@ -251,13 +251,19 @@ export class InboxProcessor {
   /** Hands the event to the sink (synchronously, so arrival order holds) and marks it done when the sink is. */
   async #process(entry: InboxEntry): Promise<void> {
     const { event } = entry;
-    const kind = kindOf(event.type);
+    const kind = kindOf(event.type, event.data.object);
     const type = this.#typeLabel(event.type);
     const log = this.#logger.child({
       event_id: event.id,
       event_type: event.type,
       appointment_id: appointmentIdOf(event),
     });
+    if (kind === "appointment" && !isListedType(event.type) && !this.#warnedTypes.has(event.type)) {
+      this.#warnedTypes.add(event.type);
+      log.warn(
+        "webhook event of a type the booking API's spec does not list: its appointment is read and synced (logged once per type)",
+      );
+    }
     if (kind === "ignored" || kind === "unknown") {
       if (kind === "unknown" && !this.#warnedTypes.has(event.type)) {
         this.#warnedTypes.add(event.type);
