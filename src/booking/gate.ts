@@ -285,7 +285,7 @@ export class RateLimitGate {
     // Before the first answer the budget is unknown: one request at a time, so a burst cannot overspend.
     if (this.#mode === "unknown" && this.#inFlight > 0) return { reason: "probe" };
     this.#prune(now);
-    if (this.#sent.length + this.#inFlight >= this.#ceiling - keep) {
+    if (this.#sent.length + this.#inFlight >= this.#slidingCeiling() - keep) {
       // Full: wait for the oldest answer to leave the window (or, all in flight, for an answer).
       const oldest = this.#sent[0];
       return oldest === undefined
@@ -294,6 +294,18 @@ export class RateLimitGate {
     }
     if (this.#inFlight >= this.#maxInFlight) return { reason: "concurrency" };
     return undefined;
+  }
+
+  /**
+   * What the sliding window of sent requests may hold: the client's ceiling, and the server's stated limit too while
+   * it sends no usable X-RateLimit-Remaining (missing, garbled): its Limit is then the only budget it states, and the
+   * server's headers win over the configured plan.
+   */
+  #slidingCeiling(): number {
+    const limit = this.#limit;
+    return this.#remaining === undefined && limit !== undefined && limit > 0
+      ? Math.min(this.#ceiling, limit)
+      : this.#ceiling;
   }
 
   #next(): Waiter | undefined {
@@ -374,7 +386,9 @@ export class RateLimitGate {
           this.#remaining = Math.min(this.#remaining ?? remaining, remaining);
         }
       } else if (reset !== undefined && (this.#resetAt === undefined || resetAt > this.#resetAt)) {
+        // A newer window without a Remaining: an older window's count says nothing of it.
         this.#resetAt = resetAt;
+        this.#remaining = undefined;
       }
     } else if (this.#mode === "unknown" && response.status !== undefined) {
       this.#mode = "no_headers";
@@ -417,13 +431,18 @@ export class RateLimitGate {
     let until: number;
     let basis: string;
     const resetAt = reset === undefined ? undefined : this.#resetTime(now, reset);
+    // The spec shows no Retry-After; a service (or a proxy in front of it) that sends one says when to come back.
+    const afterRetry =
+      retryAfter !== undefined && retryAfter > 0
+        ? now + Math.min(retryAfter, this.#backoffMaxMs * 10) + this.#skewMs
+        : undefined;
     if (resetAt !== undefined && resetAt + this.#skewMs > now) {
-      until = resetAt + this.#skewMs;
-      basis = "reset";
+      // Both said: the later wins (a Retry-After beyond the window's reset is the server's, or a proxy's, own word).
+      until = Math.max(resetAt + this.#skewMs, afterRetry ?? 0);
+      basis = until === resetAt + this.#skewMs ? "reset" : "retry-after";
       if (this.#resetAt === resetAt) this.#remaining = 0;
-    } else if (retryAfter !== undefined && retryAfter > 0) {
-      // The spec shows no Retry-After; a service (or a proxy in front of it) that sends one says when to come back.
-      until = now + Math.min(retryAfter, this.#backoffMaxMs * 10) + this.#skewMs;
+    } else if (afterRetry !== undefined) {
+      until = afterRetry;
       basis = "retry-after";
     } else {
       const cap = Math.min(this.#backoffMaxMs, this.#backoffBaseMs * 2 ** (this.#consecutive429 - 1));

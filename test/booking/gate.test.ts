@@ -249,6 +249,63 @@ describe("RateLimitGate", () => {
     expect(next.permit?.waitedMs).toBe(60_250);
   });
 
+  it("holds to the server's X-RateLimit-Limit as a sliding window while Remaining is missing or garbled", async () => {
+    // Configured for 1,000 a minute; the server states 3 per window and no usable Remaining. It used to get 1,000.
+    for (const remaining of [undefined, "n/a"]) {
+      const { g, clock } = gate({ windowMs: 60_000, skewMs: 250 });
+      const times: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const p = await drivenAcquire(g, clock);
+        times.push(clock.now() - T0);
+        p.done({
+          status: 200,
+          headers: {
+            "x-ratelimit-limit": "3",
+            ...(remaining ? { "x-ratelimit-remaining": remaining } : {}),
+            "x-ratelimit-reset": String(Math.ceil((clock.now() + 60_000) / 1000)),
+          },
+        });
+        await clock.advance(1_000);
+      }
+      expect(times).toEqual([0, 1_000, 2_000, 60_000, 61_000]);
+    }
+  });
+
+  it("forgets an older window's Remaining when a newer Reset comes without one", async () => {
+    const { g, clock } = gate({ windowMs: 60_000, skewMs: 250 });
+    const first = await g.acquire("reconcile");
+    first.done({ status: 200, headers: headers(2, 0, T0 + 1_000) });
+    await clock.advance(1_250);
+    // The new window's answer states its Limit and Reset only: the count of the last one (0 left) no longer holds,
+    // and the Limit does: one more request in this window (two sent in the last 60 s), not an unbounded number.
+    const second = await g.acquire("reconcile");
+    second.done({
+      status: 200,
+      headers: { "x-ratelimit-limit": "2", "x-ratelimit-reset": String((T0 + 61_000) / 1000) },
+    });
+    const third = track(g.acquire("reconcile"));
+    await flush();
+    expect(third.permit).toBeUndefined();
+    expect(g.snapshot().remaining).toBeUndefined();
+  });
+
+  it("after a 429 waits for the later of Reset and Retry-After", async () => {
+    const { g, clock, log } = gate({ skewMs: 250 });
+    const probe = await g.acquire("webhook");
+    probe.done({ status: 429, headers: { ...headers(100, 0, T0 + 10_000), "retry-after": "30" } });
+    expect(g.snapshot().pausedUntil).toBe(T0 + 30_250);
+    expect(log.find((l) => l.msg === "booking API answered 429: pausing every request")).toMatchObject({
+      basis: "retry-after",
+    });
+    const next = track(g.acquire("webhook"));
+    await clock.advance(10_250);
+    await flush();
+    expect(next.permit).toBeUndefined();
+    await clock.advance(20_000);
+    await flush();
+    expect(next.permit).toBeDefined();
+  });
+
   it("rejects a waiter whose signal aborts and keeps serving the others", async () => {
     const { g, clock } = gate();
     const p = await g.acquire("reconcile");
