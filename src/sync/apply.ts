@@ -200,7 +200,6 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "writeback_reschedule":
     case "writeback_cancel": {
       if (!link) return;
-      fx.activity.wroteBack(action.therapistId);
       await applyWriteback(fx, booking, action, {
         id,
         appt: snapshot,

@@ -111,6 +111,7 @@ export async function movedToOtherCalendar(
     throw new LeaveAsIs(e);
   });
   ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
+  ctx.fx.activity.wroteBack(w.link.therapistId);
   w.log.info(
     {
       writeback: "reassign",

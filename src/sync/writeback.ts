@@ -85,6 +85,7 @@ async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promi
   // The booking service took the move: a failure from here on is never answered by putting the old time back.
   await accept(ctx, w, w.link.therapistId, { ...w, appt: booking }, w.event ?? undefined, sourceAt).catch(leaveAsIs);
   ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "ok" });
+  ctx.fx.activity.wroteBack(w.link.therapistId); // taken by the booking service: what /status counts
   w.log.info({ writeback: "reschedule", start_time: booking.start_time }, "appointment rescheduled from the calendar");
 }
 
@@ -136,6 +137,7 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     })
     .catch(leaveAsIs);
   ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
+  ctx.fx.activity.wroteBack(w.link.therapistId); // taken by the booking service: what /status counts
   w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
   // A series Google split off the deleted one ("This and following events") would go on showing the appointment.
   if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
