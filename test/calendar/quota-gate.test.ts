@@ -6,6 +6,7 @@ import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { GoogleQuotaGate, type QuotaPermit, unitsOf } from "../../src/calendar/quota-gate.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { waitFor } from "../support/wait-for.ts";
 import { body, setup } from "./helpers.ts";
 
 const flush = async () => {
@@ -18,6 +19,19 @@ function track(p: Promise<QuotaPermit>) {
     t.permit = x;
   });
   return t;
+}
+
+/**
+ * Moves the clock in `step`s until `until()`, only while someone sleeps on it and no request is in flight: an HTTP
+ * round trip takes real time (under load, hundreds of ms), during which the clock stands still instead of running on.
+ */
+async function drive(clock: ManualClock, quota: GoogleQuotaGate, step: number, until: () => boolean): Promise<void> {
+  const end = Date.now() + 20_000;
+  while (!until()) {
+    if (Date.now() > end) throw new Error("timed out driving the clock");
+    if (clock.waiting > 0 && quota.snapshot().inFlight === 0) await clock.advance(step);
+    await new Promise((r) => setTimeout(r, 2));
+  }
 }
 
 function gate(options: Partial<ConstructorParameters<typeof GoogleQuotaGate>[0]> = {}) {
@@ -177,10 +191,7 @@ describe("gateways paced by the gate", () => {
       const all = Promise.all(calls).finally(() => {
         done = true;
       });
-      for (let i = 0; i < 400 && !done; i++) {
-        await clock.advance(1_000);
-        await new Promise((r) => setTimeout(r, 2));
-      }
+      await drive(clock, quota, 1_000, () => done);
       await all;
       const usage = f.emulator.usage;
       expect(usage.usageLimitAnswers).toBe(0);
@@ -196,12 +207,7 @@ describe("gateways paced by the gate", () => {
     const clock = new ManualClock(Date.now());
     const quota = new GoogleQuotaGate({ projectPerMinute: 10_000, userPerMinute: 600, clock, random: () => 0.5 });
     const f = await setup({ quota, clock }, { clock });
-    const settle = async (until: () => boolean) => {
-      for (let i = 0; i < 200 && !until(); i++) {
-        await clock.advance(100);
-        await new Promise((r) => setTimeout(r, 2));
-      }
-    };
+    const settle = (until: () => boolean) => drive(clock, quota, 100, until);
     // What another client of the project spending th_anna's budget, then the project's, makes Google answer.
     const quotaText = (limit: string) =>
       `Quota exceeded for quota metric 'Queries' and limit '${limit}' of service 'calendar-json.googleapis.com' for consumer 'project_number:1'.`;
@@ -216,8 +222,7 @@ describe("gateways paced by the gate", () => {
         done = true;
       });
       // Until Google's refusal has been read (the retry then waits at the gate).
-      for (let i = 0; i < 100 && f.emulator.faults.pending > 0; i++) await new Promise((r) => setTimeout(r, 2));
-      await new Promise((r) => setTimeout(r, 20));
+      await waitFor("the retry to wait at the gate", () => quota.snapshot().waiting === 1, 10_000);
       const userLimited = quota.snapshot();
       expect(userLimited.project.pausedUntil).toBeUndefined();
       expect(userLimited.project.ceiling).toBe(10_000);
@@ -233,9 +238,7 @@ describe("gateways paced by the gate", () => {
       const second = f.gateway.upsert("limited003", body("limited")).finally(() => {
         done = true;
       });
-      for (let i = 0; i < 50 && quota.snapshot().project.pausedUntil === undefined; i++) {
-        await new Promise((r) => setTimeout(r, 2));
-      }
+      await waitFor("the project's pause", () => quota.snapshot().project.pausedUntil !== undefined, 10_000);
       expect(quota.snapshot().project.pausedUntil).toBeGreaterThan(clock.now());
       expect(quota.snapshot().project.ceiling).toBeLessThan(10_000);
       await settle(() => done);
@@ -261,19 +264,15 @@ describe("gateways paced by the gate", () => {
       const calls = ["burst001", "burst002", "burst003"].map((id) =>
         f.gateway.upsert(id, body(id)).finally(() => done++),
       );
-      for (let i = 0; i < 100 && f.emulator.usage.usageLimitAnswers === 0; i++)
-        await new Promise((r) => setTimeout(r, 2));
-      await new Promise((r) => setTimeout(r, 20));
+      // Until two are answered and the refused one's retry waits at the gate (the clock stands still meanwhile).
+      await waitFor("two answers and a retry at the gate", () => done === 2 && quota.snapshot().waiting === 1, 10_000);
       expect(f.emulator.usage.usageLimitAnswers).toBe(1);
       // Not the project's budget: nobody else waits, and the project's pace is not cut.
       expect(quota.snapshot().project).toMatchObject({ ceiling: 10_000 });
       expect(quota.snapshot().project.pausedUntil).toBeUndefined();
       (await quota.acquire("th_ben")).done();
       expect(done).toBe(2);
-      for (let i = 0; i < 200 && done < 3; i++) {
-        await clock.advance(100);
-        await new Promise((r) => setTimeout(r, 2));
-      }
+      await drive(clock, quota, 100, () => done === 3);
       expect((await Promise.all(calls)).map((c) => c.action)).toEqual(["inserted", "inserted", "inserted"]);
       const text = await registry.getSingleMetricAsString("calbridge_google_usage_limited_total");
       expect(text).toMatch(/\{scope="user"\} [1-9]/);
@@ -294,10 +293,7 @@ describe("gateways paced by the gate", () => {
         done = true;
       });
       const started = clock.now();
-      for (let i = 0; i < 100 && !done; i++) {
-        await clock.advance(100);
-        await new Promise((r) => setTimeout(r, 2));
-      }
+      await drive(clock, quota, 100, () => done);
       expect((await call).action).toBe("inserted");
       // Pauses of 750 ms and then 1.5 s (half the doubling cap plus jitter): about 2.3 s, no more.
       expect(clock.now() - started).toBeGreaterThanOrEqual(2_200);

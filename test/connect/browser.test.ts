@@ -82,7 +82,7 @@ describe.runIf(browserTestsEnabled())("connecting a calendar in Chromium", { tim
     const page = await tab();
 
     await page.goto(link);
-    await expect.poll(() => page.title()).toBe("Connect your Google Calendar");
+    await expect.poll(() => page.title(), { timeout: 10_000 }).toBe("Connect your Google Calendar"); // not the default 1 s
     expect(await page.textContent("body")).toContain(
       "Praxis am Park invites you to connect a Google Calendar for Ben Berger",
     );

@@ -52,7 +52,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-reconcile"))("a leader losing 
     cleanups.push(() => app.stop(3000));
     await app.start();
     // A freshly won lease is held 2/3 of its time before the replica leads (lease.ts).
-    await waitFor("the replica to lead", () => app.lease.isLeader, 3000);
+    await waitFor("the replica to lead", () => app.lease.isLeader, 10_000); // a positive wait: 1333 ms of hold, then Redis round trips (seconds under load)
     const meta = app.store.table<number>("meta");
     await waitFor(
       "the start-up reconciliation",

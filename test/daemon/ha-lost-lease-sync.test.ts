@@ -60,7 +60,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
     cleanups.push(() => other.flushAll().then(() => other.quit().then(() => {})));
     await app.start();
     // A fresh lease key is held 2/3 of the lease before its holder leads (Redis may have lost a leader's key).
-    await waitFor("the daemon to lead", () => app.lease.isLeader, 3000);
+    await waitFor("the daemon to lead", () => app.lease.isLeader, 10_000); // a positive wait: 1333 ms of hold, then Redis round trips (seconds under load)
     const meta = app.store.table<number>("meta");
     await waitFor(
       "the start-up reconciliation",

@@ -87,7 +87,9 @@ describe.skipIf(!redisTestsEnabled("ha-metrics-handover"))("leader-only gauges a
     world.booking.faults.errorRate = 1;
     for (let i = 0; i < 3; i++) await expect(a.reconcile()).rejects.toThrow();
     await expect
-      .poll(async () => byInstance(await scrape(a, "a"), "calbridge_booking_webhook_endpoint_disabled").a)
+      .poll(async () => byInstance(await scrape(a, "a"), "calbridge_booking_webhook_endpoint_disabled").a, {
+        timeout: 10_000, // not expect.poll's default second: HTTP scrapes and store reads under load
+      })
       .toBe(1);
     const failing = [...(await scrape(a, "a")), ...(await scrape(b, "b"))];
     expect(byInstance(failing, "calbridge_reconcile_consecutive_failures").a).toBe(3);
@@ -108,7 +110,9 @@ describe.skipIf(!redisTestsEnabled("ha-metrics-handover"))("leader-only gauges a
     expect(report.ok).toBe(true);
     // The new leader's notifier reads the endpoint's state from the store (it is still not registered).
     await expect
-      .poll(async () => byInstance(await scrape(b, "b"), "calbridge_booking_webhook_endpoint_disabled").b)
+      .poll(async () => byInstance(await scrape(b, "b"), "calbridge_booking_webhook_endpoint_disabled").b, {
+        timeout: 10_000, // not expect.poll's default second: HTTP scrapes and store reads under load
+      })
       .toBe(1);
     expect(a.lease.isLeader).toBe(false);
 

@@ -55,7 +55,7 @@ describe("graceful stop of the leader", () => {
     const a = await replica(world);
     const b = await replica(world);
     // The first replica holds the fresh lease key 2/3 of the lease before it leads (Redis may have lost a leader's key).
-    await waitFor("the first replica to lead", () => a.app.lease.isLeader, 2000);
+    await waitFor("the first replica to lead", () => a.app.lease.isLeader, 10_000); // a positive wait: 1333 ms of hold, then Redis round trips (seconds under load)
     expect([a.app.lease.isLeader, b.app.lease.isLeader]).toEqual([true, false]);
     await waitFor(
       "start-up reconciliation",

@@ -62,7 +62,7 @@ describe.skipIf(!redisTestsEnabled("notify-ha"))("notifications with two replica
     const a = await replica(world.config);
     const b = await replica(world.config);
     // The first replica holds the fresh lease key 2/3 of the lease before it leads (Redis may have lost a leader's key).
-    await waitFor("the first replica to lead", () => a.lease.isLeader, 2000);
+    await waitFor("the first replica to lead", () => a.lease.isLeader, 10_000); // a positive wait: 1333 ms of hold, then Redis round trips (seconds under load)
     expect([a.lease.isLeader, b.lease.isLeader]).toEqual([true, false]);
     await waitFor("the leader's message", () => mail.mails.length > 0 && hook.posts.length > 0, 10_000);
     // The standby meets broken credentials of its own (th_b's), and is asked to tell: it does not lead, so it does not.

@@ -103,9 +103,8 @@ describe("push channels", () => {
       end: { dateTime: iso(start.getTime() + 7_200_000) },
     });
     await h.world.google.notify(cal);
-    for (let i = 0; i < 50 && !h.world.booking.requests.some((r) => r.method === "PATCH"); i++) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // The route, the poll and the write-back: several round trips, 2.5 s was short under load.
+    await until(() => h!.world.booking.requests.some((r) => r.method === "PATCH"), 15_000);
     await h.app.engine.idle();
     expect(Date.parse(String(h.world.booking.get(String(a.id))!.start_time))).toBe(start.getTime() + 3_600_000);
   });
@@ -225,10 +224,13 @@ describe("push channels", () => {
       // The confirmation is stored after the channel, not overwritten by it: a restart trusts the channel.
       const channel = [...h.world.google.channels.values()][0]!;
       const channels = h.app.store.table<Channel>("channels");
-      await vi.waitFor(async () => {
-        expect(await channels.get("th_1")).toMatchObject({ channelId: channel.id, confirmed: true });
-        expect(await channels.get(`channel-id:${channel.id}`)).toMatchObject({ confirmed: true });
-      });
+      await vi.waitFor(
+        async () => {
+          expect(await channels.get("th_1")).toMatchObject({ channelId: channel.id, confirmed: true });
+          expect(await channels.get(`channel-id:${channel.id}`)).toMatchObject({ confirmed: true });
+        },
+        { timeout: 5_000 }, // not vi.waitFor's default second: store writes under load
+      );
       expect(h.app.poller.intervalFor("th_1")).toBeGreaterThan(h.world.config.sync.calendar_poll_seconds * 1000);
     } finally {
       relay.close();
@@ -479,7 +481,8 @@ describe("push channels", () => {
     // Google's listing fails through every try of the poll the notification triggers.
     h.world.google.faults.next(6, { status: 503, reason: "backendError", match: /^GET .*\/events$/ });
     await h.world.google.notify(cal);
-    for (let i = 0; i < 40 && h.world.google.faults.pending > 0; i++) {
+    const end = Date.now() + 20_000; // real time, not 40 steps (the clock runs on while HTTP is in flight)
+    while (h.world.google.faults.pending > 0 && Date.now() < end) {
       await clock.advance(1_000);
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -518,7 +521,11 @@ describe("push channels", () => {
       for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5)); // the renewal (real HTTP) runs
       await h.world.google.settleNotifications();
       const now = clock.now();
-      const live = [...h.world.google.channels.values()].filter((c) => c.calendarId === cal && c.expiration > now);
+      const liveNow = () =>
+        [...h!.world.google.channels.values()].filter((c) => c.calendarId === cal && c.expiration > now);
+      // A renewal begun by then may still be in flight under load: it is given real time, the clock standing still.
+      if (liveNow().length === 0) await until(() => liveNow().length > 0, 5_000);
+      const live = liveNow();
       for (const c of live) opened.add(c.id);
       if (live.length === 0) uncovered.push((now - t0) / 60_000);
     }

@@ -374,11 +374,12 @@ describe("write-back", () => {
     h.world.booking.faults.failNext(1000, 503, { method: "PATCH" });
     h.world.google.userEdit(m.cal, m.eventId, { start: shifted(m.start + 2 * HOUR), end: shifted(m.start + 3 * HOUR) });
     const polled = h.app.poller.poll("th_1");
-    // The booking client's own retries and the engine's second attempt, on the manual clock.
-    for (
-      let i = 0;
-      i < 120 && !String(h.world.google.event(m.cal, m.eventId)?.description).includes("could not be sent");
-      i++
+    // The booking client's own retries and the engine's second attempt, on the manual clock. Bounded in real time, not
+    // in steps: under load the clock runs on while a request is in flight, and a step count ran out before the end.
+    const end = Date.now() + 20_000;
+    while (
+      Date.now() < end &&
+      !String(h.world.google.event(m.cal, m.eventId)?.description).includes("could not be sent")
     ) {
       await clock.advance(1_000);
       await new Promise((r) => setTimeout(r, 5));
@@ -403,7 +404,8 @@ describe("write-back", () => {
     h.world.booking.faults.failNext(1000, 503, { method: "PATCH" });
     moveToCalendar(h, m, "th_2");
     const polled = h.app.poller.poll("th_1");
-    for (let i = 0; i < 60 && liveOf(h, m.cal, m.id).length === 0; i++) {
+    const end = Date.now() + 20_000; // real time, not 60 steps: under load the clock runs on while HTTP is in flight
+    while (Date.now() < end && liveOf(h, m.cal, m.id).length === 0) {
       await clock.advance(1_000);
       await new Promise((r) => setTimeout(r, 5));
     }
@@ -447,7 +449,9 @@ describe("write-back", () => {
     };
     moveToCalendar(h, m, "th_2");
     const polled = h.app.poller.poll("th_1");
-    for (let i = 0; i < 60; i++) {
+    // A minute of the clock, and on until the second call: under load the clock runs on while HTTP is in flight.
+    const end = Date.now() + 20_000;
+    for (let i = 0; i < 60 || (calls < 2 && Date.now() < end); i++) {
       await clock.advance(1_000);
       await new Promise((r) => setTimeout(r, 5));
     }
