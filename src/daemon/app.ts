@@ -282,6 +282,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     safetyIntervalMs: config.sync.push_safety_poll_minutes * 60_000,
     // A sync token Google no longer accepts: the calendar may not be the one the links know; the next run lists it.
     onFullRead: (therapistId) => listings.forget(therapistId),
+    held: (appointmentId) => sync.guard.knowsHeld(appointmentId),
   });
   const inbox = new WebhookInbox({ store, clock, deadLetterTtlMs: config.webhooks.dead_letter_days * 86_400_000 });
   // A processor cannot start again once stopped: each leadership term gets a fresh one.

@@ -37,14 +37,13 @@ export interface PollerOptions {
   firstPollsAtOnce?: number;
   /** A sync token expired and the calendar was read in full again: links may no longer match it (FullListings). */
   onFullRead?: (therapistId: string) => void;
+  /** Whether the guard holds the appointment's write-back (as this process knows, no store read): see isEcho. */
+  held?: (appointmentId: string) => boolean;
 }
 
 export type PollResult = { changes: number; echoes: number; fullSync: boolean };
 
-/**
- * Google's quota guide: "If you need to do something periodically, adjust the interval by +/- 25%"
- * (developers.google.com/calendar/api/guides/quota, "Randomize traffic patterns").
- */
+/** Google's quota guide: "If you need to do something periodically, adjust the interval by +/- 25%" (guides/quota). */
 const JITTER = 0.25;
 type Trigger = "timer" | "push" | "call";
 
@@ -78,6 +77,7 @@ export class CalendarPoller {
   readonly #lastPoll = new Map<string, number>();
   readonly #firstPolls: PQueue;
   readonly #onFullRead: ((therapistId: string) => void) | undefined;
+  readonly #held: (appointmentId: string) => boolean;
 
   constructor(options: PollerOptions) {
     this.#mapping = options.mapping;
@@ -91,6 +91,7 @@ export class CalendarPoller {
     this.#push = options.push;
     this.#random = options.random ?? Math.random;
     this.#onFullRead = options.onFullRead;
+    this.#held = options.held ?? (() => false);
     this.#firstPolls = new PQueue({ concurrency: Math.max(1, options.firstPollsAtOnce ?? CALENDAR_READS_AT_ONCE) });
     // A channel trusted or distrusted now: that calendar's next poll is due at another time.
     this.#push?.onChange((therapistId) => this.#calendars.get(therapistId)?.wake?.abort());
@@ -264,15 +265,14 @@ export class CalendarPoller {
         return { changes, echoes, fullSync: result.fullSync };
       }
       if (event.id !== (link?.eventId ?? eventIdFor(id))) {
-        // Carries the appointment's mark but is not its event: an occurrence of a series the therapist made of it, or
-        // a copy. Its changes say nothing about the booking (a moved occurrence is no reschedule): left alone.
+        // Marked but not its event: an occurrence of a series made of it, or a copy. Says nothing about the booking.
         log.debug(
           { appointment_id: id, event_id: event.id },
           "event marked with an appointment but not its own; ignored",
         );
         continue;
       }
-      if (isEcho(link, therapistId, event, { reminders: this.#ownsReminders(therapistId) })) {
+      if (isEcho(link, therapistId, event, { reminders: this.#ownsReminders(therapistId) }, this.#held(id))) {
         echoes++;
         continue;
       }

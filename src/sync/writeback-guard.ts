@@ -94,6 +94,11 @@ export class WritebackGuard {
     if (await this.#o.holds.delete(appointmentId)) await this.#refresh(therapistId);
   }
 
+  /** Held, as this process last knew it (no store read; refreshAll reads every hold at start). */
+  knowsHeld(appointmentId: string): boolean {
+    return this.#heldIds.has(appointmentId);
+  }
+
   /** Held now (read from the store: an administrator may have released it from another process). */
   async isHeld(appointmentId: string): Promise<boolean> {
     return (await this.heldFor(appointmentId)) !== undefined;
