@@ -8,6 +8,7 @@ import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
 import { BEGUN_REASON, begun, bookingChanged, calendarChange, showsBooking } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
+import { editNotice } from "./edit-notice.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
 import { lostRecordsNote } from "./unsent-notes.ts";
 import { unwatchedChange } from "./watched.ts";
@@ -291,6 +292,7 @@ export function decide(input: DecideInput): Action {
       body: bodyOf(wish),
       ifMatch: current.etag ?? undefined,
       reason: fromBooking ? "booking changed" : marked ? "event edited in the calendar; restored" : "marks put back",
+      ...editNotice(marked && !fromBooking, current, owned, link, bodyOf(wish)),
     };
   };
   return withNotice(pushBooking());
