@@ -304,9 +304,17 @@ export class CalendarGateway {
     }
     const existing = await this.get(eventId);
     if (!existing) {
-      throw new CalendarError(`events.insert ${eventId}: Google reported a duplicate id but has no such event`, {
-        kind: "unknown",
+      // An id a person deleted stays unusable after the Bin is emptied (or 30 days passed): insert answers 409 and get
+      // 404 (google-api-ruby-client #1811, google-api-python-client #846). The next generation of the id is used, as
+      // for a refused restore; failing here failed the appointment for good, at every reconciliation. Unless this
+      // insert may have landed (a lost answer retried): then the event may just not be readable yet, and it is tried
+      // again later rather than written twice.
+      const message = `events.insert ${eventId}: Google reported a duplicate id but has no such event`;
+      if (state.ambiguous) throw new CalendarError(`${message} (yet)`, { kind: "transient", status: 409 });
+      throw new RestoreRefusedError(`${message}: the id is unusable (a person deleted the event and it was purged)`, {
+        kind: "duplicate",
         status: 409,
+        reason: "duplicate",
       });
     }
     if (isInvitation(existing, this.calendarId)) {
