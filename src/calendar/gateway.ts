@@ -133,6 +133,27 @@ function carriesPatch(stored: CalendarEvent, partial: CalendarEvent): boolean {
 }
 
 /** The events of a listing page; a page whose items are not a list of objects is not a listing to act on. */
+/** Pages one listing follows at most (at 250 a page, far more events than a calendar holds). */
+const MAX_PAGES = 5_000;
+
+/**
+ * A listing's next page token, once it is known to lead somewhere new: a token the listing already followed (Google's,
+ * or a caching proxy's, loop) or a listing past MAX_PAGES ends it with an error. It paged for ever before, spending the
+ * therapist's whole quota, and the calendar's poll (which later polls join) never finished.
+ */
+function nextPage(seen: Set<string>, token: string | null | undefined, operation: string): string | undefined {
+  if (!token) return undefined;
+  if (seen.has(token) || seen.size >= MAX_PAGES) {
+    const why = seen.has(token) ? "repeats the token of an earlier page" : `leads past ${MAX_PAGES} pages`;
+    throw new CalendarError(
+      `${operation}: the answer's nextPageToken ${why}; the listing is given up (read again at the next turn)`,
+      { kind: "transient", reason: "pageTokenLoop" },
+    );
+  }
+  seen.add(token);
+  return token;
+}
+
 function itemsOf(page: { items?: unknown }, operation: string): CalendarEvent[] {
   const items = page.items ?? [];
   if (!Array.isArray(items) || !items.every((e) => e !== null && typeof e === "object" && !Array.isArray(e))) {
@@ -529,6 +550,7 @@ export class CalendarGateway {
   async calendarList(minAccessRole?: "reader" | "writer" | "owner"): Promise<AccountCalendar[]> {
     const out: AccountCalendar[] = [];
     let pageToken: string | undefined;
+    const seen = new Set<string>();
     do {
       const page = await this.#runner.run("calendarList.list", "event", (attempt) =>
         this.#api.calendarList.list(
@@ -558,7 +580,7 @@ export class CalendarGateway {
           ...(e.summary ? { summary: e.summary } : {}),
         });
       }
-      pageToken = page.nextPageToken ?? undefined;
+      pageToken = nextPage(seen, page.nextPageToken, "calendarList.list");
     } while (pageToken);
     return out;
   }
@@ -647,6 +669,7 @@ export class CalendarGateway {
 
   async *#listPages(params: calendar_v3.Params$Resource$Events$List): AsyncIterable<CalendarEvent> {
     let pageToken: string | undefined;
+    const seen = new Set<string>();
     do {
       const page = await this.#runner.run("events.list", "calendar", (attempt) =>
         this.#api.events.list(
@@ -662,7 +685,7 @@ export class CalendarGateway {
         ),
       );
       yield* itemsOf(page, `events.list ${this.calendarId}`);
-      pageToken = page.nextPageToken ?? undefined;
+      pageToken = nextPage(seen, page.nextPageToken, `events.list ${this.calendarId}`);
     } while (pageToken);
   }
 
@@ -685,6 +708,7 @@ export class CalendarGateway {
   async #listAll(params: { syncToken?: string; showDeleted?: boolean }): Promise<Omit<ChangeSet, "fullSync">> {
     const events: CalendarEvent[] = [];
     let pageToken: string | undefined;
+    const seen = new Set<string>();
     for (;;) {
       const page = await this.#runner.run("events.list", "calendar", (attempt) =>
         this.#api.events.list(
@@ -693,10 +717,8 @@ export class CalendarGateway {
         ),
       );
       events.push(...itemsOf(page, `events.list ${this.calendarId}`));
-      if (page.nextPageToken) {
-        pageToken = page.nextPageToken;
-        continue;
-      }
+      pageToken = nextPage(seen, page.nextPageToken, `events.list ${this.calendarId}`);
+      if (pageToken) continue;
       if (!page.nextSyncToken) {
         throw new CalendarError(`events.list ${this.calendarId}: last page carried no nextSyncToken`, {
           kind: "unknown",
