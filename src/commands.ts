@@ -307,6 +307,12 @@ export function program(): Command {
             ...(decision ? { decision } : {}),
           });
         });
+        if (o.appointment !== undefined && result.held.length === 0) {
+          // A typo must not read as "nothing is held" (nor a decision as done): holds may exist, just not this one.
+          const of = o.therapist ? ` of ${o.therapist}` : "";
+          if (decision) throw new ExitCode(2, `--appointment ${o.appointment}: nothing held for it${of}; nothing done`);
+          if (!o.json) return void process.stdout.write(`nothing held for appointment ${o.appointment}${of}\n`);
+        }
         process.stdout.write(`${o.json ? JSON.stringify(result, null, 2) : formatHeld(result, decision)}\n`);
         if (result.decided.some((d) => !d.ok)) throw new ExitCode(1);
       },

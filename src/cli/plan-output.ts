@@ -22,12 +22,16 @@ export function formatPlan(report: ReconcileReport): string {
     `  appointments listed: ${report.appointments}, managed events: ${report.managedEvents}, unmapped skipped: ${report.skippedUnmapped}`,
   );
   const unlisted = Object.keys(report.calendarErrors).length;
+  const held = report.heldWritebacks;
   if (report.plan.length === 0) {
-    // They agree only where both sides were seen: a calendar that could not be listed was not compared.
+    // They agree only where both sides were seen (a calendar that could not be listed was not compared), and where
+    // no calendar change waits for a person's decision.
     lines.push(
-      unlisted === 0
-        ? "  nothing to do: calendars and bookings agree"
-        : `  nothing planned for the calendars listed; ${unlisted} calendar(s) could not be listed (below)`,
+      unlisted > 0
+        ? `  nothing planned for the calendars listed; ${unlisted} calendar(s) could not be listed (below)`
+        : held > 0
+          ? "  nothing planned besides the calendar changes held (below)"
+          : "  nothing to do: calendars and bookings agree",
     );
   } else {
     const rows = report.plan.map((a) => [a.kind, a.appointmentId, target(a), detail(a)]);
@@ -48,6 +52,12 @@ export function formatPlan(report: ReconcileReport): string {
       "",
       `  enrichments pending: ${e.pending} event(s) lack fields only GET /v1/appointments/:id gives (notes, phone, add-ons, ...);`,
       `  one read each with leftover rate budget (at most ${e.perMinute} a minute): at least ${e.minutes} minute(s)${report.dryRun ? "" : ", while the daemon runs"}`,
+    );
+  }
+  if (held > 0) {
+    lines.push(
+      "",
+      `  HELD: ${held} calendar change(s) held by the write-back guard; nothing was sent for them. \`calbridge writeback held\` lists them, to --apply or --restore.`,
     );
   }
   if (report.guard.tripped) {

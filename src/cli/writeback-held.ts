@@ -48,6 +48,14 @@ export async function writebackHeld(app: App, o: HeldOptions): Promise<HeldResul
       await app.sync.guard.release(h.appointmentId);
       const notice = (await app.sync.links.get(h.appointmentId))?.notice?.text;
       decided.push({ appointmentId: h.appointmentId, ok: false, did: nothingSent(outcome.action, notice) });
+    } else if (outcome.ok && o.decision === "restore" && !putBack(outcome.action)) {
+      // No event was put back (the therapist is not mapped any more, ...): the hold stays, for --apply or a restore
+      // once the therapist is mapped again; releasing it lost the deletion without a trace.
+      decided.push({
+        appointmentId: h.appointmentId,
+        ok: false,
+        did: `not restored, the hold stays: ${describe(outcome.action.kind, outcome.action.reason)}`,
+      });
     } else if (outcome.ok) {
       await app.sync.guard.release(h.appointmentId);
       decided.push({
@@ -75,6 +83,14 @@ function notSent(h: HeldWriteback, action: Action, waiting: "grace" | "held"): s
 }
 
 const isWriteback = (a: Action) => a.kind === "writeback_cancel" || a.kind === "writeback_reschedule";
+
+/** The event shows the booking after the action: written again, or already as it should be. */
+const putBack = (a: Action) =>
+  a.kind === "restore" ||
+  a.kind === "update" ||
+  a.kind === "create" ||
+  a.kind === "adopt" ||
+  (a.kind === "none" && a.reason === "unchanged");
 
 function nothingSent(action: Action, notice: string | undefined): string {
   const why = action.kind === "none" ? action.reason : describe(action.kind, action.reason);

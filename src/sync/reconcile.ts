@@ -186,8 +186,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     await Promise.all(
       strays.map(async (s) => {
         const link = await ctx.links.get(s.id);
-        // Marked with the appointment but not its event: an occurrence of a series made of it or a copy (left alone),
-        // or calbridge's own earlier generation back from the Bin beside the event that replaced it (removed).
+        // Marked but not its event: a series' occurrence or a copy (left alone), or an earlier generation (removed).
         if (s.event.id !== (link?.eventId ?? eventIdFor(s.id))) {
           if (earlierGeneration(link, s)) removeStray(plan, planned, s, STRAY_REASONS.earlier);
           return;
@@ -195,9 +194,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
         // Its therapist's mapping names another calendar now: the appointment's own sync moves it (relocate.ts).
         if (misplaced(link, mapping.therapist(link?.therapistId))) return;
         if (link?.present && link.therapistId !== s.therapistId && appointments.has(s.id)) {
-          // A copy left in another calendar after a reassignment: remove it, unless its own calendar lost the event
-          // (then the therapist moved it across calendars, and the appointment's own decision handles it).
-          // Never in a calendar another mapped therapist's mapping may reach too: the "copy" may be their event.
+          // A copy left in another calendar after a reassignment: removed, unless its own calendar lost the event (the
+          // therapist moved it: the appointment's decision handles it), or another mapping reaches it (their event?).
           if (mapping.sharesCalendar?.(s.therapistId)) return;
           if (planned.get(s.id)?.kind !== "writeback_cancel") removeStray(plan, planned, s, STRAY_REASONS.copy);
           return;
@@ -233,10 +231,9 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   const counted = { appointments: appointments.size, calendars: events.size };
   forget([appointments, events, linkOf, planned, claimed], [links, strays]);
   if (!dryRun) {
-    const inUse = new SourcesInUse(sources, plan);
-    // At most a few hundred handed over at a time, so a cold run over thousands of appointments does not hold
-    // thousands of calls in flight; therapists in turn, so each one's work starts at once (the engine runs them
-    // side by side, each within its own Google quota) rather than after everything listed before it.
+    const [inUse, heldNow] = [new SourcesInUse(sources, plan), new Set<string>()];
+    // A few hundred handed over at a time (a cold run holds no thousands of calls in flight); therapists in turn, so
+    // each one's work starts at once (the engine runs them side by side, each within its own Google quota).
     await inPool(interleaved(plan), APPLY_IN_FLIGHT, async (action) => {
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && isStrayReason(action.reason)) {
@@ -256,7 +253,10 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       if (!source) return;
       const outcome = await ctx.sync.syncAppointment(action.appointmentId, source);
       if (!outcome.ok) failed++;
+      else if (outcome.waiting === "held") heldNow.add(action.appointmentId); // the guard held it: nothing was sent
     });
+    held += heldNow.size;
+    if (heldNow.size > 0) plan.splice(0, plan.length, ...plan.filter((e) => !heldNow.has(e.appointmentId)));
   }
 
   if (!dryRun) {
