@@ -436,6 +436,14 @@ export function program(): Command {
       // Checked before the consent: the therapist must not consent for a token that then cannot be kept.
       const box = secretBoxFor(config.store);
       if (!box) throw new ExitCode(2, new EncryptionKeyMissingError(t.therapist_id).message);
+      // A SQLite store that is not there yet may be a first setup (authorize before the daemon's first start), or a
+      // relative store.url run from another folder than the daemon's: said before the consent, with the file.
+      const missing = missingStoreFile(config.store.url);
+      if (missing) {
+        process.stderr.write(
+          `warning: ${missing.message.replace("; nothing was created.", ": a new store is created there for the token.")}\n`,
+        );
+      }
       // So is the store: open, and taking a write, before the consent, and kept open through it to the save.
       const store = await openStore(config.store.url, { connectTimeoutMs: 5000 });
       let told: boolean | undefined;
@@ -483,9 +491,12 @@ export function program(): Command {
       } finally {
         await store.close();
       }
+      const where = missing ? `a new store, ${missing.file}` : redactStoreUrl(config.store.url);
       process.stdout.write(
-        `authorized ${t.therapist_id}; the refresh token is stored encrypted in ${redactStoreUrl(config.store.url)}\n` +
-          `a running daemon takes it up ${told ? "at once" : `within ${config.sync.calendar_poll_seconds} s (sync.calendar_poll_seconds)`}, without a restart\n`,
+        `authorized ${t.therapist_id}; the refresh token is stored encrypted in ${where}\n` +
+          (missing
+            ? "a daemon started on this store uses it (no daemon ran on it before)\n"
+            : `a running daemon takes it up ${told ? "at once" : `within ${config.sync.calendar_poll_seconds} s (sync.calendar_poll_seconds)`}, without a restart\n`),
       );
     });
 

@@ -2,7 +2,9 @@
 // encrypted with store.encryption_key, and a therapist with no token in the file then syncs with the stored one. A
 // consent without the calendar scope stores nothing and says which box to tick; without a key, or with a store that
 // cannot be opened or refuses writes, it refuses before any consent; the store URL it prints never shows a password.
-import { readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Config } from "../../src/config/schema.ts";
@@ -98,11 +100,13 @@ describe("calbridge authorize", () => {
     const file = writeConfig(world, (c) => {
       c.store.encryption_key = KEY;
     });
+    await (await openStore(world.config.store.url)).close(); // the daemon's store, there before
     const r = await authorize(file);
-    expect(r.stderr).not.toMatch(/invalid configuration/);
+    expect(r.stderr).not.toMatch(/invalid configuration|warning/);
     expect(r.code).toBe(0);
     expect(r.page).toMatchObject({ status: 200, text: expect.stringMatching(/calbridge is authorized/) });
     expect(r.stdout).toMatch(/^authorized th_ben; the refresh token is stored encrypted in sqlite:\/\//);
+    expect(r.stdout).toMatch(/a running daemon takes it up/);
 
     const config: Config = { ...world.config, store: { ...world.config.store, encryption_key: KEY } };
     const stored = await storedToken(config);
@@ -127,6 +131,26 @@ describe("calbridge authorize", () => {
     } finally {
       await app.stop(1000);
     }
+  });
+
+  it("names the file before the consent when no store is there yet (a first setup, or another folder), and claims no daemon", async () => {
+    world = await oauthWorld();
+    // A relative store.url, as the default is: run from another folder than the daemon's, it names another file.
+    const folder = mkdtempSync(join(tmpdir(), "calbridge-authorize-"));
+    cleanups.push(async () => rmSync(folder, { recursive: true, force: true }));
+    const missing = join(folder, "calbridge.sqlite");
+    const file = writeConfig(world, (c) => {
+      c.store.encryption_key = KEY;
+      c.store.url = `sqlite://${relative(process.cwd(), missing)}`;
+    });
+    const r = await authorize(file);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(`warning: store: no SQLite store at ${missing}`);
+    expect(r.stderr).toContain("a new store is created there for the token");
+    expect(r.stderr.indexOf("warning: store:")).toBeLessThan(r.stderr.indexOf("http")); // before the consent address
+    expect(r.stdout).toContain(`stored encrypted in a new store, ${missing}`);
+    expect(r.stdout).not.toContain("a running daemon takes it up");
+    expect(existsSync(missing)).toBe(true);
   });
 
   it("refuses a consent that left the calendar box unticked: nothing stored, the box named", async () => {
