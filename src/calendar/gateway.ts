@@ -777,7 +777,7 @@ export class CalendarGateway {
    * For `calbridge doctor`: the calendar is reachable and these credentials may write to it. Tries broken credentials
    * too. `fix` is the hint for credentials found broken (missing scope, API switch, sharing, revoked token).
    */
-  async checkAccess(): Promise<{ ok: boolean; detail: string; fix?: string }> {
+  async checkAccess(): Promise<{ ok: boolean; detail: string; fix?: string; unverified?: true }> {
     let calendar: calendar_v3.Schema$Calendar;
     try {
       calendar = await this.#runner.run(
@@ -803,7 +803,14 @@ export class CalendarGateway {
       };
     } catch (err) {
       if (err instanceof CalendarError && err.kind === "not_found") {
-        return { ok: true, detail: `${where}: reachable; not in the account's calendar list, write access unverified` };
+        // Reachable, but whether these credentials may write cannot be told (a share that only lets them see it would
+        // fail every write): a warning, never a pass.
+        return {
+          ok: true,
+          unverified: true,
+          detail: `${where}: reachable; not in the account's calendar list, write access unverified`,
+          fix: `add ${this.calendarId} to the account's calendar list (open it once in Google Calendar) so doctor can read its access role; calbridge needs "Make changes to events" on it`,
+        };
       }
       return { ok: false, detail: `${where}: reachable, but ${(err as Error).message}` };
     }

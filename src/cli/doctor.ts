@@ -100,10 +100,12 @@ export async function runDoctor(app: App, options: DoctorOptions = {}): Promise<
         : undefined;
       return {
         name,
-        status: res.ok && !held ? "ok" : "fail",
+        status: res.ok && !held ? (res.unverified ? "warn" : "ok") : "fail",
         detail: why && res.ok ? why : res.detail,
         ...(res.ok
-          ? {}
+          ? res.fix
+            ? { fix: res.fix }
+            : {}
           : {
               // Broken credentials name their own fix (scope, API switch, sharing, a reconnect link to send).
               fix:
