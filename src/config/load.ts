@@ -43,7 +43,7 @@ const REF = /\$\{([^}]*)\}/g;
 function resolveRefs(
   value: unknown,
   path: PathKey[],
-  opts: Required<Pick<LoadOptions, "env" | "readFile">>,
+  opts: Required<Pick<LoadOptions, "env" | "readFile">> & { at: (path: PathKey[], problem: string) => string },
   problems: string[],
   resolved: string[],
 ): unknown {
@@ -59,17 +59,17 @@ function resolveRefs(
           return content;
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code ?? "unreadable";
-          problems.push(`${formatPath(path)}: cannot read ${file} (${code})`);
+          problems.push(opts.at(path, `cannot read ${file} (${code})`));
           return whole;
         }
       }
       if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
-        problems.push(`${formatPath(path)}: "${whole}" is not a valid reference (use \${NAME} or \${file:/path})`);
+        problems.push(opts.at(path, `"${whole}" is not a valid reference (use \${NAME} or \${file:/path})`));
         return whole;
       }
       const v = opts.env[name];
       if (v === undefined || v === "") {
-        problems.push(`${formatPath(path)}: environment variable ${name} is not set`);
+        problems.push(opts.at(path, `environment variable ${name} is not set`));
         return whole;
       }
       resolved.push(v);
@@ -154,7 +154,15 @@ function parseUnguarded(text: string, options: LoadOptions): Config {
     resolved = resolveRefs(
       raw,
       [],
-      { env: options.env ?? process.env, readFile: options.readFile ?? ((p) => readFileSync(p, "utf8")) },
+      {
+        env: options.env ?? process.env,
+        readFile: options.readFile ?? ((p) => readFileSync(p, "utf8")),
+        // Named with its line, as every other problem is.
+        at: (path, problem) => {
+          const line = lineOf(doc, lineCounter, path);
+          return `${formatPath(path)}: ${problem}${line ? ` (line ${line})` : ""}`;
+        },
+      },
       problems,
       resolvedSecrets,
     );

@@ -99,7 +99,7 @@ describe("configuration", () => {
 
   it("names a missing environment variable and reads ${file:} references", () => {
     expect(problems(minimal, { ...env, BOOKING_API_KEY: undefined })).toEqual([
-      "booking.api_key: environment variable BOOKING_API_KEY is not set",
+      "booking.api_key: environment variable BOOKING_API_KEY is not set (line 4)", // with its line, as every problem
     ]);
     const cfg = parseConfig(minimal.replace("${BOOKING_API_KEY}", "${file:/run/secrets/key}"), {
       env,
@@ -108,7 +108,7 @@ describe("configuration", () => {
     });
     expect(cfg.booking.api_key).toBe("from-file-key");
     expect(problems(minimal.replace("${BOOKING_API_KEY}", "${file:/nope/key}"), env).join("\n")).toMatch(
-      /^booking\.api_key: cannot read \/nope\/key \(ENOENT\)$/,
+      /^booking\.api_key: cannot read \/nope\/key \(ENOENT\) \(line 4\)$/,
     );
   });
 
