@@ -5,6 +5,7 @@ import { Registry } from "prom-client";
 import { z } from "zod";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, secrets, silentLogger } from "../log.ts";
+import { writeGuard } from "../write-guard.ts";
 import {
   BACKOFF_BASE_MS,
   BACKOFF_CAP_MS,
@@ -466,7 +467,18 @@ export class BookingClient {
 
   async #once<T>(spec: CallSpec<T>): Promise<T> {
     const { input } = spec;
+    // A write made within a sync passes its guard before it is sent, also after the rate gate's wait: a replica that
+    // lost the leader lease meanwhile (a write-back's calendar look-ups may take minutes) sends nothing, and the next
+    // leader, which takes the write-back up, is the only one to send it.
+    const guard = input.method === "GET" ? undefined : writeGuard();
+    guard?.();
     const permit = await this.gate.acquire(spec.priority, input.signal);
+    try {
+      guard?.();
+    } catch (err) {
+      permit.done();
+      throw err;
+    }
     this.#stats.gateWaitedMs += permit.waitedMs;
     this.#stats.waitedMs += permit.waitedMs;
     this.#stats.requests++;

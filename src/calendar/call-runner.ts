@@ -4,6 +4,7 @@ import type { OAuth2Client } from "google-auth-library";
 import type { Clock } from "../clock.ts";
 import { type Deadline, deadline } from "../deadline.ts";
 import type { Logger } from "../log.ts";
+import { writeGuard } from "../write-guard.ts";
 import { dropAccessToken } from "./auth.ts";
 import { type BackoffPolicy, backoffDelay } from "./backoff.ts";
 import type { CalendarHealth } from "./calendar-health.ts";
@@ -72,19 +73,13 @@ export async function givingUpAfter<T>(ms: number, reason: () => Error, fn: () =
   }
 }
 
-/** The check each attempt of a call that changes a calendar passes within `guardingWrites` (however deep). */
-const writesScope = new AsyncLocalStorage<() => void>();
-
 /**
- * Runs `fn` so that `guard` runs before each attempt of its Google calls that change a calendar (insert, update, patch,
- * delete, move; reads pass unchecked): one that throws sends nothing, and the call rejects with what it threw. The
- * engine runs each sync this way, so a replica that lost the leader lease sends none of a running sync's further
- * writes (the next leader writes the same calendars). A retry is checked too, also after an attempt that may have
- * been applied: the next leader reads what it finds.
+ * `guardingWrites` (src/write-guard.ts) runs its guard before each attempt of the Google calls that change a calendar
+ * (insert, update, patch, delete, move; reads pass unchecked): one that throws sends nothing, and the call rejects with
+ * what it threw. A retry is checked too, also after an attempt that may have been applied: the next leader reads what
+ * it finds.
  */
-export function guardingWrites<T>(guard: () => void, fn: () => T): T {
-  return writesScope.run(guard, fn);
-}
+export { guardingWrites } from "../write-guard.ts";
 
 /** What each attempt's request must carry: googleapis takes it as a method's second argument (MethodOptions). */
 export interface AttemptOptions {
@@ -164,7 +159,7 @@ export class CallRunner {
     const { auth, health, metrics } = this.#o;
     let reauthorized = false;
     const write = WRITES.has(operation);
-    const guard = CHANGES.has(operation) ? writesScope.getStore() : undefined;
+    const guard = CHANGES.has(operation) ? writeGuard() : undefined;
     // Given up while nothing of the call may have been applied: then the caller hears the stop, nothing else.
     let giveUp = waitsScope.getStore();
     for (let attempt = 1; ; attempt++) {

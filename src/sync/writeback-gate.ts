@@ -6,6 +6,7 @@ import type { Clock } from "../clock.ts";
 import type { Mapping } from "./mapping.ts";
 import type { PendingWritebacks } from "./pending-writebacks.ts";
 import type { Known, Planner } from "./planner.ts";
+import { LeadershipLostError } from "./stopped.ts";
 import type { Action, CalEvent, Link, SyncRequest } from "./types.ts";
 import type { HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
 import type { WritebackOutcome } from "./writeback-steps.ts";
@@ -74,9 +75,11 @@ function sameWriteback(held: HeldWriteback, entry: Omit<HeldWriteback, "heldAt" 
 }
 
 /** A write-back not sent because this replica no longer holds the leader lease; the next leader sends it. */
-export class NotLeadingError extends Error {
+/** A lost leadership like any other (LeadershipLostError): given up, not a failure; the next leader sends it. */
+export class NotLeadingError extends LeadershipLostError {
   constructor(appointmentId: string) {
-    super(`write-back of ${appointmentId} not sent: this replica no longer leads; the next leader takes it up`);
+    super();
+    this.message = `write-back of ${appointmentId} not sent: this replica no longer leads; the next leader takes it up`;
     this.name = "NotLeadingError";
   }
 }

@@ -40,6 +40,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
   /** One daemon on Redis (lease 2 s) leading, its start-up reconciliation over; `takeLease` makes it lose the lease. */
   async function leader(
     level = "info",
+    configure: (c: Config) => void = () => {},
   ): Promise<{ world: World; app: App; log: CapturedLog; takeLease(): Promise<void> }> {
     const world = await startWorld({
       therapists: ["th_a", "th_b"],
@@ -47,6 +48,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
       configure: (c) => {
         c.store = { url: redis().url, lease_seconds: 2 };
         c.sync = { ...c.sync, reconcile_cron: "0 0 1 1 *" };
+        configure(c);
       },
     });
     cleanups.push(() => world.close());
@@ -141,6 +143,52 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
     expect(log.find((l) => String(l.msg).startsWith("sync given up: leadership was lost"))).toBeDefined();
     expect(log.find((l) => l.msg === "sync failed")).toBeUndefined();
   }, 30_000);
+
+  /** A deletion of th_a's event whose write-back runs while `during` (a held Google read of `eventIn`'s calendar). */
+  async function deletionWhileLeaseLost(eventIn: "th_a" | "th_b") {
+    const noGrace = (c: Config) => void Object.assign(c.sync, { writeback: { cancel_grace_seconds: 0 } });
+    const { world, app, log, takeLease } = await leader("info", noGrace);
+    const id = booked(world, "th_a", 30);
+    expect(await app.engine.syncAppointment(id, { reason: "test", priority: "webhook" })).toMatchObject({ ok: true });
+    const eventId = eventIdFor(id);
+    world.google.userDelete(world.calendarOf("th_a"), eventId);
+    const where = encodeURIComponent(world.calendarOf(eventIn));
+    let lost = false;
+    world.google.faults.holdNext(new RegExp(`GET .*${where}/events/${eventId}`), async () => {
+      await takeLease();
+      lost = true;
+    });
+    const since = world.booking.requests.length;
+    const outcome = await app.engine
+      .syncAppointment(id, { reason: "test", priority: "writeback", origin: "calendar", calendar: { reread: true } })
+      .then(
+        (o) => o,
+        (e: unknown) => e,
+      );
+    await app.engine.idle();
+    expect(lost).toBe(true);
+    const cancels = world.booking.requests.slice(since).filter((r) => r.route === "POST /v1/appointments/:id/cancel");
+    return { world, log, id, outcome, cancels };
+  }
+
+  it("sends no cancellation once the lease is lost while the write-back looks for the event in other calendars", async () => {
+    // The gate let the write-back through while this replica led; the look-ups that follow (a "Change calendar" to a
+    // colleague?) may take minutes. The booking call is checked against the lease too, just before it is sent.
+    const { world, log, id, outcome, cancels } = await deletionWhileLeaseLost("th_b");
+    expect(cancels).toEqual([]);
+    expect(world.booking.get(id)?.status).toBe("confirmed");
+    expect(outcome).toBeInstanceOf(EngineStoppedError);
+    expect(log.find((l) => String(l.msg).startsWith("sync given up: leadership was lost"))).toBeDefined();
+    expect(log.find((l) => l.msg === "sync failed")).toBeUndefined();
+  }, 40_000);
+
+  it("a write-back the gate refuses for a lost lease is given up as such, not a failed sync", async () => {
+    const { world, log, id, cancels } = await deletionWhileLeaseLost("th_a");
+    expect(cancels).toEqual([]);
+    expect(world.booking.get(id)?.status).toBe("confirmed");
+    expect(log.find((l) => String(l.msg).startsWith("sync given up: leadership was lost"))).toBeDefined();
+    expect(log.find((l) => l.msg === "sync failed")).toBeUndefined();
+  }, 40_000);
 
   it("sends no stray removal a reconciliation planned from what it read before the lease was lost", async () => {
     const { world, app, log, takeLease } = await leader();
