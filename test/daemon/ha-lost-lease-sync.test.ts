@@ -6,7 +6,7 @@ import { performance } from "node:perf_hooks";
 import { createClient } from "redis";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import type { Config } from "../../src/config/schema.ts";
+import type { Config, ConfigInput } from "../../src/config/schema.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { LEADER_KEY } from "../../src/store/lease.ts";
@@ -40,7 +40,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
   /** One daemon on Redis (lease 2 s) leading, its start-up reconciliation over; `takeLease` makes it lose the lease. */
   async function leader(
     level = "info",
-    configure: (c: Config) => void = () => {},
+    configure: (c: ConfigInput) => void = () => {},
   ): Promise<{ world: World; app: App; log: CapturedLog; takeLease(): Promise<void> }> {
     const world = await startWorld({
       therapists: ["th_a", "th_b"],
@@ -146,7 +146,9 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
 
   /** A deletion of th_a's event whose write-back runs while `during` (a held Google read of `eventIn`'s calendar). */
   async function deletionWhileLeaseLost(eventIn: "th_a" | "th_b") {
-    const noGrace = (c: Config) => void Object.assign(c.sync, { writeback: { cancel_grace_seconds: 0 } });
+    const noGrace = (c: ConfigInput) => {
+      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0 } };
+    };
     const { world, app, log, takeLease } = await leader("info", noGrace);
     const id = booked(world, "th_a", 30);
     expect(await app.engine.syncAppointment(id, { reason: "test", priority: "webhook" })).toMatchObject({ ok: true });
