@@ -778,6 +778,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         restartLeaderTimers,
         relocate,
         backfill,
+        forgetListing: (therapistId) => listings.forget(therapistId),
       },
       next,
     ).finally(() => {

@@ -39,6 +39,8 @@ export interface ReloadParts {
   /** Moves the events of these therapists to the calendars the mapping names now (the leader's relocation pass). */
   relocate(therapistIds: readonly string[]): Promise<void>;
   backfill(therapistId: string): Promise<void>;
+  /** The next reconciliation lists this therapist's calendar in full (FullListings.forget). */
+  forgetListing(therapistId: string): void;
 }
 
 /** Applies a valid configuration to the running daemon; answers what changed. */
@@ -63,6 +65,9 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
           ? await parts.sync.watched.settle(applied.therapists, (b) => parts.tokens.deleteMany(b))
           : [];
         await parts.tokens.deleteMany([...new Set(repointed.filter((id) => !begun.includes(id)))]);
+        // Their calendar is another one now (or watched afresh): its full listing is due at the next run, not at the
+        // old calendar's date (up to a day later), so what an earlier installation left in it goes at once.
+        for (const id of new Set([...repointed, ...changes.added, ...begun])) parts.forgetListing(id);
         Object.assign(live, applied);
         retired = parts.gateways.swap(staged);
         parts.sync.reloaded();

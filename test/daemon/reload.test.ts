@@ -192,6 +192,59 @@ describe("reloading the configuration in process", () => {
     const writebacks = world.booking.requests.filter((r) => r.route.startsWith("PATCH") || r.route.endsWith("/cancel"));
     expect(writebacks).toEqual([]);
   });
+
+  it("a therapist re-pointed to a calendar holding an earlier installation's copy of a colleague's appointment: it goes at the next run", async () => {
+    const world = await world3(["th_anna", "th_ben"]);
+    world.config.sync.calendar_full_listing_hours = 24;
+    const sessions = "anna.sessions@clinic.test";
+    world.google.createCalendar(sessions, world.calendarOf("th_anna"), { timeZone: "Europe/Berlin" });
+    const started = async (config: Config, logger = captureLog("info").logger) => {
+      const a = await createApp(structuredClone(config), { logger, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0" });
+      cleanups.push(() => a.stop(3000));
+      await a.start();
+      return a;
+    };
+    const onSessions = (c: Config) => {
+      c.therapists = c.therapists.map((t) => (t.therapist_id === "th_anna" ? { ...t, calendar_id: sessions } : t));
+    };
+    // An earlier installation (its own store) mirrored Anna's appointment into her sessions calendar; it is
+    // reassigned to Ben while nothing runs.
+    const id = book(world, "th_anna", 1);
+    const earlierConfig = structuredClone(world.config) as Config;
+    earlierConfig.store.url = `sqlite://${world.dir}/earlier.sqlite`;
+    onSessions(earlierConfig);
+    const earlier = await started(earlierConfig);
+    const liveIn = (cal: string) =>
+      world.google.events(cal).filter((e) => e.id === eventIdFor(id) && e.status !== "cancelled");
+    await waitFor("the event in the sessions calendar", () => liveIn(sessions).length === 1);
+    await earlier.stop(3000);
+    world.booking.reassign(id, "th_ben");
+
+    // This installation has Anna on her own calendar; its first run lists it in full, and dates the next listing of
+    // Anna's calendar a day ahead. A reload re-points her to the sessions calendar.
+    const log = captureLog("info");
+    const app = await started(world.config, log.logger);
+    const runs = () => log.lines.filter((l) => l.msg === "reconciliation finished");
+    await waitFor("the start's run", () => runs().length === 1);
+    expect(liveEvent(world, "th_ben", id)).toBeDefined();
+    const next = structuredClone(world.config) as Config;
+    onSessions(next);
+    expect((await app.reload(next)).repointed.map((r) => r.therapistId)).toEqual(["th_anna"]);
+    await waitFor("Anna's run after the move", () => runs().length === 2);
+    await app.engine.drained();
+
+    // The next full run lists the sessions calendar in full (not at the old calendar's date, a day later): the copy
+    // goes. (The first call may join a run the move began, scoped to Anna, under load.)
+    for (let i = 0; i < 2; i++) {
+      await app.reconcile();
+      await app.engine.drained();
+    }
+    expect(liveIn(sessions)).toEqual([]);
+    expect(liveEvent(world, "th_ben", id)).toBeDefined();
+    expect(world.booking.get(id)?.status).toBe("confirmed");
+    const writebacks = world.booking.requests.filter((r) => r.route.startsWith("PATCH") || r.route.endsWith("/cancel"));
+    expect(writebacks).toEqual([]);
+  });
 });
 
 /** Rewrites the daemon's YAML file (the Config shape, secrets as ${...} references) with `edit` applied. */
