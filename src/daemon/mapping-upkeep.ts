@@ -14,7 +14,7 @@ import {
   unmappedLine,
 } from "../sync/mapping-report.ts";
 import { calendarKey } from "../sync/placement.ts";
-import { relocateEvents } from "../sync/relocate.ts";
+import type { SyncOutcome, SyncRequest } from "../sync/types.ts";
 
 /** /status shows the report as of at most this long ago. */
 const MAX_AGE_MS = 60_000;
@@ -74,5 +74,33 @@ export class MappingUpkeep {
     }
     await relocateEvents(this.#sync.engine, new Map(misplaced), this.#logger);
     await this.report();
+  }
+}
+
+/**
+ * The leader's relocation pass: each appointment's event brought to its therapist's calendar, one sync each. The pass
+ * waits for each move's first attempt, not for its end: a move into a calendar that cannot be used yet (not shared, a
+ * typo) waits in the engine, for up to sync.retry.unavailable_grace_minutes, and reconciliations, which wait for this
+ * pass, would have waited as long for every therapist (they skip the events still in a calendar the mapping no longer
+ * names). A move that failed is retried by the engine.
+ */
+export async function relocateEvents(
+  engine: { syncAppointment(id: string, request: SyncRequest): Promise<SyncOutcome> },
+  misplaced: ReadonlyMap<string, readonly string[]>,
+  logger: Logger,
+): Promise<void> {
+  for (const [therapistId, ids] of misplaced) {
+    const log = logger.child({ therapist_id: therapistId });
+    log.info({ events: ids.length }, "the mapping names another calendar: calbridge's events move there");
+    const outcomes = await Promise.allSettled(
+      ids.map((id) =>
+        engine.syncAppointment(id, { reason: "calendar changed", priority: "reconcile", only: "relocate", log }),
+      ),
+    );
+    const failed = outcomes.filter((o) => o.status === "rejected" || !o.value.ok).length;
+    log[failed > 0 ? "warn" : "info"](
+      { moved: ids.length - failed, failed },
+      failed > 0 ? "some events not moved yet; their syncs retry" : "events moved to the therapist's calendar",
+    );
   }
 }

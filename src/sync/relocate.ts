@@ -18,7 +18,7 @@ import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
 import type { Known, Rendering } from "./planner.ts";
 import { asSynced, deletedWhileWatched, keptMove, unsentNotice } from "./relocate-rules.ts";
 import { ensureMarks, firstPage, isNoAccess, type SourceCalendar } from "./source-calendar.ts";
-import type { Action, CalEvent, Link, SyncOutcome, SyncRequest } from "./types.ts";
+import type { Action, CalEvent, Link } from "./types.ts";
 
 export type { SourceCalendar } from "./source-calendar.ts";
 
@@ -273,25 +273,5 @@ export class Relocator {
     for (const { source } of this.#sources.values()) void source.then(close, () => {});
     this.#sources = new Map();
     this.#version = version;
-  }
-}
-
-/** The leader's relocation pass: each appointment's event brought to its therapist's calendar, one sync each. */
-export async function relocateEvents(
-  engine: { settle(id: string, request: SyncRequest): Promise<SyncOutcome> },
-  misplaced: ReadonlyMap<string, readonly string[]>,
-  logger: Logger,
-): Promise<void> {
-  for (const [therapistId, ids] of misplaced) {
-    const log = logger.child({ therapist_id: therapistId });
-    log.info({ events: ids.length }, "the mapping names another calendar: calbridge's events move there");
-    const outcomes = await Promise.allSettled(
-      ids.map((id) => engine.settle(id, { reason: "calendar changed", priority: "reconcile", only: "relocate", log })),
-    );
-    const failed = outcomes.filter((o) => o.status === "rejected" || !o.value.ok).length;
-    log[failed > 0 ? "warn" : "info"](
-      { moved: ids.length - failed, failed },
-      failed > 0 ? "some events not moved yet; their syncs retry" : "events moved to the therapist's calendar",
-    );
   }
 }

@@ -165,6 +165,31 @@ describe("a therapist mapped again", () => {
     await expectPutBack(world, second, ids);
   }, 60_000);
 
+  it("with a calendar calbridge cannot use yet: their moves wait, the other therapists' reconciliations do not", async () => {
+    // The relocation pass waited for each move's end, and a move into a calendar not shared yet waits (up to
+    // sync.retry.unavailable_grace_minutes, a day): every reconciliation, which waits for the pass, waited as long.
+    const world = await world2();
+    const a = book(world, "th_anna", 2 * DAY + 9 * HOUR);
+    const app = await daemon(world.config); // no webhooks: only reconciliations bring bookings
+    await waitFor("Anna's event", () => liveOf(world, world.calendarOf("th_anna"), a).length === 1);
+    await app.engine.drained();
+    const next = structuredClone(world.config);
+    next.therapists[0]!.calendar_id = "anna.sessions@clinic.test"; // not shared with calbridge (yet), or a typo
+    await app.reload(next);
+
+    const b = book(world, "th_ben", 4 * DAY + 9 * HOUR);
+    const ran = await Promise.race([
+      app.reconcile().then(() => "ran" as const),
+      new Promise<"held back">((r) => setTimeout(() => r("held back"), 15_000)),
+    ]);
+    expect(ran).toBe("ran");
+    // (Not engine.drained(): Anna's move waits in the engine, as it should.)
+    await waitFor("Ben's new event", () => liveOf(world, world.calendarOf("th_ben"), b).length === 1);
+    // Anna's event stays where it is until her calendar can be used; nothing is written back.
+    expect(liveOf(world, world.calendarOf("th_anna"), a)).toHaveLength(1);
+    expect(writeBacks(world)).toEqual([]);
+  }, 40_000);
+
   it("with another calendar: all their events move there, also those outside the sync window", async () => {
     const world = await world2(30);
     const ids = [book(world, "th_ben", 2 * DAY), book(world, "th_ben", 3 * DAY), book(world, "th_ben", -20 * DAY)];
