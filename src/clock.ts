@@ -5,10 +5,16 @@ export interface Clock {
   now(): number;
   /** Resolves after `ms` milliseconds of this clock's time; rejects with the signal's reason when aborted. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /**
+   * Milliseconds on a clock NTP never steps (an arbitrary origin), for time limits a step must not stretch (the leader
+   * lease's safety window). Without it, `now()`.
+   */
+  elapsed?(): number;
 }
 
 export const systemClock: Clock = {
   now: () => Date.now(),
+  elapsed: () => performance.now(),
   sleep: (ms, signal) =>
     new Promise<void>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);

@@ -174,7 +174,16 @@ export class LeaderLease {
 
   get isLeader(): boolean {
     if (!this.#leader) return false;
-    return this.#solo || this.#clock.now() < this.#confirmedAt + this.#safeMs;
+    return this.#solo || this.#mono() < this.#confirmedAt + this.#safeMs;
+  }
+
+  /**
+   * This process's time for the lease's own limits (confirmedAt, the safety window, the renewal pace): a clock NTP
+   * never steps. On the wall clock, a step back while Redis was out of reach kept a leader that many seconds past its
+   * window while another replica led too. Rows and keys other processes read keep the wall clock.
+   */
+  #mono(): number {
+    return this.#clock.elapsed?.() ?? this.#clock.now();
   }
 
   /** A store only this process uses (memory): no lease to hold. */
@@ -303,7 +312,7 @@ export class LeaderLease {
   /** One attempt to become leader; returns how long to wait before the next step. */
   async #acquire(signal: AbortSignal): Promise<number> {
     if (this.#store.kind !== "redis") return this.#acquireRow(signal);
-    const sentAt = this.#clock.now();
+    const sentAt = this.#mono();
     const timeout = this.#renewEveryMs;
     const afterRelease = this.#released;
     this.#released = false;
@@ -327,15 +336,15 @@ export class LeaderLease {
       // A fresh key (not straight after a release notice) may have replaced one whose holder still leads: hold it.
       if (wonNx) this.#heldSince = afterRelease ? undefined : sentAt;
       // Only an answer that came back quickly leaves enough of the lease to act on; otherwise confirm again first.
-      if (this.#clock.now() - sentAt >= this.#renewEveryMs) return 0;
+      if (this.#mono() - sentAt >= this.#renewEveryMs) return 0;
       this.#confirmedAt = sentAt;
       const leadFrom = this.#heldSince === undefined ? sentAt : this.#heldSince + this.#safeMs;
       if (sentAt < leadFrom) {
-        return Math.max(0, Math.min(sentAt + this.#renewEveryMs, leadFrom) - this.#clock.now());
+        return Math.max(0, Math.min(sentAt + this.#renewEveryMs, leadFrom) - this.#mono());
       }
       this.#heldSince = undefined;
       this.#set(true, "acquired the leader lease");
-      return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
+      return Math.max(0, sentAt + this.#renewEveryMs - this.#mono());
     }
     if (set.kind !== "ok") {
       this.#log.debug({ err: errorOf(set) }, "lease: acquire attempt failed");
@@ -380,6 +389,7 @@ export class LeaderLease {
     if (signal.aborted) return 0;
     if (earlier !== undefined) return poll;
     const sentAt = this.#clock.now();
+    const sentMono = this.#mono();
     const lease: LeaseHolder = {
       holder: this.holderId,
       host: hostname(),
@@ -395,12 +405,12 @@ export class LeaderLease {
     }
     if (!claimed.value) return 0; // another standby was first: read who holds it now
     // Only an answer that came back quickly leaves enough of the lease to act on; otherwise confirm again first.
-    if (this.#clock.now() - sentAt >= this.#renewEveryMs) return 0;
-    this.#confirmedAt = sentAt;
+    if (this.#mono() - sentMono >= this.#renewEveryMs) return 0;
+    this.#confirmedAt = sentMono;
     this.#seenHolder = undefined;
     if (orphan) this.#log.warn({ other_holder: orphan }, "took over the leader lease of a daemon that is gone");
     this.#set(true, "acquired the leader lease");
-    return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
+    return Math.max(0, sentMono + this.#renewEveryMs - this.#mono());
   }
 
   /**
@@ -433,11 +443,12 @@ export class LeaderLease {
 
   /** One renewal while leader; gives leadership up when it cannot be confirmed in time. */
   async #renew(signal: AbortSignal): Promise<number> {
-    const sentAt = this.#clock.now();
+    const sentAt = this.#mono();
     const deadline = this.#confirmedAt + this.#safeMs;
     if (sentAt >= deadline) return this.#lose("no confirmed renewal in time");
+    const until = this.#clock.now() + this.leaseMs; // the row's, compared by other processes: the wall clock
     const result = await this.#call(
-      () => (this.#store.kind === "redis" ? this.#evalRenew() : this.#row.renew(this.holderId, sentAt + this.leaseMs)),
+      () => (this.#store.kind === "redis" ? this.#evalRenew() : this.#row.renew(this.holderId, until)),
       deadline - sentAt,
       signal,
     );
@@ -446,12 +457,12 @@ export class LeaderLease {
     if (result.kind === "ok") {
       if (Number(result.value) !== 1) return this.#lose("the lease expired or another replica holds it");
       this.#confirmedAt = sentAt;
-      return Math.max(0, sentAt + this.#renewEveryMs - this.#clock.now());
+      return Math.max(0, sentAt + this.#renewEveryMs - this.#mono());
     }
     if (result.kind === "timeout") return this.#lose(`the store did not answer within ${deadline - sentAt} ms`);
     // The file holding the row is gone: no retry brings it back, and a daemon started now leads on a new file.
     if (result.kind === "error" && result.error instanceof StoreFileLostError) return this.#lose(result.error.message);
-    const left = deadline - this.#clock.now();
+    const left = deadline - this.#mono();
     if (left <= 0) return this.#lose(`renewal failed: ${String(errorOf(result))}`);
     this.#log.warn({ err: errorOf(result), leftMs: left }, "lease: renewal failed, retrying");
     return Math.min(left, Math.max(50, Math.floor(this.leaseMs / 10)));

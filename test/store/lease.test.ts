@@ -5,7 +5,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/clock.ts";
+import { type Clock, ManualClock, systemClock } from "../../src/clock.ts";
 import { LeaderLease } from "../../src/store/lease.ts";
 import { openStore, type Store } from "../../src/store/store.ts";
 import { type FreezableProxy, redisTestsEnabled, startProxy, useRedisServer } from "../support/redis.ts";
@@ -183,7 +183,10 @@ describe.skipIf(!redisTestsEnabled("lease"))("LeaderLease on Redis", () => {
     proxy?: FreezableProxy;
   }
 
-  async function replica(name: string, options: { leaseMs?: number; viaProxy?: boolean } = {}): Promise<Replica> {
+  async function replica(
+    name: string,
+    options: { leaseMs?: number; viaProxy?: boolean; clock?: Clock } = {},
+  ): Promise<Replica> {
     const proxy = options.viaProxy ? await startProxy(redis().port) : undefined;
     const store = await openStore(proxy?.url ?? redis().url);
     const lease = new LeaderLease({
@@ -191,6 +194,7 @@ describe.skipIf(!redisTestsEnabled("lease"))("LeaderLease on Redis", () => {
       key,
       holderId: name,
       leaseMs: options.leaseMs ?? 900,
+      ...(options.clock ? { clock: options.clock } : {}),
       onChange: (leader) => timeline.push({ t: performance.now(), name, leader }),
     });
     cleanups.push(async () => {
@@ -270,6 +274,23 @@ describe.skipIf(!redisTestsEnabled("lease"))("LeaderLease on Redis", () => {
     await new Promise((r) => setTimeout(r, 1200));
     expect([a.lease.isLeader, b.lease.isLeader]).toEqual([false, true]);
     expect(await holder()).toBe("b");
+    expectNoOverlap(timeline);
+  });
+
+  it("gives leadership up in time when its wall clock is stepped back while Redis is out of its reach", async () => {
+    // NTP steps the wall clock (a resumed VM, chrony's makestep); the lease's own limits must not move with it. They
+    // were wall-clock instants: a minute's step back kept the cut-off leader leading a minute beside the next one.
+    let offset = 0;
+    const stepped: Clock = { ...systemClock, now: () => Date.now() + offset };
+    const a = await replica("a", { viaProxy: true, clock: stepped });
+    await a.lease.start();
+    await waitFor("a to lead", () => a.lease.isLeader, 3000);
+    const b = await replica("b");
+    await b.lease.start();
+    a.proxy!.freeze();
+    offset = -60_000;
+    await waitFor("b to lead", () => b.lease.isLeader, 5000);
+    expect([a.lease.isLeader, b.lease.isLeader]).toEqual([false, true]);
     expectNoOverlap(timeline);
   });
 
