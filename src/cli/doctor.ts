@@ -1,6 +1,7 @@
 // Owns `calbridge doctor`: one check per line (API key, webhook endpoint, the mapped therapist ids, each calendar and
 // who else sees its event details, store, clock, and with --notify-test a test message to each notification target),
 // each with a fix-it hint when it fails, and a non-zero exit when anything is wrong.
+
 import { request } from "undici";
 import { endpointState } from "../booking/endpoints.ts";
 import { BookingApiError } from "../booking/errors.ts";
@@ -16,6 +17,7 @@ import {
   SUBSCRIBE_PERMISSIONS_FIX,
   SubscribePermissionError,
 } from "../store/lease.ts";
+import { EVICTION_FIX, evictionRisk } from "../store/redis-eviction.ts";
 import { CredentialDecryptError } from "../store/secrets.ts";
 import { probeWrite, redactStoreUrl, StoreMissingError } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
@@ -204,6 +206,8 @@ async function storeCheck(app: App, options: DoctorOptions, storeUrl: string): P
     const detail = `Redis answers but refuses SUBSCRIBE on calbridge's channels: ${refused.refusal} (${storeUrl})`;
     return { name, status: "fail", detail, fix: SUBSCRIBE_PERMISSIONS_FIX };
   }
+  const eviction = app.store.redis ? await evictionRisk(app.store.redis) : undefined;
+  if (eviction) return { name, status: "fail", detail: `${eviction} (${storeUrl})`, fix: EVICTION_FIX };
   const room = folder ? `; ${disk.detail}` : "";
   return { name, status: "ok", detail: `${app.store.kind} answers and takes a write (${storeUrl})${room}` };
 }

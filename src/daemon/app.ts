@@ -19,6 +19,7 @@ import { createLogger, type Logger } from "../log.ts";
 import { Notifier } from "../notify/notifier.ts";
 import { daemonView } from "../notify/view.ts";
 import { defaultHolderId, LEASE_PERMISSIONS_FIX, LeaderLease } from "../store/lease.ts";
+import { EVICTION_FIX, evictionRisk } from "../store/redis-eviction.ts";
 import { CredentialStore, isWrongKeyError, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
 import { CalendarPoller } from "../sync/calendar-poller.ts";
@@ -855,6 +856,9 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     async start() {
       // A Redis user without scripting would never lead (every renewal refused), silently: not started at all.
       await lease.checkPermissions();
+      // A Redis that may evict keys loses acknowledged webhooks silently once full: said at every start.
+      const eviction = store.redis ? await evictionRisk(store.redis) : undefined;
+      if (eviction) logger.error({ fix: EVICTION_FIX }, eviction);
       await sync.dead.load();
       await refreshHolds();
       await sync.history.log.loadRecent();
