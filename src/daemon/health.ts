@@ -72,44 +72,54 @@ function seconds(ms: number): string {
   return `${Math.round(ms / 1000)}s`;
 }
 
-/**
- * A probe that outlived its check's wait and failed later, by check and source: a SQLite write waiting for another
- * process's lock gives up only after its busy timeout (10 s), long after /readyz said "no answer within 2000 ms", and
- * its SQLITE_BUSY is what tells ops why. The next check of the same source names it.
- */
-const lateFailures = { ping: new WeakMap<object, string>(), write: new WeakMap<object, string>() };
+type ProbeKind = "ping" | "write";
 
-function withTimeout<T>(
-  work: Promise<T>,
-  timeoutMs: number,
-  late?: { kind: keyof typeof lateFailures; source: object },
-): Promise<T> {
+/**
+ * Per check and source: the probe in flight, and the last probe's failure. A check while a probe is still out waits for
+ * that one instead of sending another: behind another process's SQLite lock each write waits up to the busy timeout
+ * (10 s), and one more per /readyz would queue up without end. A probe that failed after its check gave up on it ("no
+ * answer within 2000 ms") is named by the next check: its SQLITE_BUSY is what tells ops why.
+ */
+const probes = {
+  ping: new WeakMap<object, { work: Promise<unknown>; startedAt: number }>(),
+  write: new WeakMap<object, { work: Promise<unknown>; startedAt: number }>(),
+};
+const lastFailures = { ping: new WeakMap<object, string>(), write: new WeakMap<object, string>() };
+
+/** A probe out longer than this is not waited for again (a store call that never settles must not hold /readyz). */
+const PROBE_REUSE_MS = 30_000;
+
+function probeOnce(kind: ProbeKind, source: object, start: () => Promise<unknown>): Promise<unknown> {
+  const running = probes[kind].get(source);
+  if (running && performance.now() - running.startedAt < PROBE_REUSE_MS) return running.work;
+  const probe = { work: start(), startedAt: performance.now() };
+  probes[kind].set(source, probe);
+  probe.work.then(
+    () => lastFailures[kind].delete(source),
+    (err: unknown) => {
+      const after = ((performance.now() - probe.startedAt) / 1000).toFixed(1);
+      lastFailures[kind].set(source, `failed after ${after} s: ${messageOf(err)}`);
+    },
+  );
+  void probe.work
+    .catch(() => {})
+    .finally(() => {
+      if (probes[kind].get(source) === probe) probes[kind].delete(source);
+    });
+  return probe.work;
+}
+
+function withTimeout<T>(work: Promise<T>, timeoutMs: number, note: () => string = () => ""): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const startedAt = performance.now();
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reject(new Error(`no answer within ${timeoutMs} ms${lateNote(late)}`));
-      if (late) watchLate(work, startedAt, late);
-    }, timeoutMs);
+    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms${note()}`)), timeoutMs);
   });
-  if (late) work.then(() => lateFailures[late.kind].delete(late.source)).catch(() => {});
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
-function lateNote(late?: { kind: keyof typeof lateFailures; source: object }): string {
-  const failure = late && lateFailures[late.kind].get(late.source);
+function lateNote(kind: ProbeKind, source: object): string {
+  const failure = lastFailures[kind].get(source);
   return failure ? ` (the probe before ${failure})` : "";
-}
-
-function watchLate(
-  work: Promise<unknown>,
-  startedAt: number,
-  late: { kind: keyof typeof lateFailures; source: object },
-) {
-  work.catch((err: unknown) => {
-    const after = ((performance.now() - startedAt) / 1000).toFixed(1);
-    lateFailures[late.kind].set(late.source, `failed after ${after} s: ${messageOf(err)}`);
-  });
 }
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -117,7 +127,11 @@ const messageOf = (err: unknown) => (err instanceof Error ? err.message : String
 /** The store's round trip (also what `calbridge doctor` runs). */
 export async function checkStore(source: Pick<HealthSource, "storePing">, timeoutMs: number): Promise<Check> {
   try {
-    await withTimeout(source.storePing(), timeoutMs, { kind: "ping", source });
+    await withTimeout(
+      probeOnce("ping", source, () => source.storePing()),
+      timeoutMs,
+      () => lateNote("ping", source),
+    );
     return { ok: true, detail: "store answered" };
   } catch (err) {
     return { ok: false, detail: `store unreachable: ${messageOf(err)}` };
@@ -127,7 +141,11 @@ export async function checkStore(source: Pick<HealthSource, "storePing">, timeou
 /** The store's write probe (also what `calbridge doctor` runs). */
 export async function checkStoreWrite(source: Pick<HealthSource, "storeWrite">, timeoutMs: number): Promise<Check> {
   try {
-    await withTimeout(source.storeWrite(), timeoutMs, { kind: "write", source });
+    await withTimeout(
+      probeOnce("write", source, () => source.storeWrite()),
+      timeoutMs,
+      () => lateNote("write", source),
+    );
     return { ok: true, detail: "store took a write" };
   } catch (err) {
     return { ok: false, detail: `store refuses writes: ${messageOf(err)}` };

@@ -1,13 +1,16 @@
-// Tests /readyz while another process holds the SQLite store's write lock (a second calbridge started by hand on the
-// same file, a backup tool, an `sqlite3` shell left in a transaction). The write probe waits for the lock up to
-// SQLite's busy timeout (10 s) and /readyz gives up on it after 2 s, so it used to say only "no answer within 2000 ms"
-// while the one line that named the cause, SQLITE_BUSY, was never shown. The next /readyz now names the late failure.
+// Tests the store checks of /readyz (and doctor) while another process holds the SQLite store's write lock (a second
+// calbridge started by hand on the same file, a backup tool, an `sqlite3` shell left in a transaction). The write probe
+// waits for the lock up to SQLite's busy timeout (10 s) and the check gives up on it after 2 s, so /readyz said only
+// "no answer within 2000 ms" while the one error that named the cause, SQLITE_BUSY, was never shown. The next check now
+// names the probe's late failure. And a check while a probe is still out waits for that one instead of sending another:
+// one more write per /readyz queued up behind the lock without end.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import sqlite3 from "sqlite3";
 import { afterEach, expect, it } from "vitest";
-import { type App, createApp } from "../../src/daemon/app.ts";
-import { silentLogger } from "../../src/log.ts";
-import { startWorld } from "../../src/simulator/world.ts";
+import { checkStoreWrite } from "../../src/daemon/health.ts";
+import { openStore, probeWrite } from "../../src/store/store.ts";
 import { waitFor } from "../support/wait-for.ts";
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -15,51 +18,51 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
 });
 
-const readyz = async (app: App) => {
-  const res = await fetch(`${app.admin!.url}/readyz`);
-  const body = (await res.json()) as { checks: Record<string, { ok: boolean; detail: string }> };
-  return { status: res.status, write: body.checks["store_write"]! };
-};
-
 const exec = (db: sqlite3.Database, sql: string) =>
   new Promise<void>((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve())));
 
-it("a write lock held by another process is named by the next /readyz: the probe's late SQLITE_BUSY", async () => {
-  const world = await startWorld({ therapists: ["th_anna"] });
-  cleanups.push(() => world.close());
-  const file = join(world.dir, "data", "calbridge.sqlite");
-  world.config.store = { ...world.config.store, url: `sqlite://${file}` };
-  const app = await createApp(structuredClone(world.config), {
-    logger: silentLogger,
-    listen: "127.0.0.1:0",
-    adminListen: "127.0.0.1:0",
-  });
-  cleanups.push(() => app.stop(3000));
-  await app.start();
-  await waitFor("ready", async () => (await readyz(app)).status === 200);
+it("a write lock held by another process: one probe at a time, and the next check names its late SQLITE_BUSY", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "calbridge-readyz-lock-"));
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, "calbridge.sqlite");
+  const store = await openStore(`sqlite://${file}`);
+  cleanups.push(() => store.close());
+  let probes = 0;
+  const source = {
+    storeWrite: () => {
+      probes++;
+      return probeWrite(store, "readyz-test");
+    },
+  };
+  expect(await checkStoreWrite(source, 2000)).toEqual({ ok: true, detail: "store took a write" });
 
   const other = new sqlite3.Database(file);
   cleanups.push(() => new Promise((r) => other.close(r)));
   await exec(other, "BEGIN IMMEDIATE");
-  const first = await readyz(app);
-  expect(first.status).toBe(503);
-  expect(first.write.detail).toBe("store refuses writes: no answer within 2000 ms");
-  // The probe gives up at SQLite's busy timeout, 10 s after its turn came (the connection runs one statement at a
-  // time: the lease's renewal may be waiting ahead of it); a later /readyz tells why.
+  const before = probes;
+  expect(await checkStoreWrite(source, 300)).toEqual({
+    ok: false,
+    detail: "store refuses writes: no answer within 300 ms",
+  });
+  // Checks while that probe waits for the lock send no other write.
+  for (let i = 0; i < 3; i++) expect((await checkStoreWrite(source, 300)).ok).toBe(false);
+  expect(probes - before).toBe(1);
+  // The probe gives up at SQLite's busy timeout (10 s); the next check says why.
   let detail = "";
   await waitFor(
-    "a /readyz naming the late failure",
+    "a check naming the probe's late failure",
     async () => {
-      detail = (await readyz(app)).write.detail;
+      detail = (await checkStoreWrite(source, 300)).detail;
       return /the probe before/.test(detail);
     },
-    40_000,
+    30_000,
+    200,
   );
   expect(detail).toMatch(
-    /^store refuses writes: no answer within 2000 ms \(the probe before failed after \d+\.\d s: .*SQLITE_BUSY: database is locked\)$/,
+    /^store refuses writes: no answer within 300 ms \(the probe before failed after \d+\.\d s: SQLITE_BUSY: database is locked\)$/,
   );
 
   await exec(other, "ROLLBACK");
-  await waitFor("ready again", async () => (await readyz(app)).status === 200);
-  expect((await readyz(app)).write.detail).toBe("store took a write");
-}, 70_000);
+  await waitFor("writes again", async () => (await checkStoreWrite(source, 2000)).ok, 15_000);
+  expect(await checkStoreWrite(source, 2000)).toEqual({ ok: true, detail: "store took a write" });
+}, 60_000);
