@@ -63,5 +63,6 @@ export function begun(appt: Appointment | Snapshot, now: number): boolean {
 }
 
 /** Why a deletion of a begun appointment's event is put back (decide.ts, and writeback.ts at the moment of sending). */
+/** Said also for a "Change calendar" to a colleague, which looks like a deletion here (the move is found later). */
 export const BEGUN_REASON =
-  "the appointment has begun, so deleting its event does not cancel it (a cancellation would tell the customer and may refund them); cancel it, or mark it a no-show, in the booking service";
+  "the appointment has begun, so taking its event out of this calendar (deleting it, or moving it to another calendar) changes nothing in the booking (a cancellation would tell the customer and may refund them); cancel it, mark it a no-show or reassign it in the booking service";

@@ -38,7 +38,7 @@ describe("an appointment that has begun, its event deleted", () => {
       const back = liveOf(h, cal, id);
       expect(back).toHaveLength(1);
       expect(String(back[0]!.description)).toMatch(
-        /calbridge: your change to this event was undone: the appointment has begun, so deleting its event does not cancel it/,
+        /calbridge: your change to this event was undone: the appointment has begun, so taking its event out of this calendar \(deleting it, or moving it to another calendar\) changes nothing in the booking/,
       );
     }
     expect(cancels(h)).toEqual([]);
@@ -89,7 +89,7 @@ describe("an appointment that has begun, its event deleted", () => {
     const back = liveOf(x, cal, id);
     expect(back).toHaveLength(1);
     expect(String(back[0]!.description)).toContain(
-      "the appointment has begun, so deleting its event does not cancel it",
+      "the appointment has begun, so taking its event out of this calendar (deleting it, or moving it to another calendar) changes nothing in the booking",
     );
   });
 
