@@ -65,6 +65,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       const target = fx.mapping.therapist(appt?.therapist_id);
       if (link && appt) {
         const next: Link = { ...link, booking: coreOf(appt), sourceAt: Math.max(link.sourceAt, sourceAt) };
+        if (action.removedBy) Object.assign(next, { present: false, removedBy: action.removedBy });
         if (link.present && action.rendered) {
           next.rendered = action.rendered;
           if (action.rendered.pending?.length) next.enrich = true;

@@ -53,6 +53,25 @@ export function showsBooking(event: CalEvent | null | undefined, appt: Appointme
 }
 
 /**
+ * The calendar change decide acts on. None when both sides moved to the same times (a move the booking took, its link
+ * not yet saved: converged). None too when the event was last synced for an appointment that was not confirmed (a kept
+ * "Cancelled" marker the therapist cleared away) and the booking is confirmed again: that deletion was no change to the
+ * restored appointment, and written back it cancelled it again (customer told, maybe refunded).
+ */
+export function effectiveChange(
+  link: Link,
+  event: CalEvent | null | undefined,
+  appt: Appointment | Snapshot,
+  fromBooking: boolean,
+): CalendarChange {
+  const seen = calendarChange(link, event);
+  if (seen === "none") return seen;
+  const restored = (link.booking.status ?? "confirmed") !== "confirmed" && (appt.status ?? "confirmed") === "confirmed";
+  if (restored) return "none";
+  return fromBooking && (seen === "moved" || seen === "resized") && showsBooking(event, appt) ? "none" : seen;
+}
+
+/**
  * Whether the appointment has begun (its start is not in the future). A deleted event of such an appointment is never
  * a cancellation: cancelling a session that has begun or is over would e-mail the customer about it and may refund
  * them (the refund "follows the business's policy"); therapists delete past events to tidy their calendar.

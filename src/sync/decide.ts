@@ -6,7 +6,7 @@ import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
-import { BEGUN_REASON, begun, bookingChanged, calendarChange, showsBooking } from "./changes.ts";
+import { BEGUN_REASON, begun, bookingChanged, effectiveChange } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import { editNotice } from "./edit-notice.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
@@ -58,7 +58,7 @@ export function decide(input: DecideInput): Action {
   // A body wherever one is written: "as written" has none, so that asks for the full form.
   const bodyOf = (d: RenderedEvent | AsWritten) => bodyFrom(id, d);
   const owned = ownedBy(wish);
-  const none = (reason: string): Action => ({ kind: "none", appointmentId: id, reason });
+  const none = (reason: string): Extract<Action, { kind: "none" }> => ({ kind: "none", appointmentId: id, reason });
   const remove = (therapistId: string, eventId: string, reason: string): Action => ({
     kind: "delete",
     appointmentId: id,
@@ -114,7 +114,9 @@ export function decide(input: DecideInput): Action {
     // No record at all (the store was lost, or a crash before the link was written): should Google refuse the id, a
     // person deleted that event and the deletion was never sent. The event comes back saying so, never a cancellation.
     const unsent =
-      !link && (appt.status ?? "confirmed") === "confirmed" ? { unsent: lostRecordsNote(input.writeback.cancel) } : {};
+      !link && (appt.status ?? "confirmed") === "confirmed"
+        ? { unsent: lostRecordsNote(input.writeback.cancel, begun(appt, input.now)) }
+        : {};
     if (existing) {
       if (fingerprint(existing, owned) === printOf(desired) && carriesMarks(existing, id)) {
         return {
@@ -148,9 +150,7 @@ export function decide(input: DecideInput): Action {
   }
 
   const fromBooking = bookingChanged(link, appt);
-  const seen = calendarChange(link, event);
-  // Both sides moved to the same times (a move the booking took, its link not yet saved): converged, no conflict.
-  const change = fromBooking && (seen === "moved" || seen === "resized") && showsBooking(event, appt) ? "none" : seen;
+  const change = effectiveChange(link, event, appt, fromBooking);
 
   // The therapist changed the event: push it back, unless the booking changed too and the booking wins, or the
   // appointment was reassigned meanwhile (not theirs to change: the event follows the booking to the new therapist at
@@ -175,7 +175,7 @@ export function decide(input: DecideInput): Action {
     }
     if (change === "deleted" && appt.status === "cancelled") {
       // A kept "Cancelled" marker the therapist cleared away: their calendar, their call.
-      return none("the therapist removed a cancelled appointment's event");
+      return { ...none("the therapist removed a cancelled appointment's event"), removedBy: "calendar" };
     }
     if ((appt.status ?? "confirmed") !== "confirmed") {
       return restore(`the appointment is ${appt.status}; only confirmed appointments can be changed from the calendar`);

@@ -207,6 +207,8 @@ export type Action =
       rendered?: Rendered;
       /** The event shows an older value of a full-form field: an enrichment is due. */
       enrich?: true;
+      /** The event was deleted in the calendar and that is accepted: the link records it gone (removed there). */
+      removedBy?: "calendar";
     }
   | {
       kind: "adopt";

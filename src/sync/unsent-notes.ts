@@ -10,8 +10,10 @@ const LOST =
 const UNSENT = {
   cancel: `${LOST} Delete it again to cancel it.`,
   noCancel: `${LOST} Cancelling from the calendar is turned off: cancel it in the booking service.`,
+  begun: `${LOST} The appointment has begun, so deleting its event does not cancel it: cancel it, or mark it a no-show, in the booking service.`,
 };
 
-export function lostRecordsNote(cancelling: boolean): string {
-  return cancelling ? UNSENT.cancel : UNSENT.noCancel;
+/** `begun`: the appointment has begun, and deleting its event again would not cancel it either (decide.ts). */
+export function lostRecordsNote(cancelling: boolean, begun = false): string {
+  return begun ? UNSENT.begun : cancelling ? UNSENT.cancel : UNSENT.noCancel;
 }

@@ -204,6 +204,11 @@ export class BookingSimulator {
     return this.#view(this.#store.cancel(id, { reason, refund: options.refund }).id);
   }
 
+  /** A cancellation taken back by staff: confirmed again, appointment.updated. */
+  restoreCancelled(id: string): View {
+    return this.#view(this.#store.restoreCancelled(id).id);
+  }
+
   /** status "completed", event appointment.completed. */
   complete(id: string): View {
     return this.#view(this.#store.finish(id, "completed").id);

@@ -360,6 +360,25 @@ export class BookingStore implements Lookup {
     return a;
   }
 
+  /**
+   * Data API: staff take a cancellation back (the customer changed their mind): confirmed again, the cancellation's
+   * fields cleared, appointment.updated. The spec shows no such move; a service may well allow it, so calbridge must
+   * not take the old state for the new one.
+   */
+  restoreCancelled(id: string): SimAppointment {
+    const a = this.get(id);
+    if (a.status !== "cancelled") {
+      throw new SimError(409, "invalid_state", `only a cancelled appointment can be restored (it is ${a.status})`, {
+        status: a.status,
+      });
+    }
+    a.status = "confirmed";
+    for (const key of ["cancelled_at", "cancellation_reason", "refund_amount", "refund_status"] as const) delete a[key];
+    a.updated_at = this.stamp();
+    this.#o.emit("appointment.updated", changedEvent(a, this));
+    return a;
+  }
+
   /** Data API: customer record changes (customer.updated). Appointments' updated_at is not touched. */
   updateCustomer(
     id: string,
