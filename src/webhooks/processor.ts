@@ -32,6 +32,11 @@ export interface InboxProcessorOptions {
   maxReplays?: number;
   /** How long `stop()` waits for events in flight (default 10 s). */
   stopTimeoutMs?: number;
+  /**
+   * How long the replay waits for one event an earlier start handed over without finishing before it hands over the
+   * next (real time; default 10 s): a crash on it is then its own, while a hang does not hold the rest back for good.
+   */
+  suspectWaitMs?: number;
   /** Wait before retrying a replay the store could not read (default: 1 s doubling, at most 5 min). */
   retryDelayMs?: (attempt: number) => number;
 }
@@ -52,6 +57,7 @@ export class InboxProcessor {
   readonly #maxReplays: number;
   readonly #retryDelayMs: (attempt: number) => number;
   readonly #stopTimeoutMs: number;
+  readonly #suspectWaitMs: number;
   readonly #abort = new AbortController();
   /** Ids handed to the sink and not finished, with the promise of their finish (done mark included). */
   readonly #inFlight = new Map<string, Promise<void>>();
@@ -80,6 +86,7 @@ export class InboxProcessor {
     this.#maxReplays = options.maxReplays ?? 5;
     this.#retryDelayMs = options.retryDelayMs ?? defaultRetryDelayMs;
     this.#stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
+    this.#suspectWaitMs = options.suspectWaitMs ?? 10_000;
   }
 
   /** Replays what the inbox holds (oldest first), then takes each new arrival as it is accepted. */
@@ -103,7 +110,7 @@ export class InboxProcessor {
             replayed.add(entry.id);
             left.push(entry);
           }
-          for (const entry of await this.#countReplays(left)) this.#take(entry);
+          await this.#replay(left);
           break;
         } catch (error) {
           const delayMs = this.#retryDelayMs(failures + 1);
@@ -175,6 +182,30 @@ export class InboxProcessor {
         "webhook processor stopped with events in flight; unfinished ones stay in the inbox and replay at the next start",
       );
     }
+  }
+
+  /**
+   * Hands the entries left in the inbox over again, in arrival order. Those an earlier start already handed over
+   * without finishing (attempts > 0: one of them may crash the process) go one at a time, each counted just before its
+   * own hand-over and finished before the next: counted all at once, the events in flight beside a poison one reached
+   * maxReplays with it and were set aside unprocessed, acknowledged events lost until the next reconciliation. The
+   * others follow at once. Arrival order holds: an entry no start has handed over arrived after those one has.
+   */
+  async #replay(left: InboxEntry[]): Promise<void> {
+    for (const suspect of left.filter((e) => e.attempts > 0)) {
+      if (this.#state !== "running") return;
+      for (const entry of await this.#countReplays([suspect])) {
+        this.#take(entry);
+        await this.#dueTurn;
+        let timer: NodeJS.Timeout | undefined;
+        const waited = new Promise<void>((r) => {
+          timer = setTimeout(r, this.#suspectWaitMs);
+        });
+        await Promise.race([this.#inFlight.get(entry.id), waited]).finally(() => clearTimeout(timer));
+      }
+    }
+    if (this.#state !== "running") return;
+    for (const entry of await this.#countReplays(left.filter((e) => e.attempts === 0))) this.#take(entry);
   }
 
   /**

@@ -107,7 +107,13 @@ describe("inbox processor", () => {
     for (let start = 1; start <= 3; start++) {
       const sink = new RecordingSink();
       sink.behaviour = (e) => (e.id === "evt_poison" ? new Promise(() => {}) : undefined);
-      const processor = new InboxProcessor({ inbox: new WebhookInbox({ store, clock }), sink, clock, maxReplays: 2 });
+      const processor = new InboxProcessor({
+        inbox: new WebhookInbox({ store, clock }),
+        sink,
+        clock,
+        maxReplays: 2,
+        suspectWaitMs: 50, // it never finishes: the replay goes on without it after this long
+      });
       await processor.start();
       if (start <= 2) await until(() => sink.calls.some((c) => c.eventId === "evt_poison"), "the hand-over");
       else await until(async () => (await collect(inbox.deadLetters())).length === 1, "the set-aside");
