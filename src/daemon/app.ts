@@ -286,6 +286,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     held: (appointmentId) => sync.guard.knowsHeld(appointmentId),
   });
   const inbox = new WebhookInbox({ store, clock, deadLetterTtlMs: config.webhooks.dead_letter_days * 86_400_000 });
+  inbox.trackPending(false); // until this replica leads and processes it
   // A processor cannot start again once stopped: each leadership term gets a fresh one.
   const newProcessor = () =>
     new InboxProcessor({
@@ -659,6 +660,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     refreshLastReconcile().catch(() => {});
     if (processorUsed) processor = newProcessor();
     processorUsed = true;
+    inbox.trackPending(true); // the processor's replay counts what is pending now
     // Enrichments run where the reconciliation that queues them runs (its first run resumes those left by a restart).
     engine.setEnrichment(true);
     void processor.start();
@@ -737,6 +739,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     const grace = stopGrace;
     await stopStep("webhook events in flight", processor.stop(grace ? graceLeft(grace) : undefined));
     await stopStep("syncs in flight", engine.abandon());
+    inbox.trackPending(false); // the next leader processes what this one accepts
   };
 
   /** A reload's leader follow-ups: the poller and cron start again with the new mapping and settings. */

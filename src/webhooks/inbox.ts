@@ -106,6 +106,7 @@ export class WebhookInbox {
   readonly #handoff = new OrderedHandoff<InboxEntry>();
   /** Ids accepted or replayed and not yet done, as far as this process knows. */
   readonly #pendingIds = new Set<string>();
+  #tracking = true;
 
   constructor(options: WebhookInboxOptions) {
     this.#inbox = options.store.table<InboxRecord>("inbox");
@@ -126,6 +127,16 @@ export class WebhookInbox {
   /** Events accepted and not yet done, as far as this process knows (exact after `pending()` ran). */
   get pendingCount(): number {
     return this.#pendingIds.size;
+  }
+
+  /**
+   * Whether this process counts what it accepts as pending: only where the inbox is processed (the leader). A standby
+   * accepts deliveries the leader processes, and never learns they are done: counted, its inbox_pending only grew
+   * (a false backlog alert for a healthy pair) and so did its memory. Off, nothing is counted, and the count is 0.
+   */
+  trackPending(on: boolean): void {
+    this.#tracking = on;
+    if (!on) this.#pendingIds.clear();
   }
 
   /** Calls `listener` with each newly accepted entry, once it is durable, in order of arrival. */
@@ -159,7 +170,7 @@ export class WebhookInbox {
       };
       if (!(await this.#adds.add(event.id, fresh))) return "duplicate";
       entry = fresh;
-      this.#pendingIds.add(event.id);
+      if (this.#tracking) this.#pendingIds.add(event.id);
       return "accepted";
     } finally {
       this.#handoff.settle(local, entry);
