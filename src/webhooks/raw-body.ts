@@ -29,6 +29,11 @@ export interface BodyLimits {
   budget?: ByteBudget;
   /** The body fails with "timeout" when no byte arrives for this long. Default: none. */
   idleTimeoutMs?: number;
+  /**
+   * The body fails with "timeout" when it is not whole this long after it began to be awaited (a body trickled just
+   * inside the idle timeout: the listener's own request limit would end it unsaid, as a client's abort). Default: none.
+   */
+  totalTimeoutMs?: number;
 }
 
 /** Content-Length as a number, or undefined when absent or unreadable (a chunked body). */
@@ -57,19 +62,25 @@ export function readRawBody(req: IncomingMessage, limits: BodyLimits): Promise<R
     const chunks: Buffer[] = [];
     let size = 0;
     let timer: NodeJS.Timeout | undefined;
+    let total: NodeJS.Timeout | undefined;
     let finished = false;
     // One timer per body, pushed back by each chunk (refresh() reuses it instead of a new one per chunk), and none once
     // the parser has seen the whole message (`req.complete`): what is left are local events, nothing can stall.
     const armTimer = () => {
       if (limits.idleTimeoutMs === undefined || finished || req.complete) return;
       if (timer) timer.refresh();
-      else timer = setTimeout(() => fail("timeout"), limits.idleTimeoutMs);
+      else {
+        timer = setTimeout(() => fail("timeout"), limits.idleTimeoutMs);
+        // Armed with the first idle timer: a body that is whole at once costs neither.
+        if (limits.totalTimeoutMs !== undefined) total = setTimeout(() => fail("timeout"), limits.totalTimeoutMs);
+      }
     };
     // The listeners stay on the request once it is settled (taking four off again cost more than the rest of this
     // function) and do nothing then: "close" comes after every request, and a late "error" is swallowed.
     const done = () => {
       finished = true;
       clearTimeout(timer);
+      clearTimeout(total);
     };
     const fail = (reason: RawBodyFailure, consumed?: Buffer[]) => {
       if (finished) return;

@@ -44,6 +44,11 @@ export interface WebhookHandlerOptions {
   maxBufferedBytes?: number;
   /** A body that sends nothing for this long is answered 408 and its connection closed. Default 10 s. */
   bodyIdleTimeoutMs?: number;
+  /**
+   * A body not whole this long after it began is answered 408 too (a trickle inside the idle timeout), before the
+   * listener's request limit (30 s) would end it as an abort. Default 20 s.
+   */
+  bodyTotalTimeoutMs?: number;
   /** Where deliveries are stored; its subscribers (the processor) take each accepted event from it. */
   inbox: WebhookInbox;
   clock?: Clock;
@@ -79,6 +84,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
   const maxVerifiedBodyBytes = options.maxVerifiedBodyBytes ?? 8 * 1024 * 1024;
   const budget = new ByteBudget(options.maxBufferedBytes ?? 32 * 1024 * 1024);
   const bodyIdleTimeoutMs = options.bodyIdleTimeoutMs ?? 10_000;
+  const bodyTotalTimeoutMs = options.bodyTotalTimeoutMs ?? 20_000;
   const clock = options.clock ?? systemClock;
   const log = (options.logger ?? silentLogger).child({ component: "webhooks" });
   const rejections = new RejectionLog({
@@ -116,7 +122,12 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       const status = timing ? 401 : 400;
       return refuse(res, status, { error: pre.reason, message: SHORT_REASON[pre.reason] });
     }
-    const read = await readRawBody(req, { maxBytes: maxBodyBytes, budget, idleTimeoutMs: bodyIdleTimeoutMs });
+    const read = await readRawBody(req, {
+      maxBytes: maxBodyBytes,
+      budget,
+      idleTimeoutMs: bodyIdleTimeoutMs,
+      totalTimeoutMs: bodyTotalTimeoutMs,
+    });
     if (!read.ok) {
       if (read.reason === "too_large" && maxVerifiedBodyBytes > maxBodyBytes) {
         const declared = declaredLength(req);
@@ -137,8 +148,8 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       if (read.reason === "timeout") {
         rejections.record(
           read.reason,
-          { remote, idle_ms: bodyIdleTimeoutMs },
-          "webhook body stalled; connection closed",
+          { remote, idle_ms: bodyIdleTimeoutMs, total_ms: bodyTotalTimeoutMs },
+          "webhook body stalled or trickled past its time; connection closed",
         );
         return refuse(res, 408, { error: "timeout", message: "the body stopped arriving" });
       }
