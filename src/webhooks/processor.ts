@@ -75,6 +75,8 @@ export class InboxProcessor {
   #dueTurn: Promise<void> = Promise.resolve();
   #unsubscribe: (() => void) | undefined;
   #state: "new" | "running" | "stopped" = "new";
+  /** Settles when the start's replay has handed everything over: a notice waits for it (see notify). */
+  #replayed: Promise<void> = Promise.resolve();
 
   constructor(options: InboxProcessorOptions) {
     this.#inbox = options.inbox;
@@ -93,6 +95,10 @@ export class InboxProcessor {
   async start(): Promise<void> {
     if (this.#state !== "new") return;
     this.#state = "running";
+    let replayedNow!: () => void;
+    this.#replayed = new Promise<void>((resolve) => {
+      replayedNow = resolve;
+    });
     const arrivals: InboxEntry[] = [];
     let replaying = true;
     this.#unsubscribe = this.#inbox.subscribe((entry) => {
@@ -128,6 +134,7 @@ export class InboxProcessor {
     } finally {
       replaying = false;
       if (this.#state === "running") for (const e of arrivals) if (!replayed.has(e.id)) this.#take(e);
+      replayedNow();
     }
     if (replayed.size > 0) this.#logger.info({ count: replayed.size }, "replaying webhook events left in the inbox");
   }
@@ -137,6 +144,9 @@ export class InboxProcessor {
    * subscription (then this is a no-op); an id written by another process is read from the store.
    */
   async notify(id: string): Promise<void> {
+    // During the start's replay the event may be among those it hands over: read after it, or it ran twice (and the
+    // replay's count could land over its done mark).
+    await this.#replayed;
     if (this.#state !== "running" || this.#inFlight.has(id)) return;
     await this.#inbox.handedOff();
     if (this.#inFlight.has(id)) return;
