@@ -4,6 +4,7 @@
 // budget is spent (the sender retries).
 import { createHash } from "node:crypto";
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import { gunzipSync, inflateSync } from "node:zlib";
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, secrets as logSecrets, silentLogger } from "../log.ts";
@@ -122,6 +123,17 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       const status = timing ? 401 : 400;
       return refuse(res, status, { error: pre.reason, message: SHORT_REASON[pre.reason] });
     }
+    const encoding = contentEncoding(req);
+    if (encoding === "unsupported") {
+      count("unsupported_encoding");
+      const named = String(req.headers["content-encoding"]).slice(0, 40);
+      rejections.record(
+        "unsupported_encoding",
+        { remote, content_encoding: named },
+        "webhook body in an encoding calbridge does not decode",
+      );
+      return refuse(res, 415, { error: "unsupported_encoding", message: "send the body as is, or gzip or deflate" });
+    }
     const read = await readRawBody(req, {
       maxBytes: maxBodyBytes,
       budget,
@@ -166,7 +178,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       );
     }
     try {
-      await verified(req, res, read.body, pre, ok);
+      await verified(req, res, read.body, pre, ok, encoding);
     } finally {
       read.release();
     }
@@ -233,14 +245,15 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     raw: Buffer,
     header: SignatureHeader,
     ok: (text: string) => void,
+    encoding?: "gzip" | "deflate",
   ): Promise<void> {
-    const verdict = verifySignature({
-      rawBody: raw,
-      header,
-      secrets,
-      toleranceSec,
-      nowMs: clock.now(),
-    });
+    // A compressed body (Content-Encoding gzip or deflate: a sender, or a proxy, may compress) is decoded, within the
+    // body limit; its signature may cover the bytes as sent or as decoded (the spec does not say), and either will do.
+    // Not decoded, it was acknowledged and set aside as "not JSON": the change it announced lost.
+    const decoded = encoding ? decode(raw, encoding, maxBodyBytes) : undefined;
+    const check = (rawBody: Buffer) => verifySignature({ rawBody, header, secrets, toleranceSec, nowMs: clock.now() });
+    let verdict = check(raw);
+    if (!verdict.ok && verdict.reason === "mismatch" && decoded instanceof Buffer) verdict = check(decoded);
     if (!verdict.ok) {
       const timing = verdict.reason === "stale" || verdict.reason === "future";
       count(timing ? "rejected_stale" : "rejected_signature");
@@ -278,7 +291,9 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       );
       return ok(RECEIVED);
     };
-    const parsed = parseEventBody(raw);
+    if (decoded instanceof Error)
+      return setAside(`malformed: ${encoding} body not decoded: ${decoded.message}`, "malformed");
+    const parsed = parseEventBody(decoded ?? raw);
     if (!parsed.ok)
       return setAside(
         `${parsed.limit ? "over a limit" : "malformed"}: ${parsed.reason}`,
@@ -319,6 +334,26 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     }
     return true;
   };
+}
+
+/** The body's Content-Encoding: none (absent, identity), gzip or deflate (which calbridge decodes), or another one. */
+function contentEncoding(req: IncomingMessage): "gzip" | "deflate" | "unsupported" | undefined {
+  const value = req.headers["content-encoding"];
+  if (value === undefined) return undefined;
+  const v = value.trim().toLowerCase();
+  if (v === "" || v === "identity") return undefined;
+  if (v === "gzip" || v === "x-gzip") return "gzip";
+  return v === "deflate" ? "deflate" : "unsupported";
+}
+
+/** The decoded body, at most `maxBytes` long; an Error when it is not valid, or decodes to more. */
+function decode(raw: Buffer, encoding: "gzip" | "deflate", maxBytes: number): Buffer | Error {
+  try {
+    const options = { maxOutputLength: maxBytes };
+    return encoding === "gzip" ? gunzipSync(raw, options) : inflateSync(raw, options);
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
 }
 
 function pathOf(url: string | undefined): string | undefined {
