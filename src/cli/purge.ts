@@ -125,12 +125,13 @@ async function refuseWatched(store: Store, targets: Target[], holder: string): P
     if (watched === undefined) continue;
     const key = calendarKey(t.therapist);
     const maybe = (a: string, b: string) => a === "primary" && (b === "primary" || isUserAddress(b));
-    if (watched !== key && !maybe(watched, key) && !maybe(key, watched)) continue;
+    // Addresses ignore case (Anna@ and anna@ are one calendar to Google): compared as such, a purge refuses more, never less.
+    const same = watched.toLowerCase() === key.toLowerCase();
+    if (!same && !maybe(watched, key) && !maybe(key, watched)) continue;
     const id = t.therapist.therapist_id;
-    const which =
-      watched === key
-        ? `${id}'s calendar ${t.calendarId}`
-        : `${id}'s calendar ${watched}, which may be ${t.calendarId} (\`primary\` is an account's own calendar, also named by the account's address)`;
+    const which = same
+      ? `${id}'s calendar ${t.calendarId}`
+      : `${id}'s calendar ${watched}, which may be ${t.calendarId} (\`primary\` is an account's own calendar, also named by the account's address)`;
     throw new PurgeRefusedError(
       `a calbridge daemon leads this store (${holder}) and syncs ${which}: it would take the deletions for ${id}'s own and send them to the booking service as cancellations; nothing was deleted. ` +
         `Remove ${id} from therapists: and reload the daemon (SIGHUP), then purge (or stop the daemon, then purge)`,

@@ -52,13 +52,15 @@ describe("purge beside a leader: `primary` and the account's address are the sam
   for (const [mapped, given] of [
     ["primary", "address"],
     ["address", "primary"],
+    ["address", "ADDRESS"], // an address in other case: the same calendar to Google (addresses ignore case)
   ] as const) {
     it(`refuses: mapped as ${mapped}, purged with --calendar ${given}`, async () => {
       const w = await oauthWorld((address) => (mapped === "primary" ? "primary" : address));
       const app = await leader(w.config);
       expect(live(w)).toHaveLength(3);
       const file = writeConfig(w);
-      const calendar = given === "primary" ? "primary" : w.calendarOf("th_anna");
+      const address = w.calendarOf("th_anna");
+      const calendar = given === "primary" ? "primary" : given === "ADDRESS" ? address.toUpperCase() : address;
       const res = await cli(["purge", "--therapist", "th_anna", "--calendar", calendar, "--force", "--config", file]);
       const cancelsBefore = w.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
       await app.reconcile().catch(() => {});
