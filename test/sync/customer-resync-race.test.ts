@@ -5,6 +5,7 @@
 // item now says when it was read, and one older than the link is read again instead.
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import type { ConfigInput } from "../../src/config/schema.ts";
 import { silentLogger } from "../../src/log.ts";
 import { customerResyncs } from "../../src/sync/customers.ts";
 import { EngineSink } from "../../src/sync/webhook-sink.ts";
@@ -12,6 +13,11 @@ import type { BookingWebhookEvent } from "../../src/webhooks/event.ts";
 import { DAY, type Harness, harness, iso } from "./support.ts";
 
 let h: Harness | undefined;
+
+/** A built-in privacy preset whose fields a list item carries in full (no notes): the hint is used without a read. */
+const initials = (c: ConfigInput) => {
+  c.event = { ...c.event, preset: "initials" };
+};
 afterEach(async () => {
   await h?.close();
   h = undefined;
@@ -25,7 +31,7 @@ const eventsOf = (x: Harness, id: string) =>
 describe("customer.updated re-render racing an appointment change", () => {
   it("a listing read before a move does not move the event back after the move was synced (event.preset: initials)", async () => {
     // A built-in privacy preset whose fields a list item carries in full (no notes): the hint is used without a read.
-    h = await harness({ therapists: 1, configure: (c) => void (c.event = { ...c.event, preset: "initials" }) });
+    h = await harness({ therapists: 1, configure: initials });
     const start = new Date(Date.now() + 3 * DAY);
     start.setUTCHours(10, 0, 0, 0);
     const a = h.world.booking.create(
@@ -62,7 +68,7 @@ describe("customer.updated re-render racing an appointment change", () => {
   });
 
   it("a listing read before a cancellation does not bring the cancelled appointment's event back", async () => {
-    h = await harness({ therapists: 1, configure: (c) => void (c.event = { ...c.event, preset: "initials" }) });
+    h = await harness({ therapists: 1, configure: initials });
     const start = new Date(Date.now() + 3 * DAY);
     start.setUTCHours(10, 0, 0, 0);
     const a = h.world.booking.create(
