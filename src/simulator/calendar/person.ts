@@ -36,7 +36,7 @@ export class PersonActions {
     const rec = live(this.#store.get(cal, eventId), "userEdit");
     const merged = withSeriesZone(mergePatch(writableBody(rec, cal.timeZone), changes), cal);
     const v = validateEvent(merged, cal.timeZone);
-    this.#store.apply(cal, this.#store.writable(cal, rec), v, rec.status);
+    this.#store.apply(this.#store.writable(cal, rec), v, rec.status);
     this.#store.counters.userEdits += 1;
     return rec;
   }

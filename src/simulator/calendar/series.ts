@@ -116,21 +116,3 @@ export function vanishedSince(cal: SeriesCalendar, rec: EventRecord, since: numb
   }
   return gone;
 }
-
-/**
- * Stored exceptions of `master` that its rule as it is now no longer has: the rule removed ("Does not repeat") or
- * changed so that their original start is no occurrence of it. They are cancelled with the change: an exception
- * outliving its series answered three ways at once (confirmed to events.get, live in a plain listing, absent from an
- * expanded one), which Google, whose listings agree, never does.
- */
-export function strandedExceptions(cal: SeriesCalendar, master: EventRecord): EventRecord[] {
-  const out: EventRecord[] = [];
-  const rule = ruleOf(master);
-  for (const e of cal.events.values()) {
-    if (e.recurringEventId !== master.id || e.status === "cancelled") continue;
-    const at = (e.originalStart ?? e.start).ms;
-    const kept = rule !== undefined && [...instancesOf(cal, master, at + DAY_MS + 1)].some((i) => i.id === e.id);
-    if (!kept) out.push(e);
-  }
-  return out;
-}

@@ -7,7 +7,7 @@ import { dropUnsupported, readReminders, type WriteSupport } from "./event-field
 import { type EventRecord, mergePatch, type ValidatedEvent, validateEvent, writableBody } from "./event-model.ts";
 import { ApiError } from "./http.ts";
 import { checkGuestWrite, declined, mayHaveCopies, propagate } from "./invitations.ts";
-import { findInstance, strandedExceptions } from "./series.ts";
+import { findInstance } from "./series.ts";
 
 export type AccessRole = "owner" | "writer" | "reader";
 
@@ -221,7 +221,7 @@ export class CalendarStore {
   }
 
   /** Writes a validated body over the record; `updated` stays when only reminders changed (Event.updated). */
-  apply(cal: CalendarRecord, rec: EventRecord, v: ValidatedEvent, statusDefault: string): void {
+  apply(rec: EventRecord, v: ValidatedEvent, statusDefault: string): void {
     if (v.eventType !== undefined && v.eventType !== rec.eventType) {
       throw new ApiError(400, "invalid", "The event type cannot be changed after the event is created.");
     }
@@ -248,9 +248,10 @@ export class CalendarStore {
       delete rec.movedAway;
     }
     this.bump(rec, { keepUpdated: remindersChanged && !mainChanged });
+    // Exceptions stored before stay as they are, also those the new rule no longer has: Google removes none when a
+    // series' rule changes (BuilderIO/agent-native #3488 met it, and deletes them itself).
     if (reshaped) rec.shapes = [...(rec.shapes ?? []), { until: rec.seq, ...shape }];
     this.copiesFollow(rec);
-    if (reshaped) for (const e of strandedExceptions(cal, rec)) this.markDeleted(e, "api");
   }
 
   /**
@@ -307,7 +308,7 @@ export class CalendarStore {
   #rewrite(cal: CalendarRecord, rec: EventRecord, v: ReturnType<typeof validateEvent>): void {
     if (rec.invitedFrom !== undefined) checkGuestWrite(rec, v, rec.status);
     const wasCancelled = rec.status === "cancelled";
-    this.apply(cal, this.writable(cal, rec), v, rec.status);
+    this.apply(this.writable(cal, rec), v, rec.status);
     if (wasCancelled && rec.status !== "cancelled") this.counters.restores += 1;
   }
 
