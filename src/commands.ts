@@ -441,7 +441,7 @@ export function program(): Command {
       const missing = missingStoreFile(config.store.url);
       if (missing) {
         process.stderr.write(
-          `warning: ${missing.message.replace("; nothing was created.", ": a new store is created there for the token.")}\n`,
+          `warning: store: no SQLite store at ${missing.file}: a new store is created there for the token. A daemon on another file will not see it: run this command from the daemon's working folder, or set store.url to its absolute path (sqlite:///ABSOLUTE/PATH)\n`,
         );
       }
       // So is the store: open, and taking a write, before the consent, and kept open through it to the save.

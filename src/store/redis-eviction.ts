@@ -9,14 +9,19 @@ import type { RedisClient } from "./store.ts";
 export const EVICTION_FIX =
   "CONFIG SET maxmemory-policy noeviction (and in redis.conf: maxmemory-policy noeviction), or give Redis no maxmemory; keep --appendonly yes";
 
+/** How long the check waits for INFO: a start or doctor must not hang on it. */
+const INFO_WAIT_MS = 5000;
+
 /** Why Redis may drop calbridge's keys (a maxmemory with a policy other than noeviction), or undefined. */
 export async function evictionRisk(client: RedisClient): Promise<string | undefined> {
-  let info: string;
-  try {
-    info = await client.info("memory");
-  } catch {
-    return undefined; // INFO refused (a managed Redis's ACL): it cannot be told from here
-  }
+  let timer: NodeJS.Timeout | undefined;
+  const info = await Promise.race([
+    client.info("memory").catch(() => undefined), // INFO refused (a managed Redis's ACL): it cannot be told here
+    new Promise<undefined>((r) => {
+      timer = setTimeout(() => r(undefined), INFO_WAIT_MS);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  if (info === undefined) return undefined;
   const field = (name: string) => new RegExp(`^${name}:(.*)$`, "m").exec(info)?.[1]?.trim();
   const maxmemory = Number(field("maxmemory") ?? 0);
   const policy = field("maxmemory_policy");
