@@ -25,6 +25,13 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 }
 
+const HTML_UNESCAPES = new Map([...Object.entries(HTML_ESCAPES).map(([c, e]) => [e, c] as const), ["&nbsp;", " "]]);
+
+/** escapeHtml undone (and Google's UI's &nbsp;), for comparing a description's text with what calbridge wrote. */
+export function unescapeHtml(text: string): string {
+  return text.replace(/&(?:amp|lt|gt|quot|#39|nbsp);/g, (e) => HTML_UNESCAPES.get(e)!);
+}
+
 /**
  * Control characters removed (C0 but tab and newline, DEL, C1), line breaks made "\n", and unpaired surrogates
  * (not valid Unicode, not sendable as UTF-8) replaced with U+FFFD.

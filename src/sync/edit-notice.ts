@@ -3,6 +3,7 @@
 // without a word. The event now says what was undone and quotes the lines they added, so nothing is lost unseen.
 import { fingerprint, type Ownership } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
+import { unescapeHtml } from "../calendar/template.ts";
 import type { CalEvent, Link } from "./types.ts";
 
 const NOTE =
@@ -16,15 +17,7 @@ const QUOTE_MAX = 1000;
 /** The description's lines as plain text: Google's web UI stores an edited description as HTML. */
 function lines(text: string | null | undefined): string[] {
   if (!text) return [];
-  return text
-    .replace(/<br\s*\/?>|<\/(p|div|li)>/gi, "\n")
-    .replace(/<[^>]*>/g, "")
-    .replace(/&nbsp;/g, " ")
-    .replace(/&lt;/g, "<")
-    .replace(/&gt;/g, ">")
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&amp;/g, "&")
+  return unescapeHtml(text.replace(/<br\s*\/?>|<\/(p|div|li)>/gi, "\n").replace(/<[^>]*>/g, ""))
     .split(/\r?\n/)
     .map((l) => l.trim())
     .filter((l) => l !== "");
