@@ -139,8 +139,9 @@ export class Effects {
   }
 
   /**
-   * Deletes the series Google split off the appointment's event `eventId` ("This and following events"); `since` (the
-   * event's start) finds those whose marks were stripped too (series-tails.ts).
+   * Deletes the series Google split off the appointment's event `eventId` ("This and following events") and the
+   * occurrences of its series stored on their own; `since` (the event's start) finds those whose marks were stripped
+   * too (series-tails.ts).
    */
   async removeTails(
     therapistId: string,
@@ -150,11 +151,13 @@ export class Effects {
     since?: number,
   ): Promise<void> {
     const gone = await removeTails(this.calendar(therapistId), appointmentId, eventId, since);
-    for (const id of gone) {
+    for (const { id, kind } of gone) {
       this.counted(therapistId, "delete");
       log.info(
         { therapist_id: therapistId, event_id: id },
-        "series split off the appointment's event removed: an appointment is one event",
+        kind === "tail"
+          ? "series split off the appointment's event removed: an appointment is one event"
+          : "moved occurrence of a series made of the appointment's event removed: an appointment is one event",
       );
     }
   }

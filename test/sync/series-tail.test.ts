@@ -1,11 +1,13 @@
 // "This and following events" on an occurrence of a series a therapist made of an appointment's event: Google ends the
 // series before it and starts a new one under `<event id>_R<time>`, keeping calbridge's marks. An appointment is one
 // event: that tail goes when calbridge makes the event single again, and when calbridge removes the event (a
-// cancellation, a purge). Nothing else carrying the marks is touched, and nothing of it reaches the booking service.
+// cancellation, a purge), and so does an occurrence of the series moved on its own ("This event"), which Google keeps
+// when the rule goes. Nothing else carrying the marks is touched, and nothing of it reaches the booking service.
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { silentLogger } from "../../src/log.ts";
+import { basicUtc } from "../../src/simulator/calendar/recurrence.ts";
 import { applyPurge, planPurge } from "../../src/sync/purge.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { cancels, DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet } from "./support.ts";
@@ -87,6 +89,45 @@ describe("a series Google split off an appointment's event", () => {
         (l) => l["msg"] === "series split off the appointment's event removed: an appointment is one event",
       ),
     ).toHaveLength(1);
+    expect(bookingWrites(x)).toBe(before);
+    expect(x.world.booking.get(id)!.status).toBe("confirmed");
+  });
+
+  it("a moved occurrence of the series goes too when calbridge makes the event single again (Google keeps it)", async () => {
+    const clock = new ManualClock(Date.now());
+    const { x, log, id, cal, ev, start } = await mirroredOne(clock);
+    // Weekly, then "This event" only: the second week an hour later, and the first week (the event's own time) too.
+    x.world.google.userEdit(cal, ev, { recurrence: ["RRULE:FREQ=WEEKLY;COUNT=4"] });
+    const moved = [start + 7 * DAY, start].map((at) => {
+      const instance = `${ev}_${basicUtc(at)}`;
+      x.world.google.userEdit(cal, instance, {
+        start: { dateTime: iso(at + HOUR) },
+        end: { dateTime: iso(at + 2 * HOUR) },
+      });
+      return instance;
+    });
+    expect(liveIds(x, cal, id).sort()).toEqual([ev, ...moved].sort());
+    const before = bookingWrites(x);
+
+    await pollAll(x);
+    await pass(x, clock, 120_000);
+    await x.app.reconcile();
+    await pollAll(x);
+
+    const own = x.world.google.event(cal, ev)!;
+    expect(own.recurrence ?? []).toEqual([]);
+    expect(Date.parse(String((own.start as { dateTime: string }).dateTime))).toBe(start);
+    // Google removes no exception when a series' rule goes (BuilderIO/agent-native #3488): left, the moved weeks
+    // would go on showing the appointment an hour late, beside the event, and no listing of calbridge's reads them.
+    for (const instance of moved) expect(x.world.google.event(cal, instance)?.status).toBe("cancelled");
+    expect(liveIds(x, cal, id)).toEqual([ev]);
+    expect(
+      log.lines.filter(
+        (l) =>
+          l["msg"] ===
+          "moved occurrence of a series made of the appointment's event removed: an appointment is one event",
+      ),
+    ).toHaveLength(2);
     expect(bookingWrites(x)).toBe(before);
     expect(x.world.booking.get(id)!.status).toBe("confirmed");
   });
