@@ -179,7 +179,9 @@ export function validateEvent(body: Record<string, unknown>, calendarZone: strin
   }
   const start = parseEventTime(body.start, "start");
   const end = parseEventTime(body.end, "end");
-  if (end.ms < start.ms) throw new ApiError(400, "timeRangeEmpty");
+  // An event must end after it starts: Google answers 400 timeRangeEmpty to a zero-length one as to an inverted one
+  // (ridafkih/keeper.sh #614, 2026: "it answers 400 timeRangeEmpty for any event that does not end after it starts").
+  if (end.ms <= start.ms) throw new ApiError(400, "timeRangeEmpty");
   if (fields.recurrence !== undefined) checkSeries(fields.recurrence, start, end, calendarZone);
   const status = typeof body.status === "string" ? body.status : undefined;
   return { fields, start, end, status, eventType };
