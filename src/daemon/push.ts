@@ -398,6 +398,8 @@ export class PushChannels {
       const moved = current !== undefined && !this.#here(current);
       if (!force && current && current.expiration - now > renewBefore && !elsewhere && !moved)
         return current.expiration - renewBefore;
+      // Channels are the leader's: a replica that lost the lease leaves the renewal to the next leader.
+      if (!this.#isLeader()) return undefined;
       const channelId = randomUUID();
       const token = this.#newToken();
       const tokenHash = tokenDigest(token);
@@ -437,6 +439,10 @@ export class PushChannels {
           ...(mapped?.impersonate ? { subject: mapped.impersonate } : {}),
           ...(mapped ? { oauth: usesOAuth(this.#config, mapped) } : {}),
         };
+        if (!this.#isLeader()) {
+          await this.#withdraw(channel, gw, now);
+          return undefined;
+        }
         this.#health?.opened(therapistId, channel);
         await this.#channels.setMany([
           { key: therapistId, value: channel },
@@ -490,6 +496,35 @@ export class PushChannels {
         "push channel not opened; polling covers this calendar",
       );
       return undefined;
+    }
+  }
+
+  /**
+   * A channel Google opened after this replica lost the lease (the watch's answer came late): kept, it would notify
+   * beside the next leader's, and the next leader, which renews the channels it finds stored, would never stop it. So
+   * it is stopped at once and stored nowhere; a stop that fails keeps it aside (`left:`), where a leader's start, or
+   * this replica's next check should it lead again, stops it.
+   */
+  async #withdraw(channel: Channel, gw: CalendarGateway, now: number): Promise<void> {
+    const fields = { therapist_id: channel.therapistId, channel_id: channel.channelId };
+    try {
+      await gw.stopChannel(channel.channelId, channel.resourceId);
+      if (this.#notices) await this.#channels.delete(byId(channel.channelId)).catch(() => false); // else it expires
+      this.#logger.info(fields, "push channel opened while the lease was lost: stopped; the leader opens its own");
+    } catch (err) {
+      // Known (its notifications are acknowledged) and kept under `left:`, where the next leader's start finds it.
+      this.#remember(channel);
+      this.#left.set(channel.channelId, { channel, key: leftKey(channel.channelId) });
+      await this.#channels
+        .setMany([
+          { key: leftKey(channel.channelId), value: channel, ttlMs: byIdTtl(channel, now) },
+          { key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel, now) },
+        ])
+        .catch(() => {}); // the store did not answer: the channel expires by itself
+      this.#logger.warn(
+        { ...fields, err: describeError(err) },
+        "push channel opened while the lease was lost: not stopped; kept for a leader's start to stop, else it expires",
+      );
     }
   }
 

@@ -1,7 +1,8 @@
 // A leader that loses the lease while work is under way must send no further calendar write: the next leader writes
 // the same calendars (a double insert, or a delete racing its insert). A sync under way is given up before its next
 // Google write (not failed, nothing restored), a reconciliation sends no stray removal planned before the hand-over,
-// and a calendar poll whose syncs are refused keeps its sync token (the leader's poll reads the changes again).
+// and a calendar poll whose syncs are refused keeps its sync token (the leader's poll reads the changes again). A push
+// channel Google opens after the lease was lost is stopped at once: the next leader renews the channels it finds.
 import { performance } from "node:perf_hooks";
 import { createClient } from "redis";
 import { afterEach, describe, expect, it } from "vitest";
@@ -219,6 +220,46 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
     expect(world.google.event(calA, eventIdFor(id))?.status).toBe("confirmed");
     expect(outcome).toBeInstanceOf(EngineStoppedError);
     expect(log.find((l) => String(l.msg).startsWith("reconciliation given up: leadership was lost"))).toBeDefined();
+  }, 30_000);
+
+  it("stops a push channel it opened while losing the lease, and keeps none: the next leader's is the only one", async () => {
+    const { world, app, log, takeLease } = await leader("info", (c) => {
+      c.google.push = { public_url: "https://sync.example/webhooks/google" };
+    });
+    await waitFor("the start-up channels", () => world.google.channels.size === 2, 10_000);
+    const before = new Set(world.google.channels.keys());
+    const channels = app.store.table<{ channelId: string }>("channels");
+    const stored = await channels.get("th_a");
+    // The renewal's watch is answered after another replica took the lease (a slow answer, a paused process).
+    world.google.faults.holdNext(/^POST .*\/events\/watch$/, takeLease);
+    await app.push.renew(Date.now() + 8 * 86_400_000);
+    // Google opened it; kept, it notified for a week beside the next leader's, and nobody stopped it.
+    expect([...world.google.channels.keys()].filter((c) => !before.has(c))).toEqual([]);
+    expect(world.google.channels.size).toBe(2);
+    // The channels the next leader finds are the ones it had: it renews those.
+    expect(await channels.get("th_a")).toEqual(stored);
+    expect(log.find((l) => String(l.msg).startsWith("push channel opened while the lease was lost"))).toBeDefined();
+  }, 30_000);
+
+  it("keeps a channel whose stop fails aside under left:, where a leader's start finds it", async () => {
+    const { world, app, log, takeLease } = await leader("info", (c) => {
+      c.google.push = { public_url: "https://sync.example/webhooks/google" };
+    });
+    await waitFor("the start-up channels", () => world.google.channels.size === 2, 10_000);
+    const before = new Set(world.google.channels.keys());
+    world.google.faults.holdNext(/^POST .*\/events\/watch$/, async () => {
+      await takeLease();
+      world.google.faults.next(1, { status: 403, reason: "forbidden", match: /channels\/stop/ });
+    });
+    await app.push.renew(Date.now() + 8 * 86_400_000);
+    const opened = [...world.google.channels.keys()].filter((c) => !before.has(c));
+    expect(opened).toHaveLength(1);
+    expect(await app.store.table<{ therapistId: string }>("channels").get(`left:${opened[0]}`)).toMatchObject({
+      therapistId: "th_a",
+    });
+    expect(
+      log.find((l) => String(l.msg).startsWith("push channel opened while the lease was lost: not stopped")),
+    ).toBeDefined();
   }, 30_000);
 
   it("keeps a poll's sync token when its syncs are refused, and says why at debug", async () => {
