@@ -49,6 +49,11 @@ function resolveRefs(
 ): unknown {
   if (typeof value === "string") {
     const escaped = value.replaceAll("$${", "\u0000");
+    // A `${` left once every reference is read was never closed: taken as written, a typo of `${BOOKING_API_KEY}`
+    // was sent as the API key, or made every webhook fail its signature check.
+    if (escaped.replace(REF, "").includes("${")) {
+      problems.push(opts.at(path, `a "\${" reference is never closed (a missing "}"?; write $\${ for a literal \${)`));
+    }
     const out = escaped.replace(REF, (whole, ref: string) => {
       const name = ref.trim();
       if (name.startsWith("file:")) {
@@ -136,7 +141,13 @@ function parseUnguarded(text: string, options: LoadOptions): Config {
   const lineCounter = new LineCounter();
   // Merge keys (`<<: *defaults`) as most YAML examples use them: keys written beside one win over the merged ones.
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true });
-  if (doc.errors.length > 0) throw new ConfigError(source, syntaxProblems(text, doc.errors, lineCounter));
+  // The library's warnings are problems too: an unknown tag (`!secret name`, as Home Assistant writes it) would
+  // otherwise be read as the plain string after it, and that string used as the key.
+  const unread = [...doc.errors, ...doc.warnings];
+  for (const w of unread) {
+    if (w.code === "TAG_RESOLVE_FAILED") w.message += " (tags are not read here; a secret is ${NAME} or ${file:/path})";
+  }
+  if (unread.length > 0) throw new ConfigError(source, syntaxProblems(text, unread, lineCounter));
   let raw: unknown;
   try {
     raw = doc.toJS() ?? {};

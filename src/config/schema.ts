@@ -6,6 +6,7 @@ import { placeholder } from "../calendar/placeholders.ts";
 import { PRESET_NAMES, PRESETS } from "../calendar/presets.ts";
 import { MAX_REMINDER_MINUTES, MAX_REMINDERS } from "../calendar/reminders.ts";
 import { placeholdersOf } from "../calendar/template.ts";
+import { CONNECT_PATH, HEALTHZ_PATH, PUSH_PATH } from "../public-paths.ts";
 
 const url = (what: string) =>
   z.string().refine(
@@ -150,6 +151,21 @@ const listen = z
   .refine((v) => !/:\d{1,5}$/.test(v) || Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, {
     message: "port out of range",
   });
+
+/**
+ * Why no booking delivery could reach this webhook path: the listener answers /healthz itself, the route before
+ * Google's and the connect pages would take their requests (or they its own), and the route matches the request's
+ * path without its query, so a `?` in it never matches.
+ */
+function webhookPathProblem(path: string, ctx: z.RefinementCtx): void {
+  const say = (message: string) => ctx.addIssue({ code: "custom", message });
+  const bare = path.replace(/\/+$/, "");
+  if (/[?#]/.test(path)) say("a path only: a query or fragment (?, #) is never part of the path a request is matched by");
+  else if (bare === HEALTHZ_PATH) say(`${HEALTHZ_PATH} is the listener's own health answer`);
+  else if (bare === PUSH_PATH) say(`${PUSH_PATH} is the route of Google's push notifications`);
+  else if (bare === CONNECT_PATH || bare.startsWith(`${CONNECT_PATH}/`))
+    say(`${CONNECT_PATH} and the paths under it are the connect pages'`);
+}
 
 const ReminderSchema = z.strictObject({
   method: z.enum(["popup", "email"]).describe("popup (on the therapist's devices) or email (to the calendar's owner)."),
@@ -366,7 +382,12 @@ export const ConfigSchema = z
           .describe(
             "Address of the public listener: the booking webhook, POST /webhooks/google and /healthz, nothing else. Expose it behind TLS.",
           ),
-        path: z.string().startsWith("/").default("/webhooks/booking").describe("Path of the booking webhook route."),
+        path: z
+          .string()
+          .startsWith("/")
+          .superRefine(webhookPathProblem)
+          .default("/webhooks/booking")
+          .describe("Path of the booking webhook route (no query; not /healthz, /webhooks/google or under /connect)."),
         signing_secrets: z
           .array(secret("signing secret"))
           .min(1, "at least one signing secret is required")
@@ -780,7 +801,9 @@ export const ConfigSchema = z
     // Two listeners on one port clash when their hosts are the same or either is a wildcard (EADDRINUSE at start).
     const split = (address: string) => {
       const i = address.lastIndexOf(":");
-      return { host: address.slice(0, i), port: Number(address.slice(i + 1)) };
+      // `localhost` is bound as 127.0.0.1 (http.ts parseListen): the same address written another way.
+      const host = address.slice(0, i).toLowerCase();
+      return { host: host === "localhost" ? "127.0.0.1" : host, port: Number(address.slice(i + 1)) };
     };
     const wildcard = (host: string) => host === "0.0.0.0" || host === "[::]";
     const [admin, pub] = [split(cfg.admin.listen), split(cfg.webhooks.listen)];

@@ -3,6 +3,7 @@
 // time. (Single use is kept in the store: ledger.ts.)
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Config } from "../config/schema.ts";
+import { CALLBACK_PATH, CONNECT_PATH } from "../public-paths.ts";
 
 export interface Invite {
   therapistId: string;
@@ -76,8 +77,6 @@ export function publicBase(publicUrl: string): string {
   return publicUrl.replace(/\/+$/, "");
 }
 
-export const CONNECT_PATH = "/connect";
-export const CALLBACK_PATH = "/connect/callback";
 
 /** The link a therapist opens. */
 export function inviteUrl(publicUrl: string, token: string): string {

@@ -15,12 +15,11 @@ import type { Config, TherapistConfig } from "../config/schema.ts";
 import type { RouteHandler } from "../daemon/http.ts";
 import { calendarTakenBy } from "../daemon/same-calendar.ts";
 import { type Logger, secrets } from "../log.ts";
+import { CALLBACK_PATH, CONNECT_PATH } from "../public-paths.ts";
 import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import {
-  CALLBACK_PATH,
-  CONNECT_PATH,
   callbackUrl,
   type Invite,
   inviteUrl,

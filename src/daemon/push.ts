@@ -20,6 +20,7 @@ import type { CalendarGateway } from "../calendar/gateway.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config/schema.ts";
 import { type Logger, secrets } from "../log.ts";
+import { PUSH_PATH } from "../public-paths.ts";
 import { matchesDigest, tokenDigest } from "../store/secrets.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
@@ -30,7 +31,6 @@ import { RejectionLog } from "../webhooks/rejection-log.ts";
 import { usesOAuth } from "./calendars.ts";
 import { hasBody } from "./http.ts";
 
-export const PUSH_PATH = "/webhooks/google";
 /**
  * Google's limits on what it echoes in a notification's headers: a channel id of at most 64 characters, a token of at
  * most 256 ("Get push notifications", developers.google.com/calendar/api/guides/push). Longer ones are not ours.

@@ -112,6 +112,33 @@ describe("configuration", () => {
     );
   });
 
+  it("refuses a ${ never closed, and a YAML tag it does not read, instead of using the text as the secret", () => {
+    // A typo of ${BOOKING_API_KEY} was sent as the API key; in signing_secrets, every webhook failed its check.
+    expect(problems(minimal.replace("${BOOKING_API_KEY}", "${BOOKING_API_KEY"))).toEqual([
+      'booking.api_key: a "${" reference is never closed (a missing "}"?; write $${ for a literal ${) (line 4)',
+    ]);
+    expect(problems(minimal.replace("${BOOKING_API_KEY}", "x-${BOOKING_API_KEY}-${OOPS"))).toHaveLength(1);
+    expect(problems(minimal.replace("${BOOKING_API_KEY}", () => "sk_$${literal}"))).toEqual([]);
+    // Home Assistant's `!secret name` was read as the plain string "name", and that used as the key.
+    expect(problems(minimal.replace("${BOOKING_API_KEY}", "!secret booking_key"))).toEqual([
+      "line 4, column 12: Unresolved tag: !secret (tags are not read here; a secret is ${NAME} or ${file:/path})",
+    ]);
+  });
+
+  it("refuses a webhook path no delivery could reach: a query, /healthz, Google's route, the connect pages", () => {
+    const at = (path: string) => problems(minimal.replace("webhooks:\n", `webhooks:\n  path: "${path}"\n`));
+    expect(at("/hooks/booking")).toEqual([]);
+    expect(at("/webhooks/booking?token=abc")).toEqual([
+      expect.stringMatching(/^webhooks\.path: a path only: a query or fragment .* \(line \d+\)$/),
+    ]);
+    expect(at("/healthz")).toEqual([expect.stringMatching(/^webhooks\.path: \/healthz is the listener's own/)]);
+    expect(at("/webhooks/google/")).toEqual([expect.stringMatching(/Google's push notifications/)]);
+    for (const path of ["/connect", "/connect/callback"]) {
+      expect(at(path)).toEqual([expect.stringMatching(/the connect pages'/)]);
+    }
+    expect(at("/connector")).toEqual([]);
+  });
+
   it("reports one line per problem with the YAML path, and catches every kind of mistake", () => {
     const bad = `
 booking:
@@ -431,6 +458,8 @@ therapists:
       "admin.listen: must use another port than webhooks.listen (0.0.0.0:8080): the admin routes are never served on the public port (line 14)",
     ]);
     expect(withAdmin("10.0.0.1:8080", "10.0.0.1:8080")).toHaveLength(1);
+    // localhost is bound as 127.0.0.1: the start failed with EADDRINUSE instead of this message.
+    expect(withAdmin("127.0.0.1:8080", "LocalHost:8080")).toHaveLength(1);
     expect(withAdmin("10.0.0.1:8080", "127.0.0.1:8080")).toEqual([]);
     expect(withAdmin("0.0.0.0:8080", "127.0.0.1:9090")).toEqual([]);
     expect(withAdmin("127.0.0.1:0", "127.0.0.1:0")).toEqual([]);
