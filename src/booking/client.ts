@@ -12,6 +12,7 @@ import {
   DEFAULT_MAX_RATE_LIMIT_RETRIES,
   DEFAULT_MAX_RETRIES,
   DEFAULT_TIMEOUT_MS,
+  MAX_WEBHOOK_PAGES,
   PER_PAGE,
   USER_AGENT,
 } from "./constants.ts";
@@ -22,7 +23,7 @@ import { type BookingMetrics, bookingMetrics } from "./metrics.ts";
 import { type Page, paginate } from "./pagination.ts";
 import { BookingReachability } from "./reachability.ts";
 import { Appointment, Availability, listEnvelope, singleEnvelope } from "./schemas.ts";
-import { asList, asRecords, patchApplied, patchContradicted } from "./shapes.ts";
+import { asList, asRecords, patchApplied, patchContradicted, totalPages } from "./shapes.ts";
 import { type ExchangeInput, Transport } from "./transport.ts";
 import type {
   AppointmentQuery,
@@ -388,15 +389,29 @@ export class BookingClient {
     return asList(body);
   }
 
-  /** Webhook endpoints as records; tolerates a data array, a keyed object, or one object. */
+  /**
+   * Webhook endpoints as records; tolerates a data array, a keyed object, or one object. Every page: an account with
+   * more endpoints than a page holds (20 by default) had ours on page 2 reported "not registered".
+   */
   async listWebhooks(opts: CallOptions = {}): Promise<Record<string, unknown>[]> {
-    const body = await this.#call({
-      input: { method: "GET", path: "/v1/webhooks", signal: opts.signal },
-      schema: z.unknown(),
-      priority: opts.priority ?? "reconcile",
-      mode: "read",
-    });
-    return asRecords(body);
+    const out: Record<string, unknown>[] = [];
+    for (let page = 1; page <= MAX_WEBHOOK_PAGES; page++) {
+      const body = await this.#call({
+        input: {
+          method: "GET",
+          path: "/v1/webhooks",
+          query: { per_page: PER_PAGE, ...(page > 1 ? { page } : {}) },
+          signal: opts.signal,
+        },
+        schema: z.unknown(),
+        priority: opts.priority ?? "reconcile",
+        mode: "read",
+      });
+      const records = asRecords(body);
+      out.push(...records);
+      if (records.length === 0 || page >= totalPages(body)) break;
+    }
+    return out;
   }
 
   stats(): BookingStats {

@@ -20,3 +20,5 @@ export const BACKOFF_BASE_MS = 500;
 export const BACKOFF_CAP_MS = 20_000;
 /** The spec's maximum page size; lists always ask for it. */
 export const PER_PAGE = 100;
+/** Pages of GET /v1/webhooks read at most (a thousand endpoints): an answer that never ends is not read for ever. */
+export const MAX_WEBHOOK_PAGES = 10;

@@ -12,10 +12,15 @@ export type EndpointState =
 
 /** The state of the endpoint registered for `url`, among the records GET /v1/webhooks answered. */
 export function endpointState(endpoints: readonly Record<string, unknown>[], url: string): EndpointState {
-  const ours = endpoints.find((e) => String(e.url ?? e.endpoint ?? "") === url);
-  if (!ours) return { state: "missing" };
-  if (ours.enabled === false || ours.disabled === true || ours.status === "disabled") return { state: "disabled" };
+  const mine = endpoints.filter((e) => String(e.url ?? e.endpoint ?? "") === url);
+  // An endpoint added again beside the one the service disabled (rather than re-enabled) is the one deliveries use.
+  const ours = mine.find((e) => !isDisabled(e));
+  if (!ours) return { state: mine.length > 0 ? "disabled" : "missing" };
   const events = Array.isArray(ours.events) ? ours.events.map(String) : undefined;
   const missingEvents = events ? APPOINTMENT_EVENTS.filter((e) => !events.includes(e) && !events.includes("*")) : [];
   return { state: "enabled", missingEvents };
+}
+
+function isDisabled(e: Record<string, unknown>): boolean {
+  return e.enabled === false || e.disabled === true || e.status === "disabled";
 }

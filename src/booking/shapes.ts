@@ -48,6 +48,13 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
+/** The pages a list answer says there are (its `meta.total_pages`); 1 when it says nothing usable. */
+export function totalPages(body: unknown): number {
+  const meta = isRecord(body) && isRecord(body.meta) ? body.meta : undefined;
+  const total = meta?.total_pages;
+  return typeof total === "number" && Number.isInteger(total) && total > 0 ? total : 1;
+}
+
 export function asRecords(body: unknown): Record<string, unknown>[] {
   const list = asList(body);
   if (list.length === 1 && isRecord(list[0])) {

@@ -20,6 +20,8 @@ export interface GatewayHealth {
    */
   quotaPause?: { reason: string; until: number };
   lastError?: string;
+  /** Google answered 404 for the calendar itself (deleted, or not shared with these credentials) and nothing since. */
+  calendarMissing?: true;
 }
 
 /** What proved the credentials work: a token obtained, a read answered, a write answered. */
@@ -259,6 +261,7 @@ export class CalendarHealth {
     }
     if (this.#pausedUntil !== undefined) health.quotaPause = { reason: this.#pauseReason, until: this.#pausedUntil };
     if (this.#lastError) health.lastError = this.#lastError;
+    if (this.#calendarMissing) health.calendarMissing = true;
     return health;
   }
 }

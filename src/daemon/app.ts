@@ -346,7 +346,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
       deadLetters: () => sync.dead.count,
       writebacksHeld: () => sync.guard.counts,
     }),
-    listWebhooks: () => booking.listWebhooks({ priority: "reconcile" }),
+    // Rarely asked, and never in a hurry: the rate budget left over after everything else.
+    listWebhooks: (signal) => booking.listWebhooks({ priority: "enrich", ...(signal ? { signal } : {}) }),
     // A new leader re-reads the dead letters, which the last leader may have changed since this replica started.
     prepare: () => sync.dead.load().then(() => {}),
     ...(options.reconnectLink

@@ -213,6 +213,31 @@ const quotaPause: ConditionKind = {
   },
 };
 
+const calendarMissing: ConditionKind = {
+  id: "calendar_missing",
+  observe: (view) =>
+    perTherapist(view, (t) => ({
+      // Known once a call to the calendar was answered; refused credentials are the credentials condition.
+      open: t.calendarMissing ? true : t.credentials === "ok" ? false : undefined,
+      facts: { calendar: t.calendarId, ...(t.impersonate ? { subject: t.impersonate } : {}) },
+    })),
+  describe(n, { config }) {
+    const name = who(config, n.therapistId);
+    if (!n.opened) {
+      return { title: `The calendar of ${name} is found again`, text: "Their appointments are mirrored again." };
+    }
+    const as = n.facts.subject && n.facts.subject !== n.facts.calendar ? ` (as ${n.facts.subject})` : "";
+    return {
+      title: `The calendar of ${name} cannot be found`,
+      text:
+        `Google answers 404 for ${n.facts.calendar}${as}: it was deleted, or it is no longer shared with calbridge's ` +
+        "credentials. Their appointments are not mirrored and their calendar changes are not read until this is " +
+        "fixed; nothing is lost meanwhile. Share the calendar again (make changes to events), or point " +
+        `therapists[].calendar_id of ${n.therapistId} at their calendar and reload.`,
+    };
+  },
+};
+
 const deadLetters: ConditionKind = {
   id: "dead_letters",
   holdMs: (config) => config.notify.dead_letters_after_seconds * 1000,
@@ -343,6 +368,7 @@ export const CONDITIONS: readonly ConditionKind[] = [
   credentials,
   credentialsKey,
   quotaPause,
+  calendarMissing,
   deadLetters,
   massDeleteGuard,
   writebackHold,

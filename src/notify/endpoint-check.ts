@@ -14,7 +14,8 @@ export interface EndpointCheckOptions {
   everyMs: number;
   /** After a failed request, the next try (default 15 minutes). */
   retryMs?: number;
-  listWebhooks(): Promise<Record<string, unknown>[]>;
+  /** GET /v1/webhooks, given up when `signal` aborts (the notifier stopping). */
+  listWebhooks(signal?: AbortSignal): Promise<Record<string, unknown>[]>;
   ledger: NotifyLedger;
   clock: Clock;
   logger: Logger;
@@ -30,7 +31,7 @@ export class EndpointCheck {
   }
 
   /** Asks GET /v1/webhooks when the last answer is older than the interval; records the answer. */
-  async runIfDue(): Promise<void> {
+  async runIfDue(signal?: AbortSignal): Promise<void> {
     const { url, clock, ledger, metrics } = this.#o;
     if (!url) return;
     const now = clock.now();
@@ -40,8 +41,9 @@ export class EndpointCheck {
     if ((known && now < known.checkedAt + this.#o.everyMs) || now < this.#retryAt) return;
     let endpoints: Record<string, unknown>[];
     try {
-      endpoints = await this.#o.listWebhooks();
+      endpoints = await this.#o.listWebhooks(signal);
     } catch (err) {
+      if (signal?.aborted) return; // stopping: asked again by the next leader or start
       this.#retryAt = now + (this.#o.retryMs ?? 15 * 60_000);
       this.#o.logger.warn(
         { err: describeError(err) },

@@ -27,7 +27,7 @@ export interface NotifierOptions {
   /** Only the leader observes and sends. */
   isLeader(): boolean;
   live(): LiveView;
-  listWebhooks(): Promise<Record<string, unknown>[]>;
+  listWebhooks(signal?: AbortSignal): Promise<Record<string, unknown>[]>;
   /** The therapist's reconnect link (the connect flow's link maker); undefined when there is none. */
   reconnectLink?: (therapistId: string) => Promise<string | undefined>;
   /** Run once before the first check of a leadership term (re-read what another leader may have changed). */
@@ -48,6 +48,8 @@ export interface TestResult {
 
 /** First retry of a failed target; doubles per failure up to BACKOFF_MAX_MS. */
 export const BACKOFF_BASE_MS = 30_000;
+/** How long a check waits for the webhook endpoint's answer before going on without it (#endpointChecked). */
+const ENDPOINT_WAIT_MS = 2000;
 export const BACKOFF_MAX_MS = 30 * 60_000;
 
 export class Notifier {
@@ -65,6 +67,8 @@ export class Notifier {
   /** The mapped therapists as last recorded (see #forgetUnmapped). */
   #mappedKey: string | undefined;
   #chain: Promise<void> = Promise.resolve();
+  /** The endpoint check under way, if any (see #endpointChecked). */
+  #endpointRun: Promise<void> | undefined;
   #stop: AbortController | undefined;
   #loop: Promise<void> | undefined;
 
@@ -124,6 +128,7 @@ export class Notifier {
     this.#resetLeaderGauges();
     await this.#loop;
     await this.#chain;
+    await this.#endpointRun; // given up at once: its request heard the stop
     this.#resetLeaderGauges();
     this.#loop = undefined;
     this.#stop = undefined;
@@ -150,7 +155,7 @@ export class Notifier {
   check(): Promise<void> {
     const run = this.#chain.then(async () => {
       if (!this.#o.isLeader()) return;
-      await this.#endpoint.runIfDue();
+      await this.#endpointChecked();
       // Read once per check: what is queued is delivered to the same recipients (a removed therapist is not written to).
       const channels = this.channels;
       await this.#evaluate(channels);
@@ -158,6 +163,26 @@ export class Notifier {
     });
     this.#chain = run.catch(() => {});
     return run;
+  }
+
+  /**
+   * Runs the endpoint check when due and waits for it a little: its answer is usually there in time for this check to
+   * tell it. A booking API that does not answer (timeouts and retries: over a minute) or a rate gate that makes it
+   * wait holds back no other message: the check goes on alone, and the next check after its answer tells it.
+   */
+  async #endpointChecked(): Promise<void> {
+    const signal = this.#stop?.signal;
+    const run = (this.#endpointRun ??= this.#endpoint
+      .runIfDue(signal)
+      .catch((err: unknown) => this.#log.warn({ err: describeError(err) }, "webhook endpoint not checked; tried again"))
+      .finally(() => {
+        this.#endpointRun = undefined;
+      }));
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ENDPOINT_WAIT_MS); // real time: it bounds a wait for a real answer
+    });
+    await Promise.race([run, waited]).finally(() => clearTimeout(timer));
   }
 
   /** A non-dry-run reconciliation ended: the failure streak and the guard's state, kept in the store. */

@@ -23,6 +23,8 @@ export interface TherapistView {
   quotaPause?: { reason: string; until: number };
   /** Calendar changes of this therapist held by the write-back guard. */
   writebacksHeld?: number;
+  /** Google answers 404 for the calendar: deleted, or not shared with these credentials (see GatewayHealth). */
+  calendarMissing?: true;
 }
 
 /** The daemon's state now (in memory). */
@@ -103,6 +105,7 @@ export function daemonView(parts: DaemonParts): () => LiveView {
         credentials: health.credentials,
         ...(health.credentials === "broken" && health.reason ? { reason: health.reason } : {}),
         ...(health.quotaPause ? { quotaPause: health.quotaPause } : {}),
+        ...(health.calendarMissing ? { calendarMissing: true as const } : {}),
       };
     }),
   });

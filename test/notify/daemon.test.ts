@@ -1,5 +1,5 @@
 // Tests notifications end to end: the real daemon (production wiring) against the simulators, delivering to a real
-// SMTP server and an HTTP receiver on 127.0.0.1. A revoked token, a paused calendar and dead letters each produce
+// SMTP server and an HTTP receiver on 127.0.0.1. A revoked token, a paused or missing calendar and dead letters each produce
 // exactly one message per target when they open and one when they clear; nothing is sent again while a condition
 // stays open, after a restart, or by a replica that does not lead; no message carries a customer's name or e-mail.
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -180,6 +180,32 @@ describe("notifications from the daemon", () => {
     expectNoCustomerDetails(s);
   });
 
+  it("a calendar deleted or unshared in Google: one message naming it, one when it is found again", async () => {
+    const s = await setup();
+    const cal = s.h.world.calendarOf("th_2");
+    s.h.world.google.deleteCalendar(cal);
+    // The runs that cannot list it fail, but as a calendar not listed, not as appointments failing: without this
+    // condition nobody was told, however long it lasted.
+    expect((await s.h.app.reconcile()).ok).toBe(false);
+    await poll(s.h.app, "th_2");
+    await s.h.app.notifier.check();
+    await s.h.app.notifier.check();
+    expect(s.mail.mails.map((m) => m.subject)).toEqual(["[clinic-test] The calendar of th_2 cannot be found"]);
+    expect(s.mail.mails[0]!.text).toContain(`Google answers 404 for ${cal}: it was deleted, or it is no longer shared`);
+    expect(s.hook.posts).toHaveLength(1);
+
+    s.h.world.google.createCalendar(cal, cal, { timeZone: "Europe/Berlin" });
+    await poll(s.h.app, "th_2");
+    await s.h.app.notifier.check();
+    await s.clock.advance(61_000); // past min_interval_seconds: the recovery goes out on its own
+    await s.h.app.notifier.check();
+    expect(s.mail.mails.map((m) => m.subject)).toEqual([
+      "[clinic-test] The calendar of th_2 cannot be found",
+      "[clinic-test] The calendar of th_2 is found again",
+    ]);
+    expectNoCustomerDetails(s);
+  });
+
   it("dead letters: one message once they stayed a while, one when they cleared", async () => {
     const s = await setup({ dead_letters_after_seconds: 120 });
     const start = new Date(Date.now() + 72 * HOUR);
@@ -266,6 +292,50 @@ describe("notifications from the daemon", () => {
     expect(s.mail.mails[1]!.subject).toBe("[clinic-test] The booking webhook endpoint is enabled again");
     const gauge = await s.h.app.registry.getSingleMetric("calbridge_booking_webhook_endpoint_disabled")?.get();
     expect(gauge?.values[0]?.value).toBe(0);
+  });
+
+  it("reads every page of GET /v1/webhooks, and takes ours as enabled when it was added again beside a disabled one", async () => {
+    const url = "https://sync.clinic.test/webhooks/booking";
+    const s = await setup({}, (raw) => {
+      raw.webhooks.public_url = url;
+    });
+    const events = ["appointment.created", "appointment.updated", "appointment.cancelled"];
+    // Disabled after 7 failed deliveries; the admin then added the address again rather than re-enabling the old one.
+    const old = s.h.world.booking.addWebhookEndpoint({ url, secret: "whsec_old_0123456789", events });
+    s.h.world.booking.setWebhookEndpointEnabled(old.id, false);
+    for (let i = 0; i < 100; i++) {
+      s.h.world.booking.addWebhookEndpoint({
+        url: `https://crm.example/hook/${i}`,
+        secret: `whsec_crm_${i}_012345`,
+        events: ["payment.succeeded"],
+      });
+    }
+    s.h.world.booking.addWebhookEndpoint({ url, secret: "whsec_new_0123456789", events }); // on page 2
+    await s.h.app.notifier.check();
+    const asked = s.h.world.booking.requests.filter((r) => r.route === "GET /v1/webhooks");
+    expect(asked.map((r) => new URLSearchParams(r.query).get("page") ?? "1")).toEqual(["1", "2"]);
+    expect(await s.h.app.registry.getSingleMetric("calbridge_booking_webhook_endpoint_disabled")?.get()).toMatchObject({
+      values: [{ value: 0 }],
+    });
+    expect(s.delivered()).toEqual([]);
+  });
+
+  it("a booking API that does not answer GET /v1/webhooks holds back no other message, nor the stop", async () => {
+    const s = await setup({}, (raw) => {
+      raw.webhooks.public_url = "https://sync.clinic.test/webhooks/booking";
+    });
+    s.h.world.google.revokeTokens("th_1@clinic.test");
+    await poll(s.h.app, "th_1");
+    s.h.world.booking.faults.latencyMs = 60_000; // takes the request, answers in a minute (each of 5 tries: 15 s)
+    s.h.app.notifier.start(); // as a leader does: its first check at once
+    for (let i = 0; i < 200 && s.mail.mails.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    // Told while the endpoint's answer is still awaited: the credentials alert has nothing to do with the booking API.
+    expect(s.h.world.booking.requests.filter((r) => r.route === "GET /v1/webhooks")).toHaveLength(1);
+    expect(s.mail.mails.map((m) => m.subject)).toEqual([
+      "[clinic-test] Google credentials of Anna (th_1) stopped working",
+    ]);
+    await s.h.app.notifier.stop(); // gives the request up instead of waiting out its retries
+    s.h.world.booking.faults.latencyMs = 0;
   });
 
   it("runs on its own timer in a running daemon, and stops with it", async () => {
