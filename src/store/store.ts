@@ -49,6 +49,40 @@ export class UnstorableValueError extends Error {
 }
 
 /**
+ * A stored record that cannot be read back: its text is not JSON (a damaged page, a truncated write, a value put
+ * there by hand or by another program). Named by table and key, never by its content (a parser's message quotes it);
+ * nothing else in the store is affected. A listing skips it (and logs it once); reading it by key throws this.
+ */
+export class StoreRecordUnreadableError extends Error {
+  readonly table: string;
+  readonly key: string;
+  constructor(table: string, key: string, cause: unknown) {
+    super(
+      `store: the record ${table}/${key} cannot be read (${cause instanceof Error ? cause.name : "not JSON"}); ` +
+        "nothing else is affected: restore it from a backup or remove it",
+      { cause },
+    );
+    this.name = "StoreRecordUnreadableError";
+    this.table = table;
+    this.key = key;
+  }
+}
+
+/** Told of each record a listing skipped because it cannot be read (the store logs it once per key). */
+type Unreadable = (error: StoreRecordUnreadableError) => void;
+
+/** Logs each unreadable record once per process: a listing that meets it again (every sweep) says nothing more. */
+function logUnreadable(logger: Logger): Unreadable {
+  const told = new Set<string>();
+  return (error) => {
+    const id = `${error.table}/${error.key}`;
+    if (told.has(id)) return;
+    told.add(id);
+    logger.error({ table: error.table, key: error.key }, `${error.message}; left out of every listing`);
+  };
+}
+
+/**
  * The store did not answer in time or is not connected (Redis restarting, a network partition): nothing about any
  * value, and nothing was necessarily written. Callers answer "try again later" (a webhook gets 503).
  */
@@ -171,25 +205,55 @@ type ListRows = (options?: { without?: string }) => AsyncIterable<[string, strin
 type Guard = <R>(op: () => Promise<R>) => Promise<R>;
 const unguarded: Guard = (op) => op();
 
+interface TableParts {
+  /** The table's name, for errors about its records. */
+  name: string;
+  add: AddRows;
+  list?: ListRows;
+  guard?: Guard;
+  put?: PutRows;
+  unreadable?: Unreadable;
+}
+
 class KeyvTable<T> implements Table<T> {
   readonly #keyv: Keyv<T>;
+  readonly #name: string;
   readonly #add: AddRows;
   readonly #list: ListRows | undefined;
   readonly #guard: Guard;
   readonly #put: PutRows | undefined;
-  constructor(keyv: Keyv<T>, add: AddRows, list?: ListRows, guard: Guard = unguarded, put?: PutRows) {
+  readonly #unreadable: Unreadable;
+  constructor(keyv: Keyv<T>, parts: TableParts) {
     this.#keyv = keyv;
-    this.#add = add;
-    this.#list = list;
-    this.#guard = guard;
-    this.#put = put;
+    this.#name = parts.name;
+    this.#add = parts.add;
+    this.#list = parts.list;
+    this.#guard = parts.guard ?? unguarded;
+    this.#put = parts.put;
+    this.#unreadable = parts.unreadable ?? (() => {});
   }
-  get(key: string): Promise<T | undefined> {
-    return this.#guard(() => this.#keyv.get(key));
+  async get(key: string): Promise<T | undefined> {
+    try {
+      return await this.#guard(() => this.#keyv.get(key));
+    } catch (err) {
+      throw this.#readError(key, err);
+    }
   }
   async getMany(keys: string[]): Promise<(T | undefined)[]> {
     if (keys.length === 0) return [];
-    return (await this.#guard(() => this.#keyv.get(keys))) as (T | undefined)[];
+    try {
+      return (await this.#guard(() => this.#keyv.get(keys))) as (T | undefined)[];
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      // One of them cannot be read: each on its own, so the error names it.
+      const out: (T | undefined)[] = [];
+      for (const key of keys) out.push(await this.get(key));
+      return out;
+    }
+  }
+  /** A record's text that is not JSON, as the error naming it; any other failure as it is. */
+  #readError(key: string, err: unknown): unknown {
+    return err instanceof SyntaxError ? new StoreRecordUnreadableError(this.#name, key, err) : err;
   }
   async set(key: string, value: T, ttlMs?: number): Promise<void> {
     let ok: boolean;
@@ -284,7 +348,16 @@ class KeyvTable<T> implements Table<T> {
   async *entries(options?: { without?: string }): AsyncIterable<[string, T]> {
     if (this.#list) {
       for await (const [key, raw] of this.#list(options)) {
-        const data = await this.#keyv.deserializeData<T>(raw);
+        let data: Awaited<ReturnType<Keyv<T>["deserializeData"]>>;
+        try {
+          data = await this.#keyv.deserializeData<T>(raw);
+        } catch (err) {
+          // One damaged record stopped every listing of its table: the inbox's replay, the start (links, holds).
+          const error = this.#readError(key, err);
+          if (!(error instanceof StoreRecordUnreadableError)) throw error;
+          this.#unreadable(error);
+          continue;
+        }
         if (!data || (typeof data.expires === "number" && data.expires <= Date.now())) continue;
         yield [key, data.value as T];
       }
@@ -381,7 +454,12 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
   if (url.startsWith("sqlite://"))
     return openSqlite(url.slice("sqlite://".length), options.cwd, options.logger ?? silentLogger);
   if (url.startsWith("redis://") || url.startsWith("rediss://"))
-    return openRedis(url, options.connectTimeoutMs ?? 10_000, options.commandTimeoutMs ?? REDIS_COMMAND_TIMEOUT_MS);
+    return openRedis(
+      url,
+      options.connectTimeoutMs ?? 10_000,
+      options.commandTimeoutMs ?? REDIS_COMMAND_TIMEOUT_MS,
+      options.logger ?? silentLogger,
+    );
   if (url === "memory://") return openMemory();
   throw new Error(`store: unknown scheme in "${url}" (expected sqlite://, redis:// or rediss://)`);
 }
@@ -394,6 +472,7 @@ const SQLITE_BUSY_TIMEOUT_MS = 10_000;
 async function openSqlite(path: string, cwd: string | undefined, logger: Logger): Promise<Store> {
   const { default: KeyvSqlite } = await import("@keyv/sqlite");
   const file = path === ":memory:" ? path : resolve(cwd ?? process.cwd(), path);
+  const unreadable = logUnreadable(logger);
   if (file !== ":memory:") prepareSqliteFile(file, logger);
   const identity =
     file === ":memory:" ? undefined : new SqliteFileIdentity(file, (err) => logger.error({ store: file }, err.message));
@@ -421,13 +500,13 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
     adapters.set(name, adapter);
     tables.set(
       name,
-      new KeyvTable(
-        keyvFor(adapter, name),
-        (rows) => sqliteAdd(adapter, name, rows),
-        sqliteList(adapter, name),
-        unguarded,
-        (rows) => sqlitePut(adapter, name, rows),
-      ),
+      new KeyvTable(keyvFor(adapter, name), {
+        name,
+        add: (rows) => sqliteAdd(adapter, name, rows),
+        list: sqliteList(adapter, name),
+        put: (rows) => sqlitePut(adapter, name, rows),
+        unreadable,
+      }),
     );
   }
   identity?.pin();
@@ -722,7 +801,13 @@ async function sqliteAdd(
   return rows.map((r) => written.has(r.key.isWellFormed() ? r.key : r.key.toWellFormed()));
 }
 
-async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs: number): Promise<Store> {
+async function openRedis(
+  url: string,
+  connectTimeoutMs: number,
+  commandTimeoutMs: number,
+  logger: Logger,
+): Promise<Store> {
+  const unreadable = logUnreadable(logger);
   const [{ createClient }, { default: KeyvRedis }] = await Promise.all([import("redis"), import("@keyv/redis")]);
   // While Redis is away, node-redis would hold every command in its offline queue until it reconnects (a webhook
   // then waits minutes for its answer): commands fail at once instead, and each one has a time limit, for a
@@ -811,7 +896,7 @@ async function openRedis(url: string, connectTimeoutMs: number, commandTimeoutMs
         }
       }
     };
-    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), add, list, guard));
+    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), { name, add, list, guard, unreadable }));
   }
   const subscribers = new Set<RedisClient>();
   const notices: Notices = {
@@ -878,7 +963,7 @@ function openMemory(): Store {
         map.set(r.key, r.value);
         return true;
       });
-    tables.set(name, new KeyvTable(keyvFor(map, name), add));
+    tables.set(name, new KeyvTable(keyvFor(map, name), { name, add }));
   }
   return {
     kind: "memory",
