@@ -392,7 +392,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     });
     return pass;
   };
-  const readiness: { maxReconcileAgeMs?: number; minFreeBytes: number } = {
+  const readiness: { maxReconcileAgeMs?: number; scheduleChangedAt?: number; minFreeBytes: number } = {
     maxReconcileAgeMs: await reconcileMaxAgeMs(config.sync.reconcile_cron),
     minFreeBytes: config.store.min_free_mb * 1024 * 1024,
   };
@@ -765,6 +765,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         push,
         tokens,
         readiness,
+        now: () => clock.now(),
         logger,
         async betweenReconciliations(fn) {
           const turn = (async () => {

@@ -37,6 +37,11 @@ export interface ReadinessOptions {
   maxReconcileAgeMs?: number;
   /** After start, ready without a recent reconciliation for this long. Default: maxReconcileAgeMs. */
   startupGraceMs?: number;
+  /**
+   * When a reload last changed maxReconcileAgeMs (the cron): the runs before it were made on the old schedule, so the
+   * new limit counts from then (a reconciliation made more frequent failed /readyz at once, before it ran once).
+   */
+  scheduleChangedAt?: number;
   /** A store ping or write probe slower than this fails the check. Default 2 s. */
   storeTimeoutMs?: number;
   /** Less free space than this in the store's folder fails the check (0: no check). Default 64 MiB. */
@@ -187,6 +192,14 @@ function checkReconcile(source: HealthSource, options: ReadinessOptions, now: nu
   const last = source.lastReconcileAt();
   if (last !== undefined && now - last <= maxAge) {
     return { ok: true, detail: `last successful reconciliation ${seconds(now - last)} ago` };
+  }
+  const changed = options.scheduleChangedAt;
+  if (changed !== undefined && changed <= now && now - changed <= maxAge) {
+    const before = last === undefined ? "none yet" : `the last ${seconds(now - last)} ago`;
+    return {
+      ok: true,
+      detail: `reconciliation schedule changed ${seconds(now - changed)} ago (${before}); limit ${seconds(maxAge)} from then`,
+    };
   }
   const uptime = now - source.startedAt;
   if (uptime <= grace) {

@@ -29,7 +29,9 @@ export interface ReloadParts {
   /** Calendar sync tokens by therapist id: a token belongs to one calendar. */
   tokens: Table<string>;
   /** The readiness check's options (its reconciliation age follows the cron). */
-  readiness: { maxReconcileAgeMs?: number };
+  readiness: { maxReconcileAgeMs?: number; scheduleChangedAt?: number };
+  /** The daemon's clock (epoch ms). */
+  now(): number;
   logger: Logger;
   /** Runs `fn` once the running reconciliation is over, holding new ones back until it is done. */
   betweenReconciliations<T>(fn: () => Promise<T>): Promise<T>;
@@ -72,6 +74,7 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
         retired = parts.gateways.swap(staged);
         parts.sync.reloaded();
         parts.poller.intervalMs = applied.sync.calendar_poll_seconds * 1000;
+        if (parts.readiness.maxReconcileAgeMs !== maxAge) parts.readiness.scheduleChangedAt = parts.now();
         parts.readiness.maxReconcileAgeMs = maxAge;
       });
     });
