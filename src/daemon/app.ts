@@ -398,6 +398,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
   let cron: ScheduledTask | undefined;
   let running: Promise<ReconcileReport> | undefined;
+  /** What the run in progress covers: "*" (every therapist) or one therapist's id. */
+  let runningScope: string | undefined;
   let stopping = false;
   let gauges: NodeJS.Timeout | undefined;
   let purge: NodeJS.Timeout | undefined;
@@ -426,14 +428,23 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
 
   const runReconcile = async (opts: ReconcileOptions = {}): Promise<ReconcileReport> => {
-    while (reloading || relocating) await (reloading ?? relocating);
-    // One run at a time: a cron tick during a long run joins the run in progress.
-    if (running && !opts.dryRun) return running;
+    const scope = opts.therapistId ?? "*";
+    // Only a full run counts as the reconciliation (/readyz, /status, the gauge, the failure streak): a run of one
+    // therapist (a backfill after a connect or a reload) that succeeded hid full runs that kept failing.
+    const full = !opts.dryRun && scope === "*";
+    for (;;) {
+      while (reloading || relocating) await (reloading ?? relocating);
+      if (!running || opts.dryRun) break;
+      // One run at a time: a cron tick during a long run joins the run in progress, when that run covers it (a full
+      // run waits for one therapist's backfill, and then runs: joined, it was a tick skipped).
+      if (runningScope === "*" || runningScope === scope) return running;
+      await running.catch(() => {});
+    }
     const run = (async () => {
       try {
         const report = await reconcile(reconcileContext, opts);
-        if (!opts.dryRun && report.ok) lastReconcileAt = clock.now();
-        if (!opts.dryRun) await recordOutcome({ report });
+        if (full && report.ok) lastReconcileAt = clock.now();
+        if (full) await recordOutcome({ report });
         return report;
       } catch (err) {
         // A stop (a deploy) or a leader hand-over gives up the syncs the run waits for: no failure, so it neither
@@ -448,12 +459,16 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           booking.reachability.failedOutright(err);
         }
         logger.error({ err: describeError(err) }, "reconciliation failed; nothing was deleted");
-        if (!opts.dryRun) await recordOutcome({ error: err });
+        if (full) await recordOutcome({ error: err });
         throw err;
       }
     })();
     if (!opts.dryRun) {
-      running = run.finally(() => (running = undefined));
+      runningScope = scope;
+      running = run.finally(() => {
+        running = undefined;
+        runningScope = undefined;
+      });
       // Only a caller that joins the run awaits this copy; the caller of `run` handles the rejection itself.
       running.catch(() => {});
     }

@@ -288,7 +288,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     },
     log,
   );
-  if (!dryRun) {
+  // A run of one therapist (a backfill, `--therapist`) says nothing of the others: it is no full reconciliation.
+  if (!dryRun && !options.therapistId) {
     ctx.metrics.reconcileDuration.observe(durationMs / 1000);
     if (report.ok || (!tripped && failed === 0)) {
       ctx.metrics.lastReconcileSuccess.set(Math.floor(clock.now() / 1000));
