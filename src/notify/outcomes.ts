@@ -1,25 +1,12 @@
 // Owns what a finished reconciliation changes in the notifications' facts: the streak of failed runs and the state of
 // the mass-deletion guard, and a description of a failure that never quotes an API's free text (which may echo
 // customer data): error codes, statuses and counts only.
-import { BookingApiError } from "../booking/errors.ts";
-import { CalendarError } from "../calendar/errors.ts";
+import { safeErrorSummary } from "../sync/errors.ts";
 import type { ReconcileReport } from "../sync/reconcile.ts";
 import type { ReconcileFacts } from "./view.ts";
 
 /** A run's end: its report, or the error that stopped it. */
 export type ReconcileOutcome = { report: ReconcileReport } | { error: unknown };
-
-/** A one-line account of an error from codes and statuses, without messages from the APIs. */
-export function safeErrorSummary(err: unknown): string {
-  if (err instanceof BookingApiError) {
-    return `the booking API answered ${err.code}${err.status ? ` (HTTP ${err.status})` : ""}`;
-  }
-  if (err instanceof CalendarError) {
-    return `Google answered ${err.reason ?? err.kind}${err.status ? ` (HTTP ${err.status})` : ""}`;
-  }
-  if (err instanceof Error && /^(Abort|Timeout)Error$/.test(err.name)) return "a request timed out";
-  return "an unexpected error";
-}
 
 /**
  * The facts after `outcome`. A run counts as failed when it stopped on an error or some appointments failed to sync;

@@ -44,3 +44,25 @@ export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
 }
+
+/**
+ * A one-line account of an error from codes and statuses, without an API's free text, for what people other than
+ * the log's readers see (/status, notifications): the booking service's `error.message` is "human-readable text"
+ * that may name the customer ("... for customer jane@... (Jane Doe)"). calbridge's own errors and network errors
+ * are said as they are.
+ */
+export function safeErrorSummary(err: unknown): string {
+  if (err instanceof BookingApiError) {
+    return `the booking API answered ${err.code}${err.status ? ` (HTTP ${err.status})` : ""}`;
+  }
+  if (err instanceof CalendarError) {
+    return `Google answered ${err.reason ?? err.kind}${err.status ? ` (HTTP ${err.status})` : ""}`;
+  }
+  if (err instanceof Error && /^(Abort|Timeout)Error$/.test(err.name)) return "a request timed out";
+  return "an unexpected error";
+}
+
+/** As safeErrorSummary for the APIs' answers; any other error (calbridge's own, the network's) as its message. */
+export function errorWithoutApiText(err: unknown): string {
+  return err instanceof BookingApiError || err instanceof CalendarError ? safeErrorSummary(err) : describeError(err);
+}

@@ -5,7 +5,7 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
-import { describeError, isPermanent, isUnavailable } from "./errors.ts";
+import { describeError, errorWithoutApiText, isPermanent, isUnavailable } from "./errors.ts";
 import type { HistoryRecorder } from "./history.ts";
 import { type RetryPolicy, retryDelay } from "./retry.ts";
 import type { BookingState } from "./snapshot.ts";
@@ -52,7 +52,8 @@ export class Failures {
       result: permanent ? "permanent" : unavailable ? "unavailable" : "transient",
     });
     const therapistId = therapistOf(p.request, read);
-    if (therapistId) this.#fx.activity.failed(therapistId, error);
+    // /status shows it to whoever may read the page: the APIs' codes, never their free text (which may name the customer).
+    if (therapistId) this.#fx.activity.failed(therapistId, errorWithoutApiText(err));
     this.#history.failed(key, p.request, err, { final, runs: p.runs });
     if (final) {
       log.error({ err: error, attempts: p.runs, reason: p.request.reason }, "sync failed for good: dead letter");
