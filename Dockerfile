@@ -1,4 +1,4 @@
-# calbridge container image: compile in a full build stage, run the compiled daemon on node:24-slim as the
+# calbridge container image: compile in a full build stage, run the compiled daemon on node:24-bookworm-slim as the
 # unprivileged `node` user, with its SQLite store on the /data volume.
 #   docker build -t calbridge .
 #   docker run -v calbridge-data:/data -v "$PWD/config:/config:ro" -e BOOKING_API_KEY -p 8080:8080 calbridge
@@ -8,7 +8,9 @@
 # --- build stage: every dependency (TypeScript, the native sqlite3 addon, built from source when no prebuilt
 # binary can be fetched), `tsc` into dist/, then the dev dependencies (typescript, biome, vitest, the `node`
 # binary package) pruned away so node_modules holds production packages only.
-FROM node:24-slim AS build
+# bookworm by name: sqlite3's bundled node-gyp imports distutils, which Python 3.12 (trixie's) no longer has, so the
+# build from source would fail on an image whose default tag moved on.
+FROM node:24-bookworm-slim AS build
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
@@ -22,7 +24,7 @@ RUN npm run build \
 
 # --- runtime stage: a clean slim image with the compiled code, production node_modules and the reference config.
 # Application files stay root-owned (read-only for the daemon); only /data is writable by `node`.
-FROM node:24-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 # Memory: V8 sizes its heap from the machine (a quarter of RAM, up to 4 GB) and, with a limit of 2 GB or more, lets
 # the heap grow to four times what is live before a full collection: a cold reconciliation of 10,000 appointments
 # (about 50 MB live) then peaks above 300 MB of RSS. A 1 GB limit makes V8 collect at about 1.6 times (peak ~180 MB)

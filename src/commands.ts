@@ -82,7 +82,8 @@ function wholeNumber(option: string, value: string, min: number, max: number): n
 }
 
 function configPath(opts: { config?: string }): string {
-  return opts.config ?? process.env.CALBRIDGE_CONFIG ?? "./config/calbridge.yaml";
+  // An empty CALBRIDGE_CONFIG (`CALBRIDGE_CONFIG=` in a compose file) is unset, as an empty LOG_LEVEL is.
+  return opts.config ?? (process.env.CALBRIDGE_CONFIG || "./config/calbridge.yaml");
 }
 
 function load(opts: { config?: string }): Config {

@@ -81,6 +81,9 @@ describe("configuration errors", () => {
       const fromEnv = await runCli("reconcile");
       expect(fromEnv.code).toBe(2);
       expect(fromEnv.stderr).toContain("/nonexistent/from-env.yaml: 1 problem");
+      // Set empty (`CALBRIDGE_CONFIG=` in a compose file): unset, so the default, not a file named "".
+      process.env.CALBRIDGE_CONFIG = "";
+      expect((await runCli("reconcile")).stderr).toContain("config/calbridge.yaml: 1 problem");
     } finally {
       if (saved === undefined) delete process.env.CALBRIDGE_CONFIG;
       else process.env.CALBRIDGE_CONFIG = saved;

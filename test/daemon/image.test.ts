@@ -18,7 +18,7 @@ import { startWorld, WORLD_WEBHOOK_SECRET, type World } from "../../src/simulato
 import { freePort } from "../support/ports.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-/** Node 24: the devDependency's binary first on PATH under npm scripts, as in the image's node:24-slim base. */
+/** Node 24: the devDependency's binary first on PATH under npm scripts, as in the image's node:24-bookworm-slim base. */
 const NODE = process.execPath;
 const PATH = `${dirname(NODE)}:${process.env.PATH ?? ""}`;
 const INSTALL_TIMEOUT_MS = 6 * 60_000;
