@@ -408,6 +408,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const startedAt = clock.now();
 
   const reconcileContext = {
+    removed: (therapistId: string) => sync.fx.counted(therapistId, "delete"),
     mapping: sync.mapping,
     booking,
     links: sync.links,

@@ -18,7 +18,7 @@ import { lookUpMissing, placeAll } from "./reconcile-lookups.ts";
 import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
 import { LeadershipLostError } from "./stopped.ts";
-import { earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
+import { deleteStray, earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
 import {
   type BookingPort,
   isDestructive,
@@ -40,8 +40,9 @@ export interface ReconcileContext {
   /** Requests a minute enrichments may use (the plan's limit less the gate's reserve), for the report's estimate. */
   enrichPerMinute: () => number;
   metrics: Pick<SyncMetrics, "guardTripped" | "reconcileDuration" | "lastReconcileSuccess">;
-  /** Where a copy removed by the run itself (not through a sync) is told. */
+  /** Where a copy removed by the run itself (not through a sync) is told, and counted (metrics, /status). */
   history?: Pick<HistoryRecorder, "applied">;
+  removed?(therapistId: string): void;
   /** Held write-backs are reported, not planned again. */
   guard: Pick<WritebackGuard, "isHeld">;
   /** Where the managed events counted per therapist go (the write-back guard's base). */
@@ -53,8 +54,6 @@ export interface ReconcileContext {
   clock: Clock;
   logger: Logger;
 }
-
-const STRAY: SyncRequest = { reason: "reconcile", priority: "reconcile", origin: "reconcile" };
 
 /** A run that would remove this many or fewer things is never held, whatever the share (a small calendar's cancellation). */
 export const GUARD_FLOOR = 3;
@@ -238,15 +237,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && isStrayReason(action.reason)) {
         if (!ctx.sync.leading) throw new LeadershipLostError(); // the lease was lost: the next leader decides
-        const deleted = await mapping
-          .calendar(action.therapistId)
-          .delete(action.eventId)
-          .catch((err: unknown) => {
-            failed++;
-            log.warn({ err: describeError(err) }, "stray event not removed");
-          });
-        if (deleted)
-          ctx.history?.applied(action.appointmentId, STRAY, action, { deleted }, { link: undefined, appt: null });
+        if (!(await deleteStray(mapping.calendar(action.therapistId), action, log, ctx))) failed++;
         return;
       }
       const source = inUse.take(action.appointmentId);
@@ -288,8 +279,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     },
     log,
   );
-  // A run of one therapist (a backfill, `--therapist`) says nothing of the others: it is no full reconciliation.
   if (!dryRun && !options.therapistId) {
+    // A run of one therapist (a backfill, `--therapist`) says nothing of the others: it is no full reconciliation.
     ctx.metrics.reconcileDuration.observe(durationMs / 1000);
     if (report.ok || (!tripped && failed === 0)) {
       ctx.metrics.lastReconcileSuccess.set(Math.floor(clock.now() / 1000));

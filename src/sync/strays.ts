@@ -1,7 +1,10 @@
 // Owns the stray events a reconciliation removes itself: managed events that are not the appointment's own event and
 // say nothing about the booking (no write-back, no change to the appointment's link).
 import { eventIdFor } from "../calendar/ids.ts";
-import type { CalEvent, PlanEntry } from "./types.ts";
+import type { Logger } from "../log.ts";
+import { describeError } from "./errors.ts";
+import type { HistoryRecorder } from "./history.ts";
+import type { CalEvent, CalendarPort, PlanEntry, SyncRequest } from "./types.ts";
 
 export interface Stray {
   id: string;
@@ -44,4 +47,25 @@ export function earlierGeneration(
   if (!link || link.therapistId !== stray.therapistId || stray.event.status === "cancelled") return false;
   for (let g = 0; g < (link.generation ?? 0); g++) if (stray.event.id === eventIdFor(stray.id, g)) return true;
   return false;
+}
+
+const STRAY: SyncRequest = { reason: "reconcile", priority: "reconcile", origin: "reconcile" };
+
+/**
+ * Removes a copy a reconciliation found (no sync: nothing of it is the booking's), counting it (metrics, /status) and
+ * telling its appointment's history; false when it failed (logged).
+ */
+export async function deleteStray(
+  cal: Pick<CalendarPort, "delete">,
+  action: Extract<PlanEntry, { kind: "delete" }>,
+  log: Logger,
+  told: { removed?(therapistId: string): void; history?: Pick<HistoryRecorder, "applied"> | undefined },
+): Promise<boolean> {
+  const deleted = await cal
+    .delete(action.eventId)
+    .catch((err: unknown) => void log.warn({ err: describeError(err) }, "stray event not removed"));
+  if (!deleted) return false;
+  if (deleted === "deleted") told.removed?.(action.therapistId);
+  told.history?.applied(action.appointmentId, STRAY, action, { deleted }, { link: undefined, appt: null });
+  return true;
 }

@@ -1,9 +1,10 @@
 // Only a full reconciliation is "the reconciliation": a run of one therapist (the daemon's backfill after a connect or
 // a reload, `calbridge reconcile --therapist`) that succeeded moved the last-success gauge, /status and /readyz's
 // check, and reset the failure streak of CalbridgeReconcileFailing and the notifications, while every full run kept
-// failing. And a full run asked for during one therapist's run waits for it and runs, rather than joining it.
+// failing. And a full run asked for during one therapist's run waits for it and runs, rather than joining it. A copy
+// the run removes itself is counted as any other calendar write is.
 import { afterEach, expect, it } from "vitest";
-import { DAY, daemonHarness, type Harness, quiet } from "../sync/support.ts";
+import { DAY, daemonHarness, type Harness, mirrored, quiet } from "../sync/support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -58,4 +59,29 @@ it("a full run asked for during one therapist's run waits for it, then runs in f
     .map((r) => new URLSearchParams(r.query).get("therapist_id") ?? "all");
   expect(asked).toContain("th_1");
   expect(asked.filter((t) => t !== "th_1").length).toBeGreaterThan(0);
+}, 60_000);
+
+it("a copy the run removes itself (a stray) counts as a delete, in the metric and the therapist's /status counts", async () => {
+  const x = await daemonHarness({ therapists: 2 });
+  h = x;
+  const { id } = await mirrored(x);
+  const cal1 = x.world.calendarOf("th_1");
+  // The reassignment's removal of th_1's event fails once: the copy stays for the reconciliation to remove.
+  x.world.google.faults.next(1, { status: 400, reason: "invalid", match: /^DELETE .*th_1(%40|@)clinic/ });
+  x.world.booking.reassign(id, "th_2", { force: true });
+  await quiet(x);
+  const deletes = async () =>
+    Number(
+      /^calbridge_sync_operations_total\{kind="delete",result="ok"\} (\S+)$/m.exec(
+        await x.app.registry.metrics(),
+      )?.[1] ?? 0,
+    );
+  const mirroredOf = async () =>
+    (await x.app.status()).therapists.find((t) => t.therapistId === "th_1")!.counts.eventsMirrored;
+  const before = { deletes: await deletes(), th1: await mirroredOf() };
+  await x.app.reconcile();
+  await quiet(x);
+  expect(x.world.google.events(cal1).filter((e) => e.status !== "cancelled")).toEqual([]);
+  expect(await deletes()).toBe(before.deletes + 1);
+  expect(await mirroredOf()).toBe(before.th1 + 1);
 }, 60_000);
