@@ -4,7 +4,11 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 
 export interface DaemonMetrics {
   registry: Registry;
-  /** One syncAppointment run; kind: create|update|delete|noop|…, result: ok|error|skipped. */
+  /**
+   * What the syncs did, step by step: each calendar write (create, update, delete, restore), a move or adoption, a
+   * new event generation, each a step of its own (a reassignment is a create, a delete and a move); and each failed
+   * run as kind=error with result permanent|unavailable|transient.
+   */
   syncOperations: Counter<"kind" | "result">;
   /** Items waiting per queue (webhooks, sync, writeback, reconcile, …). */
   queueDepth: Gauge<"queue">;
@@ -52,7 +56,7 @@ export function createMetrics(registry: Registry = new Registry()): DaemonMetric
     credentials,
     syncOperations: new Counter({
       name: "calbridge_sync_operations_total",
-      help: "Appointment sync operations by kind and result.",
+      help: "Steps of appointment syncs by kind (each calendar write, a move, a new generation; a reassignment is a create, a delete and a move) and result (ok; kind=error: permanent, unavailable, transient).",
       labelNames: ["kind", "result"] as const,
       registers,
     }),

@@ -1,4 +1,5 @@
-// README's metric list is the daemon's: every metric it names exists on the running daemon's registry.
+// README's metric list is the daemon's: every metric it names exists on the running daemon's registry, and every
+// metric of calbridge's own the daemon exports is named in it.
 import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Harness, harness } from "./support.ts";
@@ -19,5 +20,9 @@ describe("README metrics", () => {
     expect(named.length).toBeGreaterThan(15);
     const exported = new Set((await h.app.registry.getMetricsAsJSON()).map((m) => m.name));
     expect(named.filter((n) => !exported.has(n))).toEqual([]);
+    // And the other way: an alert rule or a panel may use any of them (booking_ratelimited_total was left out).
+    const mentioned = new Set(named);
+    const own = [...exported].filter((n) => n.startsWith("calbridge_"));
+    expect(own.filter((n) => !mentioned.has(n) && !mentioned.has(n.replace(/_(bucket|sum|count)$/, "")))).toEqual([]);
   });
 });
