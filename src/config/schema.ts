@@ -160,7 +160,8 @@ const listen = z
 function webhookPathProblem(path: string, ctx: z.RefinementCtx): void {
   const say = (message: string) => ctx.addIssue({ code: "custom", message });
   const bare = path.replace(/\/+$/, "");
-  if (/[?#]/.test(path)) say("a path only: a query or fragment (?, #) is never part of the path a request is matched by");
+  if (/[?#]/.test(path))
+    say("a path only: a query or fragment (?, #) is never part of the path a request is matched by");
   else if (bare === HEALTHZ_PATH) say(`${HEALTHZ_PATH} is the listener's own health answer`);
   else if (bare === PUSH_PATH) say(`${PUSH_PATH} is the route of Google's push notifications`);
   else if (bare === CONNECT_PATH || bare.startsWith(`${CONNECT_PATH}/`))

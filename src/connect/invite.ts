@@ -77,7 +77,6 @@ export function publicBase(publicUrl: string): string {
   return publicUrl.replace(/\/+$/, "");
 }
 
-
 /** The link a therapist opens. */
 export function inviteUrl(publicUrl: string, token: string): string {
   return `${publicBase(publicUrl)}${CONNECT_PATH}?invite=${token}`;

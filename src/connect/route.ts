@@ -19,14 +19,7 @@ import { CALLBACK_PATH, CONNECT_PATH } from "../public-paths.ts";
 import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
-import {
-  callbackUrl,
-  type Invite,
-  inviteUrl,
-  MAX_TOKEN_LENGTH,
-  notConnectable,
-  verifyInvite,
-} from "./invite.ts";
+import { callbackUrl, type Invite, inviteUrl, MAX_TOKEN_LENGTH, notConnectable, verifyInvite } from "./invite.ts";
 import { ConnectLedger } from "./ledger.ts";
 import {
   connectedPage,

@@ -117,7 +117,7 @@ describe("etags, update and patch", () => {
       f.api.events.insert({ calendarId, requestBody: { ...body("x"), end: { dateTime: "2026-11-23T08:00:00Z" } } }),
       400,
       "timeRangeEmpty",
-    );    // Zero length is refused too (ridafkih/keeper.sh #614): calbridge never writes one (render.ts refuses it first).
+    ); // Zero length is refused too (ridafkih/keeper.sh #614): calbridge never writes one (render.ts refuses it first).
     await expectGoogleError(
       f.api.events.insert({ calendarId, requestBody: { ...body("x"), end: data.start! } }),
       400,

@@ -9,11 +9,11 @@ import { afterEach, expect, it } from "vitest";
 import { ManualClock } from "../../src/clock.ts";
 import { type Channel, PushChannels } from "../../src/daemon/push.ts";
 import { silentLogger } from "../../src/log.ts";
+import { PUSH_PATH } from "../../src/public-paths.ts";
 import { startWorld } from "../../src/simulator/world.ts";
 import { tokenDigest } from "../../src/store/secrets.ts";
 import { openStore } from "../../src/store/store.ts";
 import type { CalendarPoller } from "../../src/sync/calendar-poller.ts";
-import { PUSH_PATH } from "../../src/public-paths.ts";
 
 const DAY = 86_400_000;
 const TOKEN = "channel-token-0123456789";

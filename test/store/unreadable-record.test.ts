@@ -10,7 +10,7 @@ import { openStore, type Store, StoreRecordUnreadableError } from "../../src/sto
 import { WebhookInbox } from "../../src/webhooks/inbox.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { redisTestsEnabled, useRedisServer } from "../support/redis.ts";
-import { openTestStore, tmpStorePath } from "../webhooks/support.ts";
+import { tmpStorePath } from "../webhooks/support.ts";
 
 const opened: Store[] = [];
 afterEach(async () => {
