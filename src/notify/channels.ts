@@ -23,6 +23,12 @@ export interface Channel {
 
 export class DeliveryError extends Error {
   override readonly name = "DeliveryError";
+  /** The receiver refused it for good (an SMTP 5xx: "mailbox unavailable", "no such user"): sending again cannot help. */
+  readonly permanent: boolean;
+  constructor(message: string, options: { permanent?: boolean } = {}) {
+    super(message);
+    this.permanent = options.permanent === true;
+  }
 }
 
 /** A delivery that takes longer than this fails (and is retried later): a slow receiver never holds anything up. */
@@ -106,7 +112,10 @@ function emailChannel(
         ...(signal ? { signal } : {}),
       });
     } catch (err) {
-      throw new DeliveryError(`target ${name}: ${secrets.scrub((err as Error).message ?? String(err))}`);
+      const code = (err as { responseCode?: unknown }).responseCode;
+      throw new DeliveryError(`target ${name}: ${secrets.scrub((err as Error).message ?? String(err))}`, {
+        permanent: typeof code === "number" && code >= 500 && code < 600,
+      });
     }
   };
   return {
@@ -163,7 +172,8 @@ export function notifyChannels(config: Config, timeoutMs = SEND_TIMEOUT_MS): Not
       .map(
         (t): Channel => ({
           id: `${name}:therapist:${t.therapist_id}`,
-          target: name,
+          // Their own label: a therapist's address refused is not the admins' target failing (alerts, doctor).
+          target: `${name}/therapists`,
           audience: "therapist",
           therapistId: t.therapist_id,
           async send(message, signal) {

@@ -3,7 +3,7 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 
 export interface NotifyMetrics {
-  /** result: sent | failed. */
+  /** result: sent | failed (retried) | refused (a therapist's address refused for good: dropped). */
   deliveries: Counter<"target" | "result">;
   reconcileFailures: Gauge;
   endpointDisabled: Gauge;
@@ -14,7 +14,7 @@ export function notifyMetrics(registry: Registry): NotifyMetrics {
   return {
     deliveries: new Counter({
       name: "calbridge_notifications_total",
-      help: "Notification messages by target and result (sent, or failed and queued for a retry).",
+      help: "Notification messages by target (a therapist's own e-mails as <target>/therapists) and result (sent; failed and queued for a retry; refused: a therapist's address refused for good, dropped).",
       labelNames: ["target", "result"] as const,
       registers,
     }),

@@ -9,7 +9,7 @@ import type { Config } from "../config/schema.ts";
 import { secrets as defaultSecrets, type Logger, type SecretRegistry, silentLogger } from "../log.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
-import { type Channel, type NotifyChannels, notifyChannels } from "./channels.ts";
+import { type Channel, DeliveryError, type NotifyChannels, notifyChannels } from "./channels.ts";
 import { CONDITIONS, conditionById, type Notice, type Text } from "./conditions.ts";
 import { EndpointCheck } from "./endpoint-check.ts";
 import { type ConditionState, NotifyLedger, type Outbox } from "./ledger.ts";
@@ -172,12 +172,13 @@ export class Notifier {
    */
   async #endpointChecked(): Promise<void> {
     const signal = this.#stop?.signal;
-    const run = (this.#endpointRun ??= this.#endpoint
+    this.#endpointRun ??= this.#endpoint
       .runIfDue(signal)
       .catch((err: unknown) => this.#log.warn({ err: describeError(err) }, "webhook endpoint not checked; tried again"))
       .finally(() => {
         this.#endpointRun = undefined;
-      }));
+      });
+    const run = this.#endpointRun;
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, ENDPOINT_WAIT_MS); // real time: it bounds a wait for a real answer
@@ -304,12 +305,23 @@ export class Notifier {
       await channel.send(message, signal);
     } catch (err) {
       if (signal?.aborted) return; // stopping: it stays queued for the next leader or start
+      const who = channel.therapistId ? { therapist_id: channel.therapistId } : {};
+      if (channel.audience === "therapist" && err instanceof DeliveryError && err.permanent) {
+        // A typo in therapists[].email: retried, it failed every 30 minutes for ever (a new reconnect link each time).
+        this.#metrics.deliveries.inc({ target: channel.target, result: "refused" });
+        this.#log.error(
+          { target: channel.target, ...who, notices: box.notices.length, err: describeError(err) },
+          "notification to the therapist refused for good by the mail server: dropped; check therapists[].email",
+        );
+        await this.#ledger.saveOutbox(channel.id, { notices: [], attempts: 0, nextAt: box.nextAt });
+        return;
+      }
       const attempts = box.attempts + 1;
       const full = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1));
       const delay = Math.round(full * (0.5 + (this.#o.random ?? Math.random)() / 2));
       this.#metrics.deliveries.inc({ target: channel.target, result: "failed" });
       this.#log.warn(
-        { target: channel.target, attempts, retry_in_s: Math.round(delay / 1000), err: describeError(err) },
+        { target: channel.target, ...who, attempts, retry_in_s: Math.round(delay / 1000), err: describeError(err) },
         "notification not delivered; retried with backoff",
       );
       await this.#ledger.saveOutbox(channel.id, { ...box, attempts, nextAt: this.#clock.now() + delay });

@@ -20,6 +20,8 @@ export interface MailSink {
   logins: string[];
   /** The next `n` messages are refused with 451 (a temporary failure). */
   refuseNext(n: number): void;
+  /** Addresses refused for good at RCPT TO (550 5.1.1, no such mailbox). */
+  unknown: Set<string>;
   close(): Promise<void>;
 }
 
@@ -48,7 +50,14 @@ export async function startMailSink(): Promise<MailSink> {
   const mails: ReceivedMail[] = [];
   const logins: string[] = [];
   let refuse = 0;
+  const unknown = new Set<string>();
   const server = new SMTPServer({
+    onRcptTo(address, _session, cb) {
+      if (!unknown.has(address.address)) return cb();
+      const err = new Error("5.1.1 mailbox unavailable") as Error & { responseCode: number };
+      err.responseCode = 550;
+      cb(err);
+    },
     disabledCommands: ["STARTTLS"],
     allowInsecureAuth: true,
     authOptional: false,
@@ -89,6 +98,7 @@ export async function startMailSink(): Promise<MailSink> {
     refuseNext(n) {
       refuse = n;
     },
+    unknown,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -113,6 +113,26 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
 
 const oneTarget = (sinks: MailSink[]) => [emailTarget("mail", sinks[0]!, "ops@clinic.test", true)];
 
+describe("a therapist's address the mail server refuses for good (a typo in therapists[].email)", () => {
+  it("is dropped with an error naming the therapist, under its own label, not retried every 30 minutes", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@typo.example" }], oneTarget);
+    f.sinks[0]!.unknown.add("anna@typo.example");
+    f.broken("th_a");
+    await f.notifier.check();
+    expect(f.mails().map((m) => m.to)).toEqual([["ops@clinic.test"]]); // the admins hear
+    for (let i = 0; i < 3; i++) {
+      await f.clock.advance(31 * 60_000);
+      await f.notifier.check();
+    }
+    expect(f.links).toHaveLength(2); // the admins' and the one refused: not one more per retry
+    const metric = (await f.registry.getSingleMetric("calbridge_notifications_total")?.get())?.values ?? [];
+    expect(metric.map((v) => [v.labels.target, v.labels.result, v.value]).sort()).toEqual([
+      ["mail", "sent", 1],
+      ["mail/therapists", "refused", 1],
+    ]);
+  });
+});
+
 describe("a therapist who never connected", () => {
   it("is asked to connect, with the link, not told that Google refused an access that never was", async () => {
     const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
