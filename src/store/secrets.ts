@@ -246,7 +246,7 @@ export class CredentialStore {
     if (!SecretBox.isEnvelope(stored)) {
       logSecrets.add(stored);
       if (this.#box) {
-        if (this.#reseals) await this.#reseal(therapistId, stored, meta, savedAt, "clear");
+        if (this.#reseals) await this.#reseal(therapistId, row, stored, "clear");
       } else if (!this.#warnedClear.has(therapistId)) {
         this.#warnedClear.add(therapistId);
         this.#logger.warn(
@@ -270,7 +270,7 @@ export class CredentialStore {
       throw err;
     }
     logSecrets.add(token);
-    if (this.#reseals && this.#box.isStale(stored)) await this.#reseal(therapistId, token, meta, savedAt, "stale");
+    if (this.#reseals && this.#box.isStale(stored)) await this.#reseal(therapistId, row, token, "stale");
     return { token, savedAt, meta };
   }
 
@@ -281,13 +281,23 @@ export class CredentialStore {
    */
   async #reseal(
     therapistId: string,
+    read: CredentialRow,
     token: string,
-    meta: RefreshTokenMeta,
-    savedAt: number,
     was: "clear" | "stale",
-  ): Promise<boolean> {
+  ): Promise<"sealed" | "newer" | "failed"> {
+    const box = this.#box;
+    if (!box) return "failed";
+    const sealed: CredentialRow = { ...read, refresh_token: box.seal(token, contextOf(therapistId)) };
     try {
-      await this.saveRefreshToken(therapistId, token, meta, savedAt);
+      // Only over the row as read: a token stored meanwhile (a connect, `calbridge authorize`, another replica) is
+      // newer, and writing the old one back over it lost the therapist's fresh consent.
+      if (!(await this.#table.replaceIf(keyOf(therapistId), read, sealed))) {
+        this.#logger.info(
+          { therapist_id: therapistId },
+          "refresh token not sealed again: a newer one was stored meanwhile, and is kept",
+        );
+        return "newer";
+      }
     } catch (err) {
       this.#logger.warn(
         { therapist_id: therapistId, err: err instanceof Error ? err.message : String(err) },
@@ -295,7 +305,7 @@ export class CredentialStore {
           ? "refresh token stored in clear by an earlier build could not be encrypted now (the store refused the write); it is used, and encrypted at the next read or start"
           : "refresh token sealed under a previous key could not be sealed again now (the store refused the write); it is used, and sealed again at the next read or start",
       );
-      return false;
+      return "failed";
     }
     this.#logger.info(
       { therapist_id: therapistId },
@@ -303,7 +313,7 @@ export class CredentialStore {
         ? "refresh token stored in clear by an earlier build: now encrypted with store.encryption_key"
         : "refresh token sealed under a previous key: now encrypted with the current store.encryption_key",
     );
-    return true;
+    return "sealed";
   }
 
   /**
@@ -312,8 +322,8 @@ export class CredentialStore {
    * start does, so that the old key can be removed after it and `calbridge purge --therapist ID` or a later re-mapping
    * still finds the token. One line per token (the therapist id, never the token). A token that cannot be opened is
    * left as it is and logged; a write the store refuses is logged and left for the next read or start. Idempotent:
-   * replicas starting together each seal the same token under the same key, and each entry is read again just before
-   * it is written, so a token stored meanwhile (a connect) is not replaced by the one listed.
+   * replicas starting together each seal the same token under the same key, and each entry is written only over the
+   * row as read (Table.replaceIf), so a token stored meanwhile (a connect) is not replaced by the one listed.
    */
   async resealAll(): Promise<{ resealed: number; failed: number; unreadable: number }> {
     const result = { resealed: 0, failed: 0, unreadable: 0 };
@@ -347,15 +357,9 @@ export class CredentialStore {
         }
       } else token = stored;
       logSecrets.add(token);
-      const done = await this.#reseal(
-        therapistId,
-        token,
-        row.meta ?? {},
-        typeof row.at === "number" ? row.at : 0,
-        SecretBox.isEnvelope(stored) ? "stale" : "clear",
-      );
-      if (done) result.resealed++;
-      else result.failed++;
+      const done = await this.#reseal(therapistId, row, token, SecretBox.isEnvelope(stored) ? "stale" : "clear");
+      if (done === "sealed") result.resealed++;
+      else if (done === "failed") result.failed++;
     }
     return result;
   }

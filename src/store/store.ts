@@ -28,6 +28,12 @@ export interface Table<T> {
    */
   addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]>;
   /**
+   * Writes `value` (no expiry) only while the stored entry is still `expected`, as read from this table: true when
+   * written, false when another writer changed or removed it meanwhile. Atomic (one statement, one script). For
+   * entries stored without an expiry (one with an expiry never matches).
+   */
+  replaceIf(key: string, expected: T, value: T): Promise<boolean>;
+  /**
    * Every live entry, in no particular order. `without` names a field of the stored object: entries that have it may be
    * left out where the backend can tell cheaply (SQLite, in SQL), so the caller still checks each entry it gets.
    */
@@ -192,6 +198,9 @@ interface AdapterRow {
   ttlMs?: number;
 }
 
+/** The backend's compare-and-set of one row serialized here: `row.value` written only over `expected`. */
+type SwapRow = (row: AdapterRow, expected: string) => Promise<boolean>;
+
 /**
  * The backend's multi-row overwrite of rows serialized here, where keyv's setMany would add an async step per entry
  * (SQLite; Redis and memory keep keyv's, which sets their expiry).
@@ -212,6 +221,7 @@ interface TableParts {
   list?: ListRows;
   guard?: Guard;
   put?: PutRows;
+  swap: SwapRow;
   unreadable?: Unreadable;
 }
 
@@ -223,7 +233,9 @@ class KeyvTable<T> implements Table<T> {
   readonly #guard: Guard;
   readonly #put: PutRows | undefined;
   readonly #unreadable: Unreadable;
+  readonly #swap: SwapRow;
   constructor(keyv: Keyv<T>, parts: TableParts) {
+    this.#swap = parts.swap;
     this.#keyv = keyv;
     this.#name = parts.name;
     this.#add = parts.add;
@@ -293,6 +305,15 @@ class KeyvTable<T> implements Table<T> {
   async deleteMany(keys: string[]): Promise<void> {
     if (keys.length > 0) await this.#guard(() => this.#keyv.deleteMany(keys));
   }
+  async replaceIf(key: string, expected: T, value: T): Promise<boolean> {
+    // The stored text is what keyv's serializer made of the value read (it round-trips): compared as text.
+    const [before, after] = await this.#rows([
+      { key, value: expected },
+      { key, value },
+    ]);
+    return this.#guard(() => this.#swap(after!, before!.value));
+  }
+
   async addMany(entries: { key: string; value: T; ttlMs?: number }[]): Promise<boolean[]> {
     if (entries.length === 0) return [];
     const rows = await this.#rows(entries);
@@ -505,6 +526,15 @@ async function openSqlite(path: string, cwd: string | undefined, logger: Logger)
         add: (rows) => sqliteAdd(adapter, name, rows),
         list: sqliteList(adapter, name),
         put: (rows) => sqlitePut(adapter, name, rows),
+        swap: async (row, expected) => {
+          const done = (await adapter.query(
+            `UPDATE ${name} SET value = ? WHERE key = ? AND value = ? RETURNING key`,
+            row.value,
+            row.key,
+            expected,
+          )) as unknown[];
+          return done.length > 0;
+        },
         unreadable,
       }),
     );
@@ -801,6 +831,10 @@ async function sqliteAdd(
   return rows.map((r) => written.has(r.key.isWellFormed() ? r.key : r.key.toWellFormed()));
 }
 
+/** Redis' compare-and-set of one key: SET only while GET answers the expected text (an absent key never matches). */
+const SWAP_SCRIPT =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 else return 0 end";
+
 async function openRedis(
   url: string,
   connectTimeoutMs: number,
@@ -896,7 +930,17 @@ async function openRedis(
         }
       }
     };
-    tables.set(name, new KeyvTable(keyvFor(adapter, `calbridge:${name}`), { name, add, list, guard, unreadable }));
+    const swap: SwapRow = async (row, expected) =>
+      Number(
+        await client.eval(SWAP_SCRIPT, {
+          keys: [adapter.createKeyPrefix(row.key, adapter.namespace)],
+          arguments: [expected, row.value],
+        }),
+      ) === 1;
+    tables.set(
+      name,
+      new KeyvTable(keyvFor(adapter, `calbridge:${name}`), { name, add, list, guard, swap, unreadable }),
+    );
   }
   const subscribers = new Set<RedisClient>();
   const notices: Notices = {
@@ -963,7 +1007,12 @@ function openMemory(): Store {
         map.set(r.key, r.value);
         return true;
       });
-    tables.set(name, new KeyvTable(keyvFor(map, name), { name, add }));
+    const swap: SwapRow = async (row, expected) => {
+      if (map.get(row.key) !== expected) return false;
+      map.set(row.key, row.value);
+      return true;
+    };
+    tables.set(name, new KeyvTable(keyvFor(map, name), { name, add, swap }));
   }
   return {
     kind: "memory",

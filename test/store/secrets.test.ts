@@ -58,6 +58,7 @@ function refusingWrites(inner: Store): Store {
         delete: (k) => t.delete(k),
         deleteMany: (k) => t.deleteMany(k),
         addMany: full,
+        replaceIf: full,
         set: full,
         setMany: full,
       };

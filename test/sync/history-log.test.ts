@@ -38,6 +38,7 @@ function watched(store: Store) {
     delete: (key) => t.delete(key),
     deleteMany: (keys) => t.deleteMany(keys),
     addMany: (entries) => t.addMany(entries),
+    replaceIf: (key, expected, value) => t.replaceIf(key, expected, value),
     entries: () => t.entries(),
   });
   const proxy: Store = {

@@ -291,6 +291,7 @@ describe("inbox processor", () => {
         setMany: (entries) => table.setMany(entries),
         deleteMany: (keys) => table.deleteMany(keys),
         addMany: (entries) => table.addMany(entries),
+        replaceIf: (key, expected, value) => table.replaceIf(key, expected, value),
         entries: () => table.entries(),
       };
     };

@@ -68,6 +68,7 @@ export class FlakyStore implements Store {
       setMany: guard((entries: { key: string; value: T; ttlMs?: number }[]) => inner.setMany(entries)),
       deleteMany: guard((keys: string[]) => inner.deleteMany(keys)),
       addMany: guard((entries: { key: string; value: T; ttlMs?: number }[]) => inner.addMany(entries)),
+      replaceIf: guard((key: string, expected: T, value: T) => inner.replaceIf(key, expected, value)),
       entries: () => (this.failing ? failingEntries<T>() : inner.entries()),
     };
   }
