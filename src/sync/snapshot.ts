@@ -69,7 +69,12 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
   // A webhook no newer than what was applied, or a listing read before the link was last written, may be older
   // than what calbridge already did: read instead. So is a creation's payload once the link holds another state: that
   // state came later, whatever the clocks say (a listing's items carry no updated_at, so its link keeps sourceAt 0).
+  // A cancellation removes the event: checked with a read first when the link holds a live state. A delivery retried
+  // for hours arrives after staff restored the appointment and a listing synced it (list items carry no updated_at,
+  // so its clock still looks newer than what was applied), and the event of a confirmed appointment went.
+  const removes = merged.status === "cancelled" && link !== undefined && link.booking?.status !== "cancelled";
   const fresh =
+    !removes &&
     (hint.at === undefined || !link || hint.at > applied) &&
     (hint.readAt === undefined || !link || link.syncedAt <= hint.readAt) &&
     !(hint.first && link && !sameCore(link.booking, merged));

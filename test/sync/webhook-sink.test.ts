@@ -47,6 +47,26 @@ describe("webhook hints", () => {
     expect(h.live("th_1")).toHaveLength(0);
   });
 
+  it("a cancellation delivered late, after the booking was restored and synced by a listing, removes nothing", async () => {
+    h = await harness({ therapists: 1 });
+    const a = h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + DAY) }, { force: true });
+    const id = String(a.id);
+    const sink = new EngineSink(h.app.engine);
+    await sink.appointment(eventsOf(h, id)[0]!, silentLogger);
+    h.world.booking.cancel(id, "changed plans");
+    const cancelled = eventsOf(h, id).find((e) => e.type === "appointment.cancelled")!;
+    // The delivery fails and is retried for hours; meanwhile staff restore the appointment, and a reconciliation's
+    // listing (its items carry no updated_at) syncs it: the link's last applied webhook is still the creation's.
+    h.world.booking.restoreCancelled(id);
+    await h.app.reconcile();
+    expect(h.live("th_1")).toHaveLength(1);
+    const reads = gets(h);
+    await sink.appointment(cancelled, silentLogger);
+    // A payload that would remove the event is checked first: the appointment is confirmed.
+    expect(h.live("th_1")).toHaveLength(1);
+    expect(gets(h)).toBe(reads + 1);
+  });
+
   it("a duplicate delivery changes nothing the second time", async () => {
     h = await harness({ therapists: 1 });
     const a = h.world.booking.create({ therapist_id: "th_1", start_time: iso(Date.now() + DAY) }, { force: true });
