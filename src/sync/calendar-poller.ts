@@ -289,9 +289,8 @@ export class CalendarPoller {
         }),
       );
     }
-    await handedOver(work, log);
-    // Saved only after the changes were handed over and handled: a crash, or a refusal, re-reads them, never skips them.
-    await this.#tokens.set(therapistId, result.nextSyncToken);
+    // Saved only after the changes were handed over and handled: a crash, a refusal or a retry re-reads them.
+    if (await handedOver(work, log)) await this.#tokens.set(therapistId, result.nextSyncToken);
     this.#lastPoll.set(therapistId, this.#clock.now());
     this.#state(therapistId).pending = false;
     return { changes, echoes, fullSync: result.fullSync };
