@@ -289,8 +289,9 @@ export class CalendarPoller {
         }),
       );
     }
-    // Saved only after the changes were handed over and handled: a crash, a refusal or a retry re-reads them.
-    if (await handedOver(work, log)) await this.#tokens.set(therapistId, result.nextSyncToken);
+    // Saved once its changes are handled (a crash, refusal or retry re-reads them), if no re-point forgot the calendar.
+    if ((await handedOver(work, log)) && this.#mapping.version === version)
+      await this.#tokens.set(therapistId, result.nextSyncToken);
     this.#lastPoll.set(therapistId, this.#clock.now());
     this.#state(therapistId).pending = false;
     return { changes, echoes, fullSync: result.fullSync };

@@ -2,10 +2,12 @@
 // engine's retry, which lives in memory only. The poll saved the calendar's sync token past it anyway, so a stop
 // before the retry (a deploy) forgot the therapist's deletion for good where no reconciliation reaches: an appointment
 // beyond sync.window.future_days stayed booked with its event deleted. Now the token stays until every change of the
-// poll is settled: the next poll, or the next daemon's, reads the deletion again.
+// poll is settled: the next poll, or the next daemon's, reads the deletion again. Nor is a token saved by a poll that
+// a reload re-pointing the therapist overtook: it was the old calendar's, put back after the reload forgot it.
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { DAY, daemonHarness, type Harness, quiet } from "./support.ts";
+import type { Config } from "../../src/config/schema.ts";
+import { DAY, daemonHarness, type Harness, harness, quiet } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -45,4 +47,32 @@ it("keeps the sync token while a deletion's write-back is being retried, and rea
   expect(x.world.booking.get(id)?.status).toBe("cancelled");
   expect(await tokens.get("th_1")).not.toBe(before);
   expect((await x.app.poller.poll("th_1")).changes).toBe(0);
+});
+
+it("saves no token when a reload re-pointed the therapist while the poll read the old calendar", async () => {
+  const x = await harness({ therapists: 2 });
+  h = x;
+  const old = x.world.calendarOf("th_1");
+  const fresh = "th1.sessions@clinic.test";
+  x.world.google.createCalendar(fresh, old, { timeZone: "Europe/Berlin" });
+  await x.app.poller.poll("th_1");
+  const tokens = x.app.store.table<string>("tokens");
+  expect(await tokens.get("th_1")).toBeDefined();
+  const next = structuredClone(x.world.config) as Config;
+  next.therapists[0]!.calendar_id = fresh;
+  // A change of the therapist's own (none of calbridge's, whose handling checked the mapping's version).
+  x.world.google.userInsert(old, {
+    summary: "lunch",
+    start: { dateTime: new Date(Date.now() + DAY).toISOString() },
+    end: { dateTime: new Date(Date.now() + DAY + 3_600_000).toISOString() },
+  });
+  let reloaded = false;
+  x.world.google.faults.holdNext(new RegExp(`^GET .*/calendars/${encodeURIComponent(old)}/events$`), async () => {
+    await x.app.reload(next);
+    reloaded = true;
+  });
+  await x.app.poller.poll("th_1").catch(() => {});
+  expect(reloaded).toBe(true);
+  expect(x.app.config.therapists[0]!.calendar_id).toBe(fresh);
+  expect(await tokens.get("th_1")).toBeUndefined(); // the reload forgot it; the old calendar's is not put back
 });
