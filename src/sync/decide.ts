@@ -1,6 +1,5 @@
-// Owns the decision for one appointment: given the booking's state, the calendar's state and the link remembered
-// from the last sync, which single action brings the two sides together. Pure: no I/O, so the dry run and the
-// tests see exactly what the engine would do.
+// Owns the decision for one appointment: given the booking's state, the calendar's state and the link remembered from
+// the last sync, which single action brings the two sides together. Pure: the dry run and tests see what runs.
 import type { Appointment } from "../booking/schemas.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
@@ -177,8 +176,9 @@ export function decide(input: DecideInput): Action {
       // A kept "Cancelled" marker the therapist cleared away: their calendar, their call.
       return { ...none("the therapist removed a cancelled appointment's event"), removedBy: "calendar" };
     }
-    if ((appt.status ?? "confirmed") !== "confirmed") {
-      return restore(`the appointment is ${appt.status}; only confirmed appointments can be changed from the calendar`);
+    if (appt.status !== "confirmed") {
+      const is = appt.status ?? "not shown as confirmed by the booking service"; // no status: nothing sent on a guess
+      return restore(`the appointment is ${is}; only confirmed appointments can be changed from the calendar`);
     }
     if (change === "deleted" && begun(appt, input.now)) {
       return restore(BEGUN_REASON);

@@ -38,6 +38,29 @@ describe("a field the sync decides by shown as null", () => {
     });
   }
 
+  it("an appointment only ever shown with status null: its event's deletion is put back, nothing is cancelled", async () => {
+    h = await daemonHarness({
+      therapists: 1,
+      configure: (c) => {
+        c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
+      },
+    });
+    const sim = h.world.booking;
+    const [id] = sim.seed({ therapists: ["th_1"], count: 1, from: Date.now() + DAY, to: Date.now() + 2 * DAY });
+    sim.showNull(id!, ["status"]);
+    await h.app.reconcile();
+    const cal = h.world.calendarOf("th_1");
+    expect(h.world.google.event(cal, eventIdFor(id!))?.status).toBe("confirmed");
+    h.world.google.userDelete(cal, eventIdFor(id!));
+    await pollAll(h);
+    await quiet(h);
+    // Not known to be confirmed: a cancellation would be sent on a guess.
+    expect(cancels(h)).toBe(0);
+    const back = h.live("th_1");
+    expect(back).toHaveLength(1);
+    expect(String(back[0]!.description)).toContain("not shown as confirmed by the booking service");
+  });
+
   it("an appointment calbridge never linked, listed with therapist_id null, is skipped as unmapped", async () => {
     h = await daemonHarness({ therapists: 2 });
     const sim = h.world.booking;
