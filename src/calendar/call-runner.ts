@@ -171,7 +171,13 @@ export class CallRunner {
       }
       const permit = await this.#o.quota?.acquire(this.#o.quotaUser, unitsOf(operation), giveUp);
       try {
-        guard?.(); // the permit may have been long in coming
+        if (guard) {
+          // The access token first (the hourly refresh, or the one after a 401, can take seconds): a write is sent
+          // only if the lease is still held after it, not by a replica that lost it meanwhile. A failure to get one
+          // is left to the call itself, which meets it again and says what it means (credentials, transient).
+          await auth.getAccessToken().catch(() => {});
+        }
+        guard?.(); // the permit may have been long in coming, and the token
       } catch (err) {
         permit?.done();
         throw err;

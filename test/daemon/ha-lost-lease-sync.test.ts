@@ -3,6 +3,8 @@
 // Google write (not failed, nothing restored), a reconciliation sends no stray removal planned before the hand-over,
 // and a calendar poll whose syncs are refused keeps its sync token (the leader's poll reads the changes again). A push
 // channel Google opens after the lease was lost is stopped at once: the next leader renews the channels it finds.
+import { createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { createClient } from "redis";
 import { afterEach, describe, expect, it } from "vitest";
@@ -42,6 +44,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
   async function leader(
     level = "info",
     configure: (c: ConfigInput) => void = () => {},
+    beforeApp: (world: World) => void = () => {},
   ): Promise<{ world: World; app: App; log: CapturedLog; takeLease(): Promise<void> }> {
     const world = await startWorld({
       therapists: ["th_a", "th_b"],
@@ -53,6 +56,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
       },
     });
     cleanups.push(() => world.close());
+    beforeApp(world);
     const config: Config = { ...world.config, store: { ...world.config.store, url: redis().url } };
     const log = captureLog(level);
     const app = await createApp(config, { logger: log.logger, listen: "127.0.0.1:0" });
@@ -260,6 +264,60 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
     expect(
       log.find((l) => String(l.msg).startsWith("push channel opened while the lease was lost: not stopped")),
     ).toBeDefined();
+  }, 30_000);
+
+  it("sends no calendar write once the lease is lost while the write's access token is fetched", async () => {
+    // The write meets an expired token (401), and the new one is slow to come (a slow token endpoint, a stall): the
+    // lease is lost meanwhile. The guard ran before the token was fetched, so the insert went out beside the next
+    // leader's writes; now it runs after.
+    let tokenUrl = "";
+    let duringFetch: (() => Promise<void>) | undefined;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", async () => {
+        const hook = duringFetch;
+        duringFetch = undefined;
+        await hook?.().catch(() => {});
+        const url = new URL(tokenUrl);
+        const out = httpRequest(
+          { host: url.hostname, port: url.port, path: url.pathname, method: req.method, headers: req.headers },
+          (up) => {
+            res.writeHead(up.statusCode ?? 502, up.headers);
+            up.pipe(res);
+          },
+        );
+        out.on("error", () => res.destroy());
+        out.end(Buffer.concat(chunks));
+      });
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    cleanups.push(() => new Promise<void>((r) => proxy.close(() => r())));
+    const { port } = proxy.address() as AddressInfo;
+    const { world, app, takeLease } = await leader(
+      "info",
+      (c) => {
+        c.google = { ...c.google!, token_url: `http://127.0.0.1:${port}/token` };
+      },
+      (w) => {
+        tokenUrl = w.google.tokenUrl;
+      },
+    );
+    const id = booked(world, "th_a", 34);
+    const events = `/calendar/v3/calendars/${encodeURIComponent(world.calendarOf("th_a"))}/events`;
+    let since = -1;
+    world.google.faults.holdNext(/^POST .*\/events$/, async () => {
+      world.google.expireAccessTokens();
+      duringFetch = async () => {
+        await takeLease();
+        since = world.google.requestLog.length;
+      };
+    });
+    await app.engine.syncAppointment(id, { reason: "test", priority: "webhook" }).catch(() => {});
+    await app.engine.idle();
+    expect(since).toBeGreaterThan(0);
+    const writes = world.google.requestLog.slice(since).filter((r) => r.method !== "GET" && r.path.startsWith(events));
+    expect(writes.map((r) => `${r.method} ${r.status}`)).toEqual([]);
   }, 30_000);
 
   it("keeps a poll's sync token when its syncs are refused, and says why at debug", async () => {
