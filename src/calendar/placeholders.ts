@@ -59,6 +59,17 @@ function customerName(a: RenderableAppointment): string | null | undefined {
 
 const words = (name: string) => name.trim().split(/\s+/).filter(Boolean);
 
+const graphemes = new Intl.Segmenter(undefined, { granularity: "grapheme" });
+
+/**
+ * A word's first letter as a reader sees it (one grapheme: a letter with its accents), not its first code point: a
+ * decomposed "Ä" lost its dots, and a right-to-left mark before a Hebrew name was taken for its initial.
+ */
+function initialOf(word: string): string {
+  for (const { segment } of graphemes.segment(word)) if (/^\p{L}/u.test(segment)) return segment;
+  return "";
+}
+
 /** Element names of `addons` (the spec does not show an element's shape: a string, or an object's name or id). */
 function addonNames(addons: unknown[] | null | undefined): string | null | undefined {
   if (addons == null) return addons;
@@ -116,8 +127,10 @@ export const PLACEHOLDERS: readonly Placeholder[] = [
       const name = customerName(a);
       return name == null
         ? name
-        : words(name)
-            .map((w) => `${[...w][0]!.toUpperCase()}.`)
+        : words(name.normalize("NFC").replace(/\p{Cf}/gu, ""))
+            .map((w) => initialOf(w))
+            .filter((i) => i !== "")
+            .map((i) => `${i.toUpperCase()}.`)
             .join("");
     },
     forms: PAYLOAD_LIST_FULL,

@@ -268,7 +268,7 @@ const inert = (value: string) => escapeHtml(dropControls(value));
 /**
  * The description: the template with its values made inert, the contact lines, and `notice` (a note calbridge adds,
  * e.g. why a therapist's change was undone) after a blank line; cut to DESCRIPTION_MAX_BYTES with a visible
- * ellipsis, taken from the templated part so that the notice is always shown whole.
+ * ellipsis, taken from the templated part so that the notice and the contact lines are always shown whole.
  */
 function renderDescription(
   template: string,
@@ -276,13 +276,20 @@ function renderDescription(
   values: Record<string, string | null | undefined>,
   notice: string | undefined,
 ): string {
-  const main = cleanText(
-    dropControls([fillTemplate(template, values, inert), ...contactLines(values, placed)].join("\n")),
-  );
+  const filled = fillTemplate(template, values, inert);
+  const contact = contactLines(values, placed);
+  const main = cleanText(dropControls([filled, ...contact].join("\n")));
   const tail = notice ? cutToBytes(inert(notice).trim(), DESCRIPTION_MAX_BYTES / 2) : "";
-  if (!tail) return cutToBytes(main, DESCRIPTION_MAX_BYTES);
-  const room = DESCRIPTION_MAX_BYTES - Buffer.byteLength(`\n\n${tail}`, "utf8");
-  return `${cutToBytes(main, room)}\n\n${tail}`.trim();
+  const room = tail ? DESCRIPTION_MAX_BYTES - Buffer.byteLength(`\n\n${tail}`, "utf8") : DESCRIPTION_MAX_BYTES;
+  let body = cutToBytes(main, room);
+  if (body !== main && contact.length > 0) {
+    // Too long (notes of a pasted intake form): the templated part is cut, never the contact lines after it, which
+    // are what include_customer_contact is for.
+    const lines = cutToBytes(cleanText(dropControls(contact.join("\n"))), room / 4);
+    const head = cleanText(dropControls(filled));
+    body = `${cutToBytes(head, room - Buffer.byteLength(`\n${lines}`, "utf8"))}\n${lines}`;
+  }
+  return tail ? `${body}\n\n${tail}`.trim() : body;
 }
 
 /**

@@ -66,6 +66,14 @@ export function cutToBytes(text: string, maxBytes: number): string {
   return `${cut.trimEnd()}${ELLIPSIS}`;
 }
 
+/**
+ * Everything a template writes in braces, as written: `{service_name}`, but also `{Service_Name}`, `{ customer_name }`,
+ * `{customer-name}` and `{{service_name}}`, which are no placeholders and were printed as written (or in braces).
+ */
+export function bracedOf(template: string): string[] {
+  return [...template.matchAll(/\{+[^{}\n]*\}+/g)].map((m) => m[0]);
+}
+
 /** The placeholder names a template uses (for configuration checks). */
 export function placeholdersOf(template: string): string[] {
   return [...template.matchAll(PLACEHOLDER)].map((m) => m[1] as string);

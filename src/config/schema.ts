@@ -5,7 +5,7 @@ import { z } from "zod";
 import { placeholder } from "../calendar/placeholders.ts";
 import { PRESET_NAMES, PRESETS } from "../calendar/presets.ts";
 import { MAX_REMINDER_MINUTES, MAX_REMINDERS } from "../calendar/reminders.ts";
-import { placeholdersOf } from "../calendar/template.ts";
+import { bracedOf } from "../calendar/template.ts";
 import { CONNECT_PATH, HEALTHZ_PATH, PUSH_PATH } from "../public-paths.ts";
 
 const url = (what: string) =>
@@ -167,6 +167,15 @@ function webhookPathProblem(path: string, ctx: z.RefinementCtx): void {
   else if (bare === CONNECT_PATH || bare.startsWith(`${CONNECT_PATH}/`))
     say(`${CONNECT_PATH} and the paths under it are the connect pages'`);
 }
+
+/**
+ * One of Google's event colours, "1" to "11" (colors.get, `event`); written as a number too (`completed: 5`). Another
+ * id loaded fine and then failed the write of every completed or no-show event: 400 "Invalid color ID".
+ */
+const colorId = z
+  .union([z.string(), z.number()])
+  .transform((v) => String(v))
+  .refine((v) => /^(?:[1-9]|1[01])$/.test(v), { message: 'expected one of Google\'s event colour ids, "1" to "11"' });
 
 const ReminderSchema = z.strictObject({
   method: z.enum(["popup", "email"]).describe("popup (on the therapist's devices) or email (to the calendar's owner)."),
@@ -688,8 +697,10 @@ export const ConfigSchema = z
         ),
         colors: z
           .strictObject({
-            completed: z.string().default("2").describe("Colour id of completed appointments."),
-            no_show: z.string().default("11").describe("Colour id of no-shows."),
+            completed: colorId
+              .default("2")
+              .describe("Colour id of completed appointments (Google's event colours 1 to 11)."),
+            no_show: colorId.default("11").describe("Colour id of no-shows (Google's event colours 1 to 11)."),
           })
           .prefault({}),
       })
@@ -913,12 +924,15 @@ function eventIssues(event: EventSection, ctx: z.core.$RefinementCtx): void {
     }
   }
   for (const key of ["title", "description"] as const) {
-    const unknown = [...new Set(placeholdersOf(event[key] ?? "").filter((name) => !placeholder(name)))];
+    // Also what is almost a placeholder ({Service_Name}, { customer_name }): it was printed as written in every event.
+    const unknown = [
+      ...new Set(bracedOf(event[key] ?? "").filter((b) => !/^\{[a-z_]+\}$/.test(b) || !placeholder(b.slice(1, -1)))),
+    ];
     if (unknown.length > 0) {
       ctx.addIssue({
         code: "custom",
         path: ["event", key],
-        message: `unknown placeholder${unknown.length > 1 ? "s" : ""} ${unknown.map((n) => `{${n}}`).join(", ")} (README lists the placeholders, e.g. {service_name}, {customer_name}, {notes})`,
+        message: `unknown placeholder${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} (README lists the placeholders, e.g. {service_name}, {customer_name}, {notes}, each in single braces)`,
       });
     }
   }

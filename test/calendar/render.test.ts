@@ -285,6 +285,26 @@ describe("sanitised rendering", () => {
     expect(renderEvent(appt, mapping, config, "Note")?.description).toBe("Booking apt_1\nBack pain\n\nNote");
   });
 
+  it("keeps the contact lines whole when long notes are cut, with a notice after them", () => {
+    // An intake form pasted into the notes: the contact lines came last and were cut off entirely.
+    const contact = { ...config, include_customer_contact: true };
+    const long = renderEvent({ ...appt, notes: "Intake: history of back pain. ".repeat(400) }, mapping, contact);
+    expect(bytes(long?.description)).toBeLessThanOrEqual(DESCRIPTION_MAX_BYTES);
+    expect(long?.description).toMatch(/…\nEmail: max@example\.com\nPhone: \+49 170 1234567$/);
+    const noted = renderEvent({ ...appt, notes: "x".repeat(20_000) }, mapping, contact, "Note");
+    expect(bytes(noted?.description)).toBeLessThanOrEqual(DESCRIPTION_MAX_BYTES);
+    expect(noted?.description).toMatch(/…\nEmail: max@example\.com\nPhone: \+49 170 1234567\n\nNote$/);
+  });
+
+  it("writes the initials a reader sees: accents kept, invisible marks and non-letters skipped", () => {
+    const initials = (name: string) =>
+      renderEvent({ ...appt, customer_name: name }, mapping, { ...config, title: "{customer_initials}" })?.summary;
+    expect(initials("max muster")).toBe("M.M.");
+    expect(initials("A\u0308nne O\u0308zdemir")).toBe("Ä.Ö."); // decomposed: the dots were lost
+    expect(initials("\u200Fדוד \u200Fכהן")).toBe("ד.כ."); // a right-to-left mark was taken for the initial
+    expect(initials("(Max) Muster")).toBe("M.M.");
+  });
+
   it("cuts the title to its limit, the cancelled prefix included", () => {
     const long = renderEvent({ ...appt, customer_name: "Max ".repeat(200) }, mapping, config);
     expect(bytes(long?.summary)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);

@@ -125,6 +125,24 @@ describe("configuration", () => {
     ]);
   });
 
+  it("refuses a colour id Google does not have, and what is almost a placeholder, instead of failing later", () => {
+    const withEvent = (yaml: string) => problems(`${minimal}event:\n${yaml}`);
+    // Any string loaded, then every completed event's write failed: 400 "Invalid color ID".
+    expect(withEvent('  colors: { completed: "green", no_show: 12 }\n')).toEqual([
+      expect.stringMatching(/^event\.colors\.completed: expected one of Google's event colour ids, "1" to "11"/),
+      expect.stringMatching(/^event\.colors\.no_show: expected one of Google's event colour ids/),
+    ]);
+    expect(withEvent("  colors: { completed: 5 }\n")).toEqual([]);
+    // Printed as written in every event's title.
+    expect(
+      withEvent('  title: "{Service_Name}: { customer_name } {customer-name} {{notes}} {service_name}"\n'),
+    ).toEqual([
+      expect.stringMatching(
+        /^event\.title: unknown placeholders \{Service_Name\}, \{ customer_name \}, \{customer-name\}, \{\{notes\}\} \(/,
+      ),
+    ]);
+  });
+
   it("refuses a webhook path no delivery could reach: a query, /healthz, Google's route, the connect pages", () => {
     const at = (path: string) => problems(minimal.replace("webhooks:\n", `webhooks:\n  path: "${path}"\n`));
     expect(at("/hooks/booking")).toEqual([]);

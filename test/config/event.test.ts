@@ -66,8 +66,8 @@ describe("event configuration", () => {
 
   it("refuses placeholders nobody knows", () => {
     expect(problems(base('  title: "{service_name}: {customer}"\n  description: "{note} {notes} {note}"'))).toEqual([
-      "event.title: unknown placeholder {customer} (README lists the placeholders, e.g. {service_name}, {customer_name}, {notes}) (line 10)",
-      "event.description: unknown placeholder {note} (README lists the placeholders, e.g. {service_name}, {customer_name}, {notes}) (line 11)",
+      "event.title: unknown placeholder {customer} (README lists the placeholders, e.g. {service_name}, {customer_name}, {notes}, each in single braces) (line 10)",
+      "event.description: unknown placeholder {note} (README lists the placeholders, e.g. {service_name}, {customer_name}, {notes}, each in single braces) (line 11)",
     ]);
   });
 
