@@ -154,6 +154,8 @@ export class LeaderLease {
   #released = false;
   /** The holder last seen in the SQLite row while standing by (its log line is written once per holder). */
   #seenHolder: string | undefined;
+  /** The other holder's row as this standby last saw it change, and when (its monotonic clock): see #acquireRow. */
+  #observed: { holder: string; until: number; at: number } | undefined;
   #stop: AbortController | undefined;
   #wake = new AbortController();
   #loop: Promise<void> | undefined;
@@ -373,17 +375,27 @@ export class LeaderLease {
       return poll;
     }
     const held = found.value;
-    const now = this.#clock.now();
     const orphan = held && held.holder !== this.holderId && holderGone(held) ? held.holder : undefined;
-    if (held && held.holder !== this.holderId && held.until > now && !orphan) {
-      if (this.#seenHolder !== held.holder) {
-        this.#seenHolder = held.holder;
-        this.#log.info(
-          { other_host: held.host, other_pid: held.pid, other_holder: held.holder },
-          "another calbridge daemon holds the leader lease of this store: this one is a standby",
-        );
+    const other = held && held.holder !== this.holderId ? held : undefined;
+    if (other && !orphan) {
+      // Lapsed when the row has not changed for a whole lease of this process's own monotonic time: its holder renews
+      // every L/3 and gives up at 2L/3. Its `until` is the holder's wall clock, and judging it by this one's made a
+      // clock step give two leaders (forward) or none for as long as the step (back).
+      const seen = this.#observed;
+      if (seen?.holder !== other.holder || seen.until !== other.until) {
+        this.#observed = { holder: other.holder, until: other.until, at: this.#mono() };
       }
-      return Math.min(poll, held.until - now + 5);
+      const unchanged = this.#mono() - this.#observed!.at;
+      if (unchanged < this.leaseMs) {
+        if (this.#seenHolder !== other.holder) {
+          this.#seenHolder = other.holder;
+          this.#log.info(
+            { other_host: other.host, other_pid: other.pid, other_holder: other.holder },
+            "another calbridge daemon holds the leader lease of this store: this one is a standby",
+          );
+        }
+        return Math.min(poll, this.leaseMs - unchanged + 5);
+      }
     }
     const earlier = await this.#earlierBuild(timeout, signal);
     if (signal.aborted) return 0;
@@ -397,7 +409,7 @@ export class LeaderLease {
       ...(PID_NS ? { pidNs: PID_NS } : {}),
       until: sentAt + this.leaseMs,
     };
-    const claimed = await this.#call(() => this.#row.claim(lease, sentAt, orphan), timeout, signal);
+    const claimed = await this.#call(() => this.#row.claim(lease, other, orphan), timeout, signal);
     if (signal.aborted) return 0;
     if (claimed.kind !== "ok") {
       this.#log.debug({ err: errorOf(claimed) }, "lease: acquire attempt failed");

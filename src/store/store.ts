@@ -170,10 +170,11 @@ export interface LeaseHolder {
  */
 export interface LeaseRow {
   /**
-   * Takes the lease for `lease.holder` until `lease.until` when the row is absent, lapsed at `now`, already the
-   * holder's, or still held by `orphan` (a holder known to be gone); true when it did.
+   * Takes the lease for `lease.holder` until `lease.until` when the row is absent, not a lease, already the holder's,
+   * held by `orphan` (a holder known to be gone), or still exactly `lapsed` (the other holder's row as read, which the
+   * caller judged lapsed: unchanged since, so its holder did not renew meanwhile); true when it did.
    */
-  claim(lease: LeaseHolder, now: number, orphan?: string): Promise<boolean>;
+  claim(lease: LeaseHolder, lapsed?: Pick<LeaseHolder, "holder" | "until">, orphan?: string): Promise<boolean>;
   /** Moves the lease's end to `until`, only while the row is still `holder`'s; true when it did. */
   renew(holder: string, until: number): Promise<boolean>;
   /** Deletes the row, only while it is still `holder`'s; true when it did. */
@@ -704,19 +705,22 @@ function sqliteLeaseRow(meta: KeyvSqlite): LeaseRow {
     `(CASE WHEN json_valid(${column}) THEN json_extract(${column}, '$.value.${name}') END)`;
   const written = (rows: unknown) => (rows as unknown[]).length > 0;
   return {
-    async claim(lease, now, orphan) {
-      // A row that is not a lease (unreadable, no end) is taken too: nobody could be holding it.
+    async claim(lease, lapsed, orphan) {
+      // A row that is not a lease (unreadable, no end) is taken too: nobody could be holding it. No clock is compared
+      // here: a lapsed row is one the caller saw unchanged for a lease of its own monotonic time.
       const rows = await meta.query(
         `INSERT INTO meta (key, value) VALUES (?, ?)
          ON CONFLICT(key) DO UPDATE SET value = excluded.value
-         WHERE ${field("meta.value", "until")} IS NULL OR ${field("meta.value", "until")} <= ?
+         WHERE ${field("meta.value", "until")} IS NULL
             OR ${field("meta.value", "holder")} IN (?, ?)
+            OR (${field("meta.value", "holder")} = ? AND ${field("meta.value", "until")} = ?)
          RETURNING key`,
         key,
         JSON.stringify({ value: lease }),
-        now,
         lease.holder,
         orphan ?? lease.holder,
+        lapsed?.holder ?? lease.holder,
+        lapsed?.until ?? lease.until,
       );
       return written(rows);
     },

@@ -144,7 +144,7 @@ describe("LeaderLease on one SQLite file shared by two stores (ManualClock)", ()
       const store = await openStore(url);
       const until = clock.now() + L;
       const row = { holder: `${host}:${gonePid}:x`, host, pid: gonePid, ...(pidNs ? { pidNs } : {}), until };
-      expect(await store.leaseRow!.claim(row, clock.now())).toBe(true);
+      expect(await store.leaseRow!.claim(row)).toBe(true);
       await store.close();
       const l = await lease(url, `c-${host}`, clock);
       await l.start();
@@ -158,6 +158,63 @@ describe("LeaderLease on one SQLite file shared by two stores (ManualClock)", ()
       }
       await l.stop();
     }
+  });
+});
+
+describe("LeaderLease on one SQLite file when the host's wall clock steps (its monotonic clock does not)", () => {
+  // The row's `until` is the holder's wall clock; a standby judged it by its own, so an NTP step (a resumed VM) gave
+  // two leaders (forward) or none for as long as the step (back). Now a standby claims a row only once it saw it
+  // unchanged for a whole lease of its own monotonic time. Both stores share one steppable clock: one host.
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+  });
+
+  async function pair(L: number) {
+    const dir = mkdtempSync(join(tmpdir(), "cb-lease-step-"));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const url = `sqlite://${join(dir, "store.sqlite")}`;
+    const host = { offset: 0 };
+    const clock: Clock = { ...systemClock, now: () => Date.now() + host.offset };
+    const mk = async (id: string) => {
+      const store = await openStore(url);
+      const l = new LeaderLease({ store, holderId: id, leaseMs: L, clock });
+      cleanups.push(async () => {
+        await l.stop();
+        await store.close();
+      });
+      return l;
+    };
+    const a = await mk("a");
+    const b = await mk("b");
+    await a.start();
+    await b.start();
+    expect([a.isLeader, b.isLeader]).toEqual([true, false]);
+    return { a, b, host };
+  }
+
+  it("a forward step makes no second leader", async () => {
+    // Renewals every 3 s; the standby reads the row every second, so it reads it between the step and the next one.
+    const L = 9000;
+    const { a, b, host } = await pair(L);
+    await new Promise((r) => setTimeout(r, 300));
+    host.offset = 2 * L;
+    let both = 0;
+    const start = performance.now();
+    while (performance.now() - start < 3000) {
+      if (a.isLeader && b.isLeader) both++;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(both, "samples at which both counted themselves leader").toBe(0);
+    expect(a.isLeader).toBe(true);
+  });
+
+  it("a backward step does not keep the standby from taking over a stalled holder within about a lease", async () => {
+    const L = 2000;
+    const { a, b, host } = await pair(L);
+    await a.stop({ release: false }); // stalled: renews no more, its process still there
+    host.offset = -60_000;
+    await waitFor("the standby to lead", () => b.isLeader, 2 * L);
   });
 });
 
