@@ -95,16 +95,15 @@ export type HeaderCheck =
 export function checkSignatureHeader(header: string | undefined, toleranceSec: number, nowMs: number): HeaderCheck {
   const parsed = readHeader(header);
   if (!parsed.ok) return parsed;
-  const ageMs = nowMs - parsed.timestamp * 1000;
-  const ageSec = Math.round(ageMs / 1000);
-  if (ageMs > toleranceSec * 1000) {
+  const ageSec = ageOf(parsed.timestamp, nowMs);
+  if (ageSec > toleranceSec) {
     return {
       ok: false,
       reason: "stale",
       message: `Signature timestamp ${ageSec}s old, tolerance ${toleranceSec}s: refused before reading the body (a replayed or forged delivery, or this host's clock is ahead?).`,
     };
   }
-  if (-ageMs > toleranceSec * 1000) {
+  if (-ageSec > toleranceSec) {
     return {
       ok: false,
       reason: "future",
@@ -174,17 +173,25 @@ const MISMATCH: VerifyResult = {
     "received from the booking service (not re-serialized JSON)? Is the signing secret the one of this endpoint?",
 };
 
+/**
+ * A timestamp's age in whole seconds, as the sender counts them (it signs `t` = its seconds, cut down): a delivery
+ * exactly `tolerance` seconds old is on time whatever the fraction of this host's current second (compared in
+ * milliseconds, it was refused 999 times in 1,000).
+ */
+function ageOf(timestamp: number, nowMs: number): number {
+  return Math.floor(nowMs / 1000) - timestamp;
+}
+
 function timely(timestamp: number, toleranceSec: number, nowMs: number): VerifyResult {
-  const ageMs = nowMs - timestamp * 1000;
-  const ageSec = Math.round(ageMs / 1000);
-  if (ageMs > toleranceSec * 1000) {
+  const ageSec = ageOf(timestamp, nowMs);
+  if (ageSec > toleranceSec) {
     return {
       ok: false,
       reason: "stale",
       message: `Timestamp outside the tolerance zone: signed ${ageSec}s ago, tolerance ${toleranceSec}s (a replayed delivery, or this host's clock is ahead?).`,
     };
   }
-  if (-ageMs > toleranceSec * 1000) {
+  if (-ageSec > toleranceSec) {
     return {
       ok: false,
       reason: "future",

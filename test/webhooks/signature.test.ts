@@ -57,6 +57,13 @@ describe("verifySignature", () => {
     const stale = verify(sign(body, SECRET, NOW_SEC - 301));
     expect(stale).toMatchObject({ ok: false, reason: "stale" });
     if (!stale.ok) expect(stale.message).toMatch(/301s ago, tolerance 300s/);
+    // The sender signs its whole seconds: at the edge whatever the fraction of this host's second (was: refused
+    // from .001 on), before the body is read as after it.
+    const midSecond = NOW_MS + 999;
+    expect(verify(sign(body, SECRET, NOW_SEC - 300), { nowMs: midSecond })).toMatchObject({ ok: true });
+    expect(checkSignatureHeader(sign(body, SECRET, NOW_SEC - 300), 300, midSecond)).toMatchObject({ ok: true });
+    expect(verify(sign(body, SECRET, NOW_SEC - 301), { nowMs: midSecond })).toMatchObject({ reason: "stale" });
+    expect(verify(sign(body, SECRET, NOW_SEC + 301), { nowMs: midSecond })).toMatchObject({ reason: "future" });
   });
 
   it("rejects a timestamp from the future beyond the tolerance", () => {
