@@ -83,6 +83,15 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
     return { world, app, log, takeLease };
   }
 
+  /** A leader with push on whose start-up channels are open; `before` their ids. */
+  async function leaderWithChannels() {
+    const x = await leader("info", (c) => {
+      c.google.push = { public_url: "https://sync.example/webhooks/google" };
+    });
+    await waitFor("the start-up channels", () => x.world.google.channels.size === 2, 10_000);
+    return { ...x, before: new Set(x.world.google.channels.keys()) };
+  }
+
   const booked = (world: World, therapistId: string, inHours: number) => {
     const start = new Date(Date.now() + inHours * HOUR);
     start.setUTCMinutes(0, 0, 0);
@@ -227,11 +236,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
   }, 30_000);
 
   it("stops a push channel it opened while losing the lease, and keeps none: the next leader's is the only one", async () => {
-    const { world, app, log, takeLease } = await leader("info", (c) => {
-      c.google.push = { public_url: "https://sync.example/webhooks/google" };
-    });
-    await waitFor("the start-up channels", () => world.google.channels.size === 2, 10_000);
-    const before = new Set(world.google.channels.keys());
+    const { world, app, log, takeLease, before } = await leaderWithChannels();
     const channels = app.store.table<{ channelId: string }>("channels");
     const stored = await channels.get("th_a");
     // The renewal's watch is answered after another replica took the lease (a slow answer, a paused process).
@@ -246,11 +251,7 @@ describe.skipIf(!redisTestsEnabled("ha-lost-lease-sync"))("a leader losing its l
   }, 30_000);
 
   it("keeps a channel whose stop fails aside under left:, where a leader's start finds it", async () => {
-    const { world, app, log, takeLease } = await leader("info", (c) => {
-      c.google.push = { public_url: "https://sync.example/webhooks/google" };
-    });
-    await waitFor("the start-up channels", () => world.google.channels.size === 2, 10_000);
-    const before = new Set(world.google.channels.keys());
+    const { world, app, log, takeLease, before } = await leaderWithChannels();
     world.google.faults.holdNext(/^POST .*\/events\/watch$/, async () => {
       await takeLease();
       world.google.faults.next(1, { status: 403, reason: "forbidden", match: /channels\/stop/ });
