@@ -255,9 +255,11 @@ export function faultTests(seed: number): void {
         // One reconciliation converges, from a state the webhooks alone did not bring over. The two appointments made
         // while webhooks were off are created by a reconciliation: this one, unless one started under the faults
         // (it may wait out a rate-limit window past that moment) listed them already.
-        expect(stateProblems(world).length).toBeGreaterThan(0);
         const shown = new Set(liveEvents(world).map(({ event }) => appointmentIdOfEvent(event)));
         const missing = unseen.filter((id) => !shown.has(id));
+        // Held only while an appointment made with webhooks off is still missing: a run started under the faults may
+        // have brought everything over already (CI met it once), and the state is then right, not a failure.
+        if (missing.length > 0) expect(stateProblems(world).length).toBeGreaterThan(0);
         const report = await app.reconcile();
         await app.engine.idle();
         expect(report.guard.tripped).toBe(false);
