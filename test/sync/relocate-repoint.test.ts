@@ -56,9 +56,15 @@ async function daemon(config: Config): Promise<App> {
   return app;
 }
 
+/**
+ * Books th_anna at `offsetMs` after today's 00:00 UTC, not after now: the tests move appointments two hours later,
+ * which must stay within the simulator's working hours (07:00 to 21:00) whatever the time of day the test runs at (an
+ * offset from now failed every run between 10:00 and 20:00 UTC, the booking service refusing the move).
+ */
 function book(world: World, offsetMs: number): string {
-  const start = new Date(Date.now() + offsetMs);
-  start.setUTCMinutes(0, 0, 0);
+  const start = new Date(Date.now());
+  start.setUTCHours(0, 0, 0, 0);
+  start.setTime(start.getTime() + offsetMs);
   return String(world.booking.create({ therapist_id: "th_anna", start_time: start.toISOString() }, { force: true }).id);
 }
 
