@@ -11,6 +11,7 @@ import { type Logger, secrets as logSecrets, silentLogger } from "../log.ts";
 import { UnstorableValueError } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import { ByteBudget } from "./byte-budget.ts";
+import { digestDecoded } from "./decoded-digest.ts";
 import { appointmentIdOf, parseEventBody, peekEventId } from "./event.ts";
 import type { WebhookInbox } from "./inbox.ts";
 import { webhookMetrics } from "./metrics.ts";
@@ -144,7 +145,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       if (read.reason === "too_large" && maxVerifiedBodyBytes > maxBodyBytes) {
         const declared = declaredLength(req);
         if (declared === undefined || declared <= maxVerifiedBodyBytes)
-          return oversized(req, res, pre, read.consumed ?? [], ok);
+          return oversized(req, res, pre, read.consumed ?? [], ok, encoding);
       }
       count(read.reason);
       if (read.reason === "aborted") return void log.debug("webhook request aborted by the client");
@@ -191,6 +192,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     header: SignatureHeader,
     consumed: readonly Buffer[],
     ok: (text: string) => void,
+    encoding: "gzip" | "deflate" | undefined,
   ): Promise<void> {
     const remote = req.socket.remoteAddress;
     const drained = await drainOversized(req, {
@@ -200,6 +202,9 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       digest: signatureDigest(header, secrets),
       toleranceSec,
       now: () => clock.now(),
+      ...(encoding
+        ? { decoded: { encoding, digest: signatureDigest(header, secrets), maxBytes: maxVerifiedBodyBytes } }
+        : {}),
     });
     if (!drained.ok) {
       count(drained.reason);
@@ -222,8 +227,20 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       rejections.record(verdict.reason, { remote, bytes }, verdict.message);
       return reply(res, 401, { error: verdict.reason, message: SHORT_REASON[verdict.reason] });
     }
-    const key = `oversized:${drained.sha256.slice(0, 32)}`;
-    const reason = `over webhooks.max_body_bytes (${bytes} bytes, at most ${maxBodyBytes} are kept): not read as an event`;
+    return keepOversized(res, drained.sha256, bytes, ok);
+  }
+
+  /** A correctly signed body over max_body_bytes (as sent, or once decoded): kept in the dead letters, acknowledged. */
+  async function keepOversized(
+    res: ServerResponse,
+    sha256: string,
+    bytes: number,
+    ok: (text: string) => void,
+    decoded?: "decoded",
+  ): Promise<void> {
+    const key = `oversized:${sha256.slice(0, 32)}`;
+    const size = decoded ? `${bytes} bytes as sent, more than ${maxBodyBytes} once decoded` : `${bytes} bytes`;
+    const reason = `over webhooks.max_body_bytes (${size}, at most ${maxBodyBytes} are kept): not read as an event`;
     try {
       await inbox.deadLetter(key, { reason, bytes });
     } catch (error) {
@@ -254,6 +271,20 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     const check = (rawBody: Buffer) => verifySignature({ rawBody, header, secrets, toleranceSec, nowMs: clock.now() });
     let verdict = check(raw);
     if (!verdict.ok && verdict.reason === "mismatch" && decoded instanceof Buffer) verdict = check(decoded);
+    // Small as sent but over the limit once decoded: its signature may cover the decoded bytes, which are then checked
+    // as they are decoded, without holding them, up to max_verified_body_bytes (as for a body over the limit as sent).
+    const decodesTooLarge = isTooLarge(decoded);
+    if (
+      !verdict.ok &&
+      verdict.reason === "mismatch" &&
+      encoding &&
+      decodesTooLarge &&
+      maxVerifiedBodyBytes > maxBodyBytes
+    ) {
+      const digest = signatureDigest(header, secrets);
+      if ((await digestDecoded(raw, encoding, digest, maxVerifiedBodyBytes)).ok)
+        verdict = digest.verdict(toleranceSec, clock.now());
+    }
     if (!verdict.ok) {
       const timing = verdict.reason === "stale" || verdict.reason === "future";
       count(timing ? "rejected_stale" : "rejected_signature");
@@ -291,6 +322,8 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       );
       return ok(RECEIVED);
     };
+    if (decodesTooLarge)
+      return keepOversized(res, createHash("sha256").update(raw).digest("hex"), raw.length, ok, "decoded");
     if (decoded instanceof Error)
       return setAside(`malformed: ${encoding} body not decoded: ${decoded.message}`, "malformed");
     const parsed = parseEventBody(decoded ?? raw);
@@ -354,6 +387,11 @@ function decode(raw: Buffer, encoding: "gzip" | "deflate", maxBytes: number): Bu
   } catch (err) {
     return err instanceof Error ? err : new Error(String(err));
   }
+}
+
+/** Whether decoding stopped because the body decodes to more than the limit (zlib's maxOutputLength). */
+function isTooLarge(decoded: Buffer | Error | undefined): boolean {
+  return decoded instanceof Error && (decoded as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE";
 }
 
 function pathOf(url: string | undefined): string | undefined {
