@@ -76,7 +76,9 @@ function writeback(e: HistoryEntry): string {
 
 /** What calbridge did, and the answer. */
 export function whatOf(e: HistoryEntry): string {
-  const wbNoun = e.writeback === "cancel" ? "the cancellation" : `the reschedule to ${timeOf(e.start)}`;
+  // Which write-back a deletion becomes is known only when it is sent: a cancellation, or (the event turned up in
+  // another calendar) a reassignment or a move back. Told as "the cancellation", a move read as one in a dispute.
+  const deletion = "the deletion's write-back (a cancellation, unless the event turns up in another calendar)";
   switch (e.kind) {
     case "event_created":
       return `event created in ${cal(e.therapistId)}${span(e)}`;
@@ -99,9 +101,11 @@ export function whatOf(e: HistoryEntry): string {
     case "writeback":
       return writeback(e);
     case "writeback_waiting":
-      return `${wbNoun} waits out a ${e.waitSeconds ?? "?"} s grace period before it is sent`;
+      return e.writeback === "cancel"
+        ? `${deletion} waits out a ${e.waitSeconds ?? "?"} s grace period before it is sent`
+        : `the reschedule to ${timeOf(e.start)} waits out a ${e.waitSeconds ?? "?"} s grace period before it is sent`;
     case "writeback_held":
-      return `${wbNoun} is held by the write-back guard for an administrator to decide`;
+      return `${e.writeback === "cancel" ? deletion : `the reschedule to ${timeOf(e.start)}`} is held by the write-back guard for an administrator to decide`;
     case "sync_failed":
       return e.code === "other_calendar_unavailable"
         ? `the cancellation is not sent: the event may have been moved to ${elsewhere(e)}, which cannot be looked at now (${answer(e)}); it waits for that calendar`

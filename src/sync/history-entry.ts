@@ -170,10 +170,18 @@ export function actionEntry(
     case "writeback_reschedule":
     case "writeback_cancel": {
       const wb = applied.writeback;
+      // The event was moved, not deleted: the action's "event deleted in the calendar" would read as a cancellation in
+      // a "who cancelled this?" dispute, though nothing was cancelled.
+      const moved =
+        wb?.kind === "reassign"
+          ? `event moved to ${wb.therapistId ?? "?"}'s calendar`
+          : wb?.result === "moved_back" || wb?.result === "rewritten"
+            ? "event moved to another calendar of the account"
+            : undefined;
       return {
         ...base,
         kind: "writeback",
-        reason: action.reason,
+        reason: moved ?? action.reason,
         therapistId: action.therapistId,
         ...(wb?.therapistId ? { toTherapistId: wb.therapistId } : {}),
         ...(wb?.calendarId ? { calendarId: wb.calendarId } : {}),

@@ -151,7 +151,9 @@ describe("an appointment's history", () => {
       expect.stringMatching(
         /therapist's calendar\s+reschedule to .* refused by the booking service \(booking 422 past_booking\); the event is put back as booked \(event moved in the calendar\)$/,
       ),
-      expect.stringMatching(/therapist's calendar\s+the cancellation waits out a 60 s grace period/),
+      expect.stringMatching(
+        /therapist's calendar\s+the deletion's write-back \(a cancellation, unless the event turns up in another calendar\) waits out a 60 s grace period/,
+      ),
       expect.stringMatching(
         /therapist's calendar\s+appointment cancelled in the booking service \(event deleted in the calendar\)$/,
       ),
@@ -238,7 +240,9 @@ describe("an appointment's history", () => {
     ]);
     const text = await runCli("history", b, "--config", writeConfig(h.world));
     expect(text.stdout).toMatch(/reconciliation\s+event created in th_1's calendar/);
-    expect(text.stdout).toMatch(/the cancellation is held by the write-back guard for an administrator to decide/);
+    expect(text.stdout).toMatch(
+      /the deletion's write-back \(a cancellation, unless the event turns up in another calendar\) is held by the write-back guard for an administrator to decide/,
+    );
     expect(text.stdout).toMatch(
       /administrator \(writeback held --restore\)\s+event put back in th_1's calendar as booked/,
     );
