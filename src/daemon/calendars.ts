@@ -537,7 +537,11 @@ export class TherapistCalendars {
     const { config, credentials } = this.#o;
     if (usesOAuth(config, t)) {
       const oauth = config.google.oauth;
-      if (!oauth) throw new Error("google.oauth is required for OAuth therapists");
+      // The configuration refuses an OAuth therapist without it, so only a reload can get here: google.* kept as at start.
+      if (!oauth)
+        throw new Error(
+          "google.oauth is not in the configuration calbridge started with (google.* is read at start only): restart calbridge to take it up for OAuth therapists",
+        );
       const configured = t.auth?.type === "oauth" ? t.auth.refresh_token : undefined;
       const refreshToken = configured ?? (await credentials.loadRefreshToken(t.therapist_id))?.token;
       if (!refreshToken) {
