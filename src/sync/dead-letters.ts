@@ -2,7 +2,9 @@
 // budget spent), cleared by its next success or expired once the appointment has left the sync window; and their
 // count for metrics and /status.
 import type { Clock } from "../clock.ts";
+import type { Logger } from "../log.ts";
 import type { Store, Table } from "../store/store.ts";
+import { describeError } from "./errors.ts";
 import type { SyncMetrics } from "./metrics.ts";
 
 export interface DeadLetter {
@@ -26,6 +28,7 @@ export class DeadLetters {
   readonly #metrics: SyncMetrics;
   readonly #window: () => { past_days: number; future_days: number };
   #count = 0;
+  #loaded = false;
 
   constructor(
     store: Store,
@@ -78,8 +81,15 @@ export class DeadLetters {
   }
 
   async clear(key: string): Promise<void> {
-    if (this.#count === 0) return;
+    // Known to be none (counted at start): no delete per successful sync. Not counted (a one-shot command, which never
+    // starts), an earlier process's dead letter may be there: a success clears it.
+    if (this.#loaded && this.#count === 0) return;
     if (await this.#table.delete(key)) this.#set(Math.max(0, this.#count - 1));
+  }
+
+  /** After a success: the key's dead letter, if any, cleared; a store failure is only logged (the success stands). */
+  async cleared(key: string, log: Logger): Promise<void> {
+    await this.clear(key).catch((e: unknown) => log.warn({ err: describeError(e) }, "dead letter not cleared"));
   }
 
   /** Reads the count from the store (at start, and after the hourly purge removed expired ones). */
@@ -87,6 +97,7 @@ export class DeadLetters {
     let n = 0;
     for await (const [key] of this.#table.entries()) if (key.startsWith("appt:") || key.startsWith("customer:")) n++;
     this.#set(n);
+    this.#loaded = true;
     return n;
   }
 

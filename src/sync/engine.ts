@@ -10,7 +10,6 @@ import type { DeadLetters } from "./dead-letters.ts";
 import type { Effects } from "./effects.ts";
 import type { EngineOptions } from "./engine-options.ts";
 import { engineQueue, lostVerdict, stoppedVerdict, waitsVerdict } from "./engine-queue.ts";
-import { describeError } from "./errors.ts";
 import { Failures } from "./failures.ts";
 import { type HistoryRecorder, noHistory } from "./history.ts";
 import type { LinkStore } from "./links.ts";
@@ -259,7 +258,7 @@ export class SyncEngine {
     const abort = this.#abort.signal;
     try {
       const { action, writeback } = await attemptSync(this.#deps, id, p, log, attempt, read, abort);
-      await this.#dead.clear(`appt:${id}`).catch((e) => log.warn({ err: describeError(e) }, "dead letter not cleared"));
+      await this.#dead.cleared(`appt:${id}`, log);
       p.resolveAll({ ok: true, action, ...(writeback ? { writeback } : {}) });
       return { done: true };
     } catch (err) {
@@ -287,6 +286,7 @@ export class SyncEngine {
     } catch (err) {
       return this.#failures.handle(`customer:${customerId}`, p, err, log, undefined);
     }
+    await this.#dead.cleared(`customer:${customerId}`, log);
     tellWhenSettled(
       p.waiters.splice(0),
       customerId,
