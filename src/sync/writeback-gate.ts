@@ -84,6 +84,9 @@ export class NotLeadingError extends LeadershipLostError {
   }
 }
 
+/** An administrator's restore with no event to put back: nothing is done, and the hold stays (writeback-held.ts). */
+const DECLINED = "write-back declined by an administrator";
+
 export const ADMIN_RESTORE_NOTICE =
   "calbridge: this event was put back by an administrator: the change made to it in the calendar was held by the write-back guard and not sent to the booking service.";
 
@@ -151,7 +154,7 @@ export class WritebackGate {
       const restore =
         c.known && c.link ? this.#planner.restoreOf(id, c.known, c.link, ADMIN_RESTORE_NOTICE) : undefined;
       // A person said no to this write-back: with no event to put back, nothing is done, and it is never sent.
-      return restore ?? { kind: "none", appointmentId: id, reason: "write-back declined by an administrator" };
+      return restore ?? { kind: "none", appointmentId: id, reason: DECLINED };
     }
     if (await this.#guard.isHeld(id)) throw new WritebackWaits("held", action);
     this.#guard.note(therapistId, id);
@@ -183,12 +186,25 @@ export class WritebackGate {
   /**
    * An action was carried out: a write-back sent keeps counting in the window; anything else ends the intent, also a
    * write-back that sent nothing (`writeback`: a move to the therapist's own calendar undone, a reassignment turned off).
+   * An action that left the calendar change as it was ends nothing: a hold of it stays for a person to decide.
    */
   async done(action: Action, link: Link | undefined, writeback?: WritebackOutcome): Promise<void> {
     const unsent = writeback && NOTHING_SENT.has(writeback.result);
     const sent = (action.kind === "writeback_cancel" || action.kind === "writeback_reschedule") && !unsent;
     const therapistId = link?.therapistId ?? ("therapistId" in action ? action.therapistId : undefined);
-    await this.#guard.settled(therapistId, action.appointmentId, sent);
+    if (this.#resolves(action, therapistId)) await this.#guard.settled(therapistId, action.appointmentId, sent);
     await this.#pending?.clear(action.appointmentId);
+  }
+
+  /**
+   * Whether the action settles the therapist's calendar change. Not when nothing was done about it: the therapist is
+   * not mapped (their calendar is neither written nor written back from; a booking webhook or a reconciliation of one
+   * of their appointments dropped its hold, and the deletion was neither sent nor put back), or an administrator's
+   * restore found no event to put back.
+   */
+  #resolves(action: Action, therapistId: string | undefined): boolean {
+    if (action.kind !== "none") return true;
+    if (action.reason === DECLINED) return false;
+    return therapistId === undefined || this.#mapping.therapist(therapistId) !== undefined;
   }
 }
