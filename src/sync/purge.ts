@@ -12,6 +12,7 @@ import { describeError } from "./errors.ts";
 import type { LinkStore } from "./links.ts";
 import { GUARD_FLOOR } from "./reconcile.ts";
 import { isTailOf } from "./series-tails.ts";
+import { shareLimit } from "./share-limit.ts";
 import type { CalendarPort, Link } from "./types.ts";
 
 /** Generations of an appointment's event id that count as calbridge's (a person's deletion moves an id on). */
@@ -81,7 +82,7 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
   // Events found that no live link counts are calbridge's events too.
   const counted = new Set([...all.values()].filter((l) => l.present).map((l) => l.eventId));
   managed += [...events.keys()].filter((id) => !counted.has(id)).length;
-  const limit = Math.max(GUARD_FLOOR, Math.floor(o.maxDeleteRatio * managed));
+  const limit = shareLimit(o.maxDeleteRatio, managed, GUARD_FLOOR);
   const destructive = events.size;
   return {
     therapistId: o.therapistId,

@@ -17,6 +17,7 @@ import { misplaced } from "./placement.ts";
 import { lookUpMissing, placeAll } from "./reconcile-lookups.ts";
 import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
+import { shareLimit } from "./share-limit.ts";
 import { LeadershipLostError } from "./stopped.ts";
 import { deleteStray, earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
 import {
@@ -179,7 +180,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   await Promise.all([...sources].map(([id, source]) => planOne(id, source)));
 
   // Stray events (appointment gone, reassigned, out of the window): too many at once is held before any request.
-  const limit = Math.max(GUARD_FLOOR, Math.floor(config.sync.max_delete_ratio * managed));
+  const limit = shareLimit(config.sync.max_delete_ratio, managed, GUARD_FLOOR);
   const strayOverLimit = strays.length > limit && !options.force;
   if (!strayOverLimit) {
     await Promise.all(

@@ -6,6 +6,7 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
 import { KeyedSerial } from "./keyed.ts";
+import { shareLimit } from "./share-limit.ts";
 
 export type WritebackKind = "cancel" | "reschedule";
 
@@ -66,7 +67,7 @@ export class WritebackGuard {
   /** The limit of write-backs within the window for a therapist. */
   limit(therapistId: string): number {
     const managed = this.#o.managedCount(therapistId) ?? 0;
-    return Math.max(this.#o.limits.floor, Math.floor(this.#o.limits.maxRatio * managed));
+    return shareLimit(this.#o.limits.maxRatio, managed, this.#o.limits.floor);
   }
 
   /**
