@@ -164,8 +164,18 @@ export class WritebackGuard {
   async heldFor(appointmentId: string): Promise<HeldWriteback | undefined> {
     const held = await this.#o.holds.get(appointmentId);
     if (held) this.#heldIds.add(appointmentId);
-    else this.#heldIds.delete(appointmentId);
+    else if (this.#heldIds.delete(appointmentId)) this.#decidedElsewhere(appointmentId);
     return held;
+  }
+
+  /**
+   * A hold this process knew is gone from the store: another process decided it (`calbridge writeback held --apply` or
+   * `--restore` beside the daemon). It stops counting here, as release() does: a restored event's sync ends as an echo
+   * (nothing settles it), and its intent went on counting toward the therapist's next single deletion, held again. One
+   * sent by --apply still counts, from the store's list of those sent.
+   */
+  #decidedElsewhere(appointmentId: string): void {
+    for (const byAppt of this.#intents.values()) byAppt.delete(appointmentId);
   }
 
   /**
@@ -211,16 +221,19 @@ export class WritebackGuard {
 
   /**
    * Sets the held gauge of every therapist from the store (another process may have released holds): the mapped ones
-   * and any with holds; the series of one that is neither (removed from the mapping, nothing held) goes.
+   * and any with holds; the series of one that is neither (removed from the mapping, nothing held) goes. A hold this
+   * process knew and the store no longer has was decided elsewhere: it stops counting toward the window.
    */
   async refreshAll(therapistIds: readonly string[]): Promise<Map<string, number>> {
     const counts = new Map(therapistIds.map((t) => [t, 0]));
+    const before = new Set(this.#heldIds);
     const held = await this.held();
     this.#heldIds.clear();
     for (const h of held) {
       this.#heldIds.add(h.appointmentId);
       counts.set(h.therapistId, (counts.get(h.therapistId) ?? 0) + 1);
     }
+    for (const id of before) if (!this.#heldIds.has(id)) this.#decidedElsewhere(id);
     for (const t of this.#counts.keys()) if (!counts.has(t)) this.#o.metrics?.held.remove({ therapist: t });
     for (const [t, n] of counts) this.#o.metrics?.held.set({ therapist: t }, n);
     this.#counts = counts;
