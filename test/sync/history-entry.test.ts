@@ -87,7 +87,8 @@ describe("entries", () => {
     ).toEqual({
       ...base,
       kind: "writeback",
-      reason: "deleted",
+      // The event was moved, not deleted: told as a move, whatever the action's reason.
+      reason: "event moved to th_2's calendar",
       therapistId: "th_1",
       toTherapistId: "th_2",
       writeback: "reassign",
