@@ -114,7 +114,7 @@ async function attemptIn(
   // An enrichment waiting for leftover budget gives way when the engine stops.
   const signal = request.priority === "enrich" ? abort : undefined;
   const remember = (s: ReadState) => {
-    if (s.appt) read.state = { appt: s.appt, sourceAt: s.sourceAt, full: s.full };
+    if (s.appt) read.state = { appt: s.appt, sourceAt: s.sourceAt, full: s.full, readAt: s.readAt };
   };
   let state = await deps.read.booking(id, link, request, signal);
   remember(state);

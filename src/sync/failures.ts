@@ -79,7 +79,7 @@ export class Failures {
       log.error({ err: error, attempt: p.counted, reason: p.request.reason, retry_in_ms: retryInMs }, "sync failed");
     }
     p.resolveAttempts({ ok: false, error, final: false });
-    p.request = retryRequest(p.request, unavailable, read, now);
+    p.request = retryRequest(p.request, unavailable, read);
     return unavailable ? { done: false, retryInMs, parked: true } : { done: false, retryInMs };
   }
 }

@@ -7,7 +7,7 @@ import { type BookingState, hintState, merge, updatedAt } from "./snapshot.ts";
 import type { BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
 
 /** The booking side as a sync read it: null when the booking service does not know the appointment. */
-export type ReadState = { appt: BookingState["appt"] | null; sourceAt: number; full: boolean };
+export type ReadState = { appt: BookingState["appt"] | null; sourceAt: number; full: boolean; readAt?: number };
 
 export class StateReader {
   readonly #booking: BookingPort;
@@ -31,6 +31,7 @@ export class StateReader {
   /** The full form (GET /v1/appointments/:id) at the request's priority; null when the service does not know it. */
   async full(id: string, link: Link | undefined, request: SyncRequest, signal?: AbortSignal): Promise<ReadState> {
     const applied = link?.sourceAt ?? 0;
+    const readAt = this.#fx.clock.now(); // before the request: what it answers is at least this recent
     try {
       const appt = await this.#booking.getAppointment(id, {
         priority: request.priority,
@@ -40,6 +41,7 @@ export class StateReader {
         appt: merge(link?.booking, appt),
         sourceAt: Math.max(applied, request.booking?.at ?? 0, updatedAt(appt)),
         full: true,
+        readAt,
       };
     } catch (err) {
       if (isNotFound(err)) return { appt: null, sourceAt: applied, full: true };

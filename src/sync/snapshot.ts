@@ -42,6 +42,8 @@ export interface BookingState {
   appt: Snapshot;
   sourceAt: number;
   full: boolean;
+  /** Our clock when the state was read (a GET, or a listing's hint); absent for a webhook's payload. */
+  readAt?: number;
 }
 
 /** Whether two booking states agree on what a link keeps (times compared as instants, whatever their notation). */
@@ -79,7 +81,12 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
     (hint.readAt === undefined || !link || link.syncedAt <= hint.readAt) &&
     !(hint.first && link && !sameCore(link.booking, merged));
   return usable && fresh
-    ? { appt: merged, sourceAt: Math.max(applied, hint.at ?? 0, updatedAt(hint.appt)), full: hint.full === true }
+    ? {
+        appt: merged,
+        sourceAt: Math.max(applied, hint.at ?? 0, updatedAt(hint.appt)),
+        full: hint.full === true,
+        ...(hint.readAt !== undefined ? { readAt: hint.readAt } : {}),
+      }
     : undefined;
 }
 

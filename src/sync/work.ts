@@ -113,18 +113,17 @@ export function therapistOf(request: SyncRequest, state: BookingState | undefine
 /**
  * What a retry asks for. After an ordinary failure it reads both sides again (the state that failed may be stale by
  * now). While the calendar is unavailable, the booking state already read is kept as the hint: retries every few
- * minutes for hours would otherwise spend the booking service's rate budget on reads that change nothing.
+ * minutes for hours would otherwise spend the booking service's rate budget on reads that change nothing. It keeps
+ * the time it was read: stamped with the failure's, it beat a listing read in between (newer) that merged into the
+ * retry, and the retry wrote the older times into the calendar. A webhook's payload, not read by us, is read again.
  */
-export function retryRequest(
-  request: SyncRequest,
-  unavailable: boolean,
-  read: BookingState | undefined,
-  now: number,
-): SyncRequest {
+export function retryRequest(request: SyncRequest, unavailable: boolean, read: BookingState | undefined): SyncRequest {
   const calendar = request.calendar ? { reread: true as const } : undefined;
   const { booking: _, calendar: __, ...rest } = request;
   const booking =
-    unavailable && read ? { appt: read.appt, readAt: now, ...(read.full ? { full: true } : {}) } : undefined;
+    unavailable && read?.readAt !== undefined
+      ? { appt: read.appt, readAt: read.readAt, ...(read.full ? { full: true } : {}) }
+      : undefined;
   return {
     ...rest,
     reason: rest.reason.startsWith("retry of ") ? rest.reason : `retry of ${rest.reason}`,
