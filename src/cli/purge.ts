@@ -16,8 +16,10 @@ import { LinkStore } from "../sync/links.ts";
 import { Mapping } from "../sync/mapping.ts";
 import { calendarKey, isUserAddress } from "../sync/placement.ts";
 import { applyPurge, type PurgePlan, planPurge } from "../sync/purge.ts";
-import { watchedCalendar } from "../sync/watched.ts";
 import { describeHolder, type HeldLease, takeCommandLease } from "./command-lease.ts";
+import { ownersNow, PurgeRefusedError, refuseWatched } from "./purge-owners.ts";
+
+export { PurgeRefusedError };
 
 export interface PurgeArgs {
   therapist: string;
@@ -34,9 +36,6 @@ export class PurgeUsageError extends Error {}
 const LEASE_LOST =
   "this command no longer holds the store's leader lease (a daemon may lead now, and sync this calendar); run it again once no daemon syncs the calendar";
 
-/** Refused beside a running daemon that syncs the calendar (exit 1): nothing was deleted. */
-export class PurgeRefusedError extends Error {}
-
 /** What ran: the text to print and whether it succeeded. */
 export interface PurgeOutcome {
   ok: boolean;
@@ -46,6 +45,8 @@ export interface PurgeOutcome {
 interface Target {
   therapist: TherapistConfig;
   calendarId: string;
+  /** With the therapist's own OAuth token (else the service account). */
+  oauth: boolean;
   /** How calbridge signs in there, for the output. */
   as: string;
 }
@@ -108,34 +109,6 @@ export async function runPurge(config: Config, args: PurgeArgs, log: Logger): Pr
     }
   } finally {
     await store.close();
-  }
-}
-
-/**
- * Beside a daemon that leads the store, a calendar it syncs (its watch ledger names it for the therapist: the mapping
- * it runs with, whatever the file says now) is not purged: it would read the deletions as the therapist's own and
- * send them to the booking service as cancellations, or write the events again. Calendars it leaves alone (a
- * therapist it no longer maps, an old calendar) are purged beside it. `primary` (an OAuth account's own calendar, or
- * the service account's) is the same calendar as that account's address, which cannot be told here: when either side
- * is `primary` and the other `primary` or an address, the calendar is taken for the one the daemon syncs.
- */
-async function refuseWatched(store: Store, targets: Target[], holder: string): Promise<void> {
-  for (const t of targets) {
-    const watched = await watchedCalendar(store, t.therapist.therapist_id);
-    if (watched === undefined) continue;
-    const key = calendarKey(t.therapist);
-    const maybe = (a: string, b: string) => a === "primary" && (b === "primary" || isUserAddress(b));
-    // Addresses ignore case (Anna@ and anna@ are one calendar to Google): compared as such, a purge refuses more, never less.
-    const same = watched.toLowerCase() === key.toLowerCase();
-    if (!same && !maybe(watched, key) && !maybe(key, watched)) continue;
-    const id = t.therapist.therapist_id;
-    const which = same
-      ? `${id}'s calendar ${t.calendarId}`
-      : `${id}'s calendar ${watched}, which may be ${t.calendarId} (\`primary\` is an account's own calendar, also named by the account's address)`;
-    throw new PurgeRefusedError(
-      `a calbridge daemon leads this store (${holder}) and syncs ${which}: it would take the deletions for ${id}'s own and send them to the booking service as cancellations; nothing was deleted. ` +
-        `Remove ${id} from therapists: and reload the daemon (SIGHUP), then purge (or stop the daemon, then purge)`,
-    );
   }
 }
 
@@ -231,7 +204,7 @@ function target(config: Config, t: TherapistConfig, calendarId: string, subject:
     throw new PurgeUsageError("a service account (google.auth.type service_account) is needed to act as an address");
   }
   const as = oauth ? `${t.therapist_id}'s connected Google account` : `${subject ?? "the service account itself"}`;
-  return { therapist: { ...t, calendar_id: calendarId }, calendarId, as };
+  return { therapist: { ...t, calendar_id: calendarId }, calendarId, oauth, as };
 }
 
 async function purgeOne(
@@ -251,6 +224,7 @@ async function purgeOne(
     calendar,
     links,
     maxDeleteRatio: config.sync.max_delete_ratio,
+    owners: await ownersNow(config, store, t),
   };
   const plan = await planPurge(o);
   const lines = [describePlan(plan, t)];

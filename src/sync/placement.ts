@@ -33,3 +33,14 @@ export function misplaced(link: Link | undefined, therapist: TherapistConfig | u
 export function isUserAddress(calendarId: string): boolean {
   return /^[^@\s]+@[^@\s]+$/.test(calendarId) && !calendarId.endsWith("calendar.google.com");
 }
+
+/**
+ * Whether two calendar ids may name one Google calendar, as far as the names tell: addresses ignore case (Anna@ and
+ * anna@ are one calendar to Google), and `primary` (an account's own calendar) may be any account's: the same as
+ * another `primary` or as an address. A caller that must not act in a calendar in doubt takes "may" for "is".
+ */
+export function mayBeSameCalendar(a: string, b: string): boolean {
+  if (a.toLowerCase() === b.toLowerCase()) return true;
+  const own = (x: string, y: string) => x === "primary" && (y === "primary" || isUserAddress(y));
+  return own(a, b) || own(b, a);
+}

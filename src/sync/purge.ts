@@ -3,7 +3,8 @@
 // calbridge's mark and its id is the one calbridge gave that appointment's event, or a series Google split off that
 // event (series-tails.ts; never a copy, never anything else), or when it is under the id of one of the therapist's
 // links (or an earlier generation of it) and names no other appointment: its marks stripped by another client's full
-// update (see carriesMarks), the listing by the mark misses it;
+// update (see carriesMarks), the listing by the mark misses it. In a calendar that is another mapped therapist's now
+// (handed over), only events of the purged therapist's own appointments (by their links) are removed;
 // the booking service is never called; the mass-deletion guard (sync.max_delete_ratio, its floor) holds a purge of
 // too large a share of calbridge's events unless forced.
 import { APPOINTMENT_ID_PROPERTY, eventIdFor, namesNoOther } from "../calendar/ids.ts";
@@ -27,6 +28,11 @@ export interface PurgeOptions {
   calendar: Pick<CalendarPort, "listManaged" | "delete" | "get">;
   links: Pick<LinkStore, "all" | "forget">;
   maxDeleteRatio: number;
+  /**
+   * The mapped therapists (not the one purged) whose calendar this is now: handed over. Only events of the purged
+   * therapist's own appointments go there; one with no link (expired) or another's may be theirs, and is left alone.
+   */
+  owners?: readonly string[];
 }
 
 export interface PurgeEvent {
@@ -73,6 +79,9 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
       skipped.push({ eventId, reason: "carries calbridge's mark, but calbridge did not make it (a copy)" });
     } else if (link?.present && !mine(link) && link.calendarId === o.calendarId) {
       skipped.push({ eventId, reason: `the event of ${link.therapistId}, whose mapping names this calendar too` });
+    } else if (o.owners?.length && link?.therapistId !== o.therapistId) {
+      const now = `this calendar is ${o.owners.join(" and ")}'s now`;
+      skipped.push({ eventId, reason: link ? `an appointment of ${link.therapistId}; ${now}` : `no record; ${now}` });
     } else {
       events.set(eventId, { eventId, appointmentId, ...(ev.recurringEventId ? {} : startOf(ev.start)) });
     }

@@ -20,9 +20,10 @@ interface Watch {
 
 const KEY = "watched_calendars";
 
-/** The calendar (calendarKey) a daemon last settled as watched for the therapist (at its start, at a reload). */
-export async function watchedCalendar(store: Store, therapistId: string): Promise<string | undefined> {
-  return (await store.table<Record<string, Watch>>("meta").get(KEY))?.[therapistId]?.calendar;
+/** Every therapist's calendar (calendarKey) the leading daemon last settled as watched: the mapping it syncs. */
+export async function watchedCalendars(store: Store): Promise<Map<string, string>> {
+  const all = (await store.table<Record<string, Watch>>("meta").get(KEY)) ?? {};
+  return new Map(Object.entries(all).map(([id, w]) => [id, w.calendar]));
 }
 
 export class WatchedCalendars {
