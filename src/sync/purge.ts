@@ -143,8 +143,10 @@ export interface PurgeResult {
 }
 
 /**
- * Deletes the plan's events, then forgets the links whose event is gone (a failed deletion keeps its link). `goOn` is
- * asked before each deletion: a reason stops the purge there (the events left keep their links).
+ * Deletes the plan's events, then forgets the links whose events are all gone: a failed deletion keeps its
+ * appointment's link, whichever of the appointment's events it was (a series split off, an earlier generation), or the
+ * next run could not find the calendar again. `goOn` is asked before each deletion: a reason stops the purge there
+ * (the events left keep their links).
  */
 export async function applyPurge(
   plan: PurgePlan,
@@ -152,27 +154,28 @@ export async function applyPurge(
   log: Logger,
 ): Promise<PurgeResult> {
   const result: PurgeResult = { deleted: 0, alreadyGone: 0, failed: [], forgotten: 0 };
-  const failedIds = new Set<string>();
+  /** Appointments with an event left in the calendar: their links are kept. */
+  const left = new Set<string>();
   for (const [i, ev] of plan.events.entries()) {
     const stop = await o.goOn?.();
     if (stop !== undefined) {
-      const left = plan.events.slice(i);
-      for (const rest of left) failedIds.add(rest.eventId);
-      result.stopped = { reason: stop, left: left.length };
-      log.error({ left: left.length, reason: stop }, "purge stopped before its end: the events left are not deleted");
+      const rest = plan.events.slice(i);
+      for (const ev of rest) left.add(ev.appointmentId);
+      result.stopped = { reason: stop, left: rest.length };
+      log.error({ left: rest.length, reason: stop }, "purge stopped before its end: the events left are not deleted");
       break;
     }
     try {
       if ((await o.calendar.delete(ev.eventId)) === "deleted") result.deleted++;
       else result.alreadyGone++;
     } catch (err) {
-      failedIds.add(ev.eventId);
+      left.add(ev.appointmentId);
       result.failed.push({ eventId: ev.eventId, error: describeError(err) });
       log.warn({ event_id: ev.eventId, err: describeError(err) }, "event not deleted; its link is kept");
     }
   }
   for (const link of plan.links) {
-    if (failedIds.has(link.eventId)) continue;
+    if (left.has(link.appointmentId)) continue;
     await o.links.forget(link);
     result.forgotten++;
   }
