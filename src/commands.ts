@@ -329,8 +329,19 @@ export function program(): Command {
     .option("--force", "delete even when the mass-deletion guard would hold it")
     .option("--calendar <id>", "the calendar to clean (default: the mapping's, or the one the links name)")
     .option("--impersonate <address>", "the account the service account acts as there (default: see README)")
+    .option(
+      "--forget-links",
+      "for a calendar Google does not find (deleted): forget its links and the record of events left there; delete nothing",
+    )
     .action(
-      async (o: { therapist: string; dryRun?: boolean; force?: boolean; calendar?: string; impersonate?: string }) => {
+      async (o: {
+        therapist: string;
+        dryRun?: boolean;
+        force?: boolean;
+        calendar?: string;
+        impersonate?: string;
+        forgetLinks?: boolean;
+      }) => {
         const config = load(cmd.opts());
         let outcome: Awaited<ReturnType<typeof runPurge>>;
         try {

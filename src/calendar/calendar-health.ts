@@ -45,6 +45,8 @@ export interface CalendarHealthOptions {
   account?: string;
   /** OAuth: how the therapist gets new credentials, for the reconnect hint. */
   reconnect?: ReconnectRoute;
+  /** A calendar no mapping names: one not found is no mapping error (the caller reports it). */
+  outsideMapping?: boolean;
 }
 
 /** Admission decision for one request: whether to test broken credentials, and the pause generation it was sent in. */
@@ -238,6 +240,13 @@ export class CalendarHealth {
     this.#lastError = err.message;
     if (this.#calendarMissing) return;
     this.#calendarMissing = true;
+    if (this.#o.outsideMapping) {
+      this.#o.logger.info(
+        this.#ids,
+        `calendar ${this.#o.calendarId} does not exist or is not shared with these credentials`,
+      );
+      return;
+    }
     this.#o.logger.error(
       this.#ids,
       `mapping error: calendar ${this.#o.calendarId} of therapist ${this.#o.therapistId} does not exist or is not ` +

@@ -55,6 +55,11 @@ export interface CalendarGatewayOptions {
   pageSize?: number;
   /** Google's per-project and per-user quotas, shared by every gateway of the process (none: not paced). */
   quota?: GoogleQuotaGate;
+  /**
+   * A calendar no mapping names (an old one, `calbridge purge`'s): one Google does not find is the caller's to report,
+   * not a mapping error to fix in therapists[].calendar_id.
+   */
+  outsideMapping?: boolean;
 }
 
 export interface WriteOptions {
@@ -220,6 +225,7 @@ export class CalendarGateway {
       authKind: this.#oauth ? "oauth" : "service_account",
       ...(options.account ? { account: options.account } : {}),
       ...(options.reconnect ? { reconnect: options.reconnect } : {}),
+      ...(options.outsideMapping ? { outsideMapping: true } : {}),
     });
     this.#timeoutMs = options.timeoutMs ?? 30_000;
     this.#runner = new CallRunner({

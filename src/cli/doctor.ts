@@ -272,7 +272,7 @@ async function mappingChecks(app: App): Promise<Check[]> {
         name: `mapping: ${u.therapistId}`,
         status: "warn",
         detail: `not in therapists:, but calbridge has ${u.events} events in ${u.calendarIds.join(", ") || "their calendar"}; they are left alone`,
-        fix: `remove them with \`${u.purge}\` (see them first with --dry-run), or map the therapist again`,
+        fix: `remove them with \`${u.purge}\` (see them first with --dry-run), or map the therapist again; if their calendar no longer exists, \`${u.purge} --forget-links\` forgets them, deleting nothing`,
       }),
     ),
     ...[...report.misplaced].map(
@@ -288,7 +288,7 @@ async function mappingChecks(app: App): Promise<Check[]> {
         name: `mapping: ${l.therapistId}`,
         status: "warn",
         detail: `${l.events} events stayed in ${l.calendarId}, which calbridge could not reach when they were to move (${l.reason}); each is also in the calendar mapped now`,
-        fix: `once calbridge can reach ${l.calendarId} again, \`${l.purge}\`; or delete them there by hand`,
+        fix: `once calbridge can reach ${l.calendarId} again, \`${l.purge}\`; or delete them there by hand; if the calendar no longer exists, \`${l.purge} --forget-links\` forgets them`,
       }),
     ),
   ];

@@ -10,13 +10,14 @@ import { createMetrics } from "../daemon/metrics.ts";
 import type { Logger } from "../log.ts";
 import { CredentialDecryptError, CredentialStore, secretBoxFor } from "../store/secrets.ts";
 import { openStore, type Store } from "../store/store.ts";
-import { describeError } from "../sync/errors.ts";
+import { describeError, isCalendarKind } from "../sync/errors.ts";
 import { LeftBehindEvents } from "../sync/left-behind.ts";
 import { LinkStore } from "../sync/links.ts";
 import { Mapping } from "../sync/mapping.ts";
 import { calendarKey, isUserAddress } from "../sync/placement.ts";
 import { applyPurge, type PurgePlan, planPurge } from "../sync/purge.ts";
 import { describeHolder, type HeldLease, takeCommandLease } from "./command-lease.ts";
+import { purgeCalendarGone } from "./purge-gone.ts";
 import { ownersNow, PurgeRefusedError, refuseWatched } from "./purge-owners.ts";
 
 export { PurgeRefusedError };
@@ -27,6 +28,8 @@ export interface PurgeArgs {
   impersonate?: string;
   dryRun?: boolean;
   force?: boolean;
+  /** For a calendar Google does not find: forget its links (and the left-behind record), delete nothing. */
+  forgetLinks?: boolean;
 }
 
 /** A problem with the command's arguments (exit 2). */
@@ -226,8 +229,20 @@ async function purgeOne(
     maxDeleteRatio: config.sync.max_delete_ratio,
     owners: await ownersNow(config, store, t),
   };
-  const plan = await planPurge(o);
+  let plan: PurgePlan;
+  try {
+    plan = await planPurge(o);
+  } catch (err) {
+    if (!isCalendarKind(err, "calendar_not_found")) throw err;
+    return purgeCalendarGone(store, links, { therapistId: id, calendarId: t.calendarId, as: t.as }, { ...args, goOn });
+  }
   const lines = [describePlan(plan, t)];
+  if (args.forgetLinks) {
+    lines.push(
+      `  --forget-links is for a calendar Google does not find; ${t.calendarId} answers: nothing was deleted or forgotten. Run it without --forget-links to delete the events and forget their links.`,
+    );
+    return { ok: false, text: lines.join("\n") };
+  }
   if (args.dryRun) {
     if (plan.guard.tripped && !args.force) lines.push(`  ${guardText(plan)}: a purge without --dry-run needs --force.`);
     lines.push("  dry run: nothing was deleted or forgotten.");

@@ -432,13 +432,14 @@ export class TherapistCalendars {
 
   /**
    * A gateway on another calendar with a therapist's credentials, acting as `subject` under domain-wide delegation:
-   * moving events out of a calendar the mapping no longer names. Its metrics are its own (not the therapist's).
+   * moving events out of a calendar the mapping no longer names, `calbridge purge`. Its metrics are its own (not the
+   * therapist's), and a calendar Google does not find there is the caller's to report, not a mapping error.
    */
   async openAt(t: TherapistConfig, calendarId: string, subject: string | undefined): Promise<CalendarGateway> {
     const at: TherapistConfig = { ...t, calendar_id: calendarId };
     if (subject) at.impersonate = subject;
     else delete at.impersonate;
-    return this.#gateway(at, await this.#auth(at), new Registry());
+    return this.#gateway(at, await this.#auth(at), new Registry(), true);
   }
 
   /**
@@ -481,7 +482,12 @@ export class TherapistCalendars {
     for (const gw of this.#held.values()) gw.close();
   }
 
-  #gateway(t: TherapistConfig, auth: CalendarAuth, registry = this.#o.registry): CalendarGateway {
+  #gateway(
+    t: TherapistConfig,
+    auth: CalendarAuth,
+    registry = this.#o.registry,
+    outsideMapping = false,
+  ): CalendarGateway {
     const { config, clock, logger } = this.#o;
     const route = reconnectRoute(config, t);
     const gw: CalendarGateway = new CalendarGateway({
@@ -497,6 +503,7 @@ export class TherapistCalendars {
       registry,
       quotaPauseMs: config.google.quota_pause_seconds * 1000,
       ...(this.#o.quota ? { quota: this.#o.quota } : {}),
+      ...(outsideMapping ? { outsideMapping } : {}),
       // Broken credentials are tried again every 10 minutes: a token stored meanwhile by `calbridge authorize` (another
       // process) is read first and taken up, so the try is of it. Only while this gateway is the therapist's.
       ...(this.#takesStoredToken(t)

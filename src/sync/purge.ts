@@ -60,7 +60,7 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
     all.set(link.appointmentId, link);
     if (link.present) managed++;
   }
-  const mine = (l: Link) => l.therapistId === o.therapistId && (l.calendarId === o.calendarId || l.calendarId === "");
+  const mine = ownLink(o);
   const events = new Map<string, PurgeEvent>();
   const skipped: PurgePlan["skipped"] = [];
   for await (const ev of o.calendar.listManaged(ALL_TIME)) {
@@ -101,6 +101,19 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
     links,
     guard: { tripped: destructive > limit, destructive, managed, limit },
   };
+}
+
+/** A link of the therapist purged in the calendar purged (or made while they were not mapped: no calendar). */
+function ownLink(o: Pick<PurgeOptions, "therapistId" | "calendarId">): (l: Link) => boolean {
+  return (l) => l.therapistId === o.therapistId && (l.calendarId === o.calendarId || l.calendarId === "");
+}
+
+/** The links a purge of the calendar would forget, read without the calendar (one Google does not find). */
+export async function purgeLinks(o: Pick<PurgeOptions, "therapistId" | "calendarId" | "links">): Promise<Link[]> {
+  const mine = ownLink(o);
+  const out: Link[] = [];
+  for await (const link of o.links.all()) if (mine(link)) out.push(link);
+  return out;
 }
 
 /**
