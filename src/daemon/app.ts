@@ -422,6 +422,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     guard: sync.guard,
     history: sync.history,
     managed: sync.managed,
+    // A sync given up on whose appointment is in step now (an update whose read kept failing) needs no more retries.
+    inStep: (ids: readonly string[]) => sync.dead.clearMany(ids.map((id) => `appt:${id}`)),
     enrichPerMinute: () => booking.gate.enrichPerMinute(),
     listings,
     clock,

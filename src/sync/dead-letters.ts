@@ -87,6 +87,15 @@ export class DeadLetters {
     if (await this.#table.delete(key)) this.#set(Math.max(0, this.#count - 1));
   }
 
+  /** Clears the dead letters among `keys` (one listing of the table, which holds few; none when it is known empty). */
+  async clearMany(keys: readonly string[]): Promise<void> {
+    if ((this.#loaded && this.#count === 0) || keys.length === 0) return;
+    const wanted = new Set(keys);
+    const found: string[] = [];
+    for await (const [key] of this.#table.entries()) if (wanted.has(key)) found.push(key);
+    for (const key of found) await this.clear(key);
+  }
+
   /** After a success: the key's dead letter, if any, cleared; a store failure is only logged (the success stands). */
   async cleared(key: string, log: Logger): Promise<void> {
     await this.clear(key).catch((e: unknown) => log.warn({ err: describeError(e) }, "dead letter not cleared"));

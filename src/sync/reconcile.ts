@@ -44,6 +44,8 @@ export interface ReconcileContext {
   /** Where a copy removed by the run itself (not through a sync) is told, and counted (metrics, /status). */
   history?: Pick<HistoryRecorder, "applied">;
   removed?(therapistId: string): void;
+  /** Appointments the run found in step on both sides (planned "none"): their dead letters, if any, are cleared. */
+  inStep?(appointmentIds: readonly string[]): Promise<void>;
   /** Held write-backs are reported, not planned again. */
   guard: Pick<WritebackGuard, "isHeld">;
   /** Where the managed events counted per therapist go (the write-back guard's base). */
@@ -229,6 +231,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
 
   // 5. Apply. Planning's inputs go first (the write burst is a cold run's peak), each source after its last use.
   const counted = { appointments: appointments.size, calendars: events.size };
+  const inStep = [...planned].flatMap(([id, entry]) => (entry.kind === "none" ? [id] : []));
   forget([appointments, events, linkOf, planned, claimed], [links, strays]);
   if (!dryRun) {
     const [inUse, heldNow] = [new SourcesInUse(sources, plan), new Set<string>()];
@@ -254,6 +257,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   if (!dryRun) {
     for (const id of resume) ctx.sync.enrich(id);
     await inPool(unasked, APPLY_IN_FLIGHT, async (id) => void (await ctx.sync.syncAppointment(id, sources.get(id)!)));
+    await ctx.inStep?.(inStep);
   }
   const perMinute = ctx.enrichPerMinute();
   const enrichment = { pending: enrichments.size, minutes: Math.ceil(enrichments.size / perMinute), perMinute };
