@@ -12,6 +12,7 @@ import type { EngineOptions } from "./engine-options.ts";
 import { engineQueue, lostVerdict, stoppedVerdict, waitsVerdict } from "./engine-queue.ts";
 import { Failures } from "./failures.ts";
 import { type HistoryRecorder, noHistory } from "./history.ts";
+import { KeyedSerial } from "./keyed.ts";
 import type { LinkStore } from "./links.ts";
 import type { Planner } from "./planner.ts";
 import { StateReader } from "./reader.ts";
@@ -25,6 +26,7 @@ import type { RunVerdict, WorkQueue } from "./work-queue.ts";
 import { WritebackWaits } from "./writeback-gate.ts";
 
 const ignore = () => {};
+type CustomerRequest = Pick<SyncRequest, "reason" | "priority" | "origin" | "log">;
 export class SyncEngine {
   readonly #booking: BookingPort;
   readonly #fx: Effects;
@@ -43,6 +45,7 @@ export class SyncEngine {
   readonly #maxConcurrency: number;
   readonly #quota: QuotaRates | undefined;
   #queue: WorkQueue<Pending>;
+  readonly #serial = new KeyedSerial();
   #stopped = false;
   #enrichment = false;
   /** Aborts enrichments waiting for leftover budget when the engine stops or gives up its work. */
@@ -83,8 +86,9 @@ export class SyncEngine {
       maxConcurrency: this.#maxConcurrency,
       quota: this.#quota,
       clock: this.#clock,
-      run: (key, pending) =>
-        pending.customerId === undefined ? this.#run(key.slice(2), pending) : this.#runCustomer(pending),
+      // One run per key across queues too: an abandoned queue's may still be in flight (abandon()).
+      run: (key, p) =>
+        this.#serial.run(key, () => (p.customerId === undefined ? this.#run(key.slice(2), p) : this.#runCustomer(p))),
     });
   }
 
@@ -121,10 +125,7 @@ export class SyncEngine {
    * Re-renders a customer's upcoming appointments (their name or contact details changed): lists them, then syncs each.
    * Resolves like settle(), once every one of them is done.
    */
-  resyncCustomer(
-    customerId: string,
-    request: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
-  ): Promise<SyncOutcome> {
+  resyncCustomer(customerId: string, request: CustomerRequest): Promise<SyncOutcome> {
     return new Promise<SyncOutcome>((resolve, reject) => {
       const pending = toPending(request, { until: "settled", resolve, fail: reject }, customerId);
       if (!this.#queue.add(`c:${customerId}`, pending, LANES[request.priority])) reject(new EngineStoppedError());
