@@ -1,6 +1,8 @@
 // Owns what a failed sync run becomes: retried under the one retry policy (a calendar that cannot be used waits
 // without spending tries), or given up on as exactly one dead letter; logged once, counted, shown in /status.
+import { BookingApiError } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
+import { CalendarError } from "../calendar/errors.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { DeadLetters } from "./dead-letters.ts";
@@ -80,6 +82,17 @@ export class Failures {
     }
     p.resolveAttempts({ ok: false, error, final: false });
     p.request = retryRequest(p.request, unavailable, read);
-    return unavailable ? { done: false, retryInMs, parked: true } : { done: false, retryInMs };
+    return unavailable || sentNothing(err) ? { done: false, retryInMs, parked: true } : { done: false, retryInMs };
   }
+}
+
+/**
+ * Whether the failed run's error says that its call changed nothing: a booking read, or an answer refusing the call
+ * before it was applied (429; from Google, a definite answer below 500). A stop gives its retry up at once (its webhook
+ * event stays in the inbox), as one waiting for an unavailable calendar: it waited out the stop's whole grace.
+ */
+function sentNothing(err: unknown): boolean {
+  if (err instanceof BookingApiError) return err.method === "GET" || err.status === 429;
+  if (err instanceof CalendarError) return !err.ambiguous && err.status !== undefined && err.status < 500;
+  return false;
 }
