@@ -110,6 +110,7 @@ export async function movedToOtherCalendar(
   await accept(ctx, w, moved.therapistId, { ...w, appt }, moved.event, w.sourceAt, notice).catch((e) => {
     throw new LeaveAsIs(e);
   });
+  await dropSeriesLeft(ctx, w, moved);
   ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "ok" });
   ctx.fx.activity.wroteBack(w.link.therapistId);
   w.log.info(
@@ -234,4 +235,20 @@ export async function removeColleagueCopy(fx: Effects, link: Link, log: Logger):
       log.warn({ therapist_id: therapistId, err: describeError(err) }, "calendar not looked at for a moved copy");
     }
   }
+}
+
+/**
+ * A reassigned event that was a series leaves its pieces behind: a series split off it in the old calendar, and its
+ * occurrences moved on their own in the new one (Google moves them with the event; making it single keeps them). They
+ * would go on showing the appointment. Already reassigned: a failure here is only logged.
+ */
+async function dropSeriesLeft(ctx: Ctx, w: WritebackInput, moved: { therapistId: string; event: CalEvent }) {
+  const drop = (therapistId: string, eventId: string) =>
+    ctx.fx.mapping.calendarIfAny(therapistId)
+      ? ctx.fx.removeTails(therapistId, w.id, eventId, w.log).catch((err: unknown) => {
+          w.log.warn({ err: describeError(err), therapist_id: therapistId }, "series left by the event not removed");
+        })
+      : undefined;
+  await drop(w.link.therapistId, w.link.eventId);
+  await drop(moved.therapistId, moved.event.id ?? w.link.eventId);
 }

@@ -136,6 +136,11 @@ export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promis
     await removeEvent(ctx, w, "nothing to restore");
     return;
   }
+  // A series split off the event ("This and following events") before it was deleted or moved away would go on
+  // showing the appointment beside the event put back.
+  if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
+    await ctx.fx.removeTails(w.link.therapistId, w.id, w.link.eventId, w.log, tailsSince(w.link, w.event));
+  }
   let written: Written;
   try {
     // With the etag read before the write-back was sent: a move made meanwhile (while a refused PATCH was on its way)
