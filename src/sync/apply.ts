@@ -6,6 +6,7 @@ import type { Logger } from "../log.ts";
 import type { Effects, EventAt, Written } from "./effects.ts";
 import { describeError } from "./errors.ts";
 import { removeOwnCopy } from "./moved-out.ts";
+import { removeColleagueCopy } from "./reassign.ts";
 import { tailsSince } from "./series-tails.ts";
 import { coreOf } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
@@ -152,9 +153,12 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         const since = tailsSince(link, c.event);
         const result = await fx.remove(action.therapistId, action.eventId, { appointmentId: id, log, since });
         c.tell?.({ deleted: result });
-        // Already gone from the mapped calendar: the therapist may have moved it to a calendar of their own (a move
-        // waiting out its grace period, or held), where it would go on showing the appointment.
-        if (result === "already_gone" && link?.eventId === action.eventId) await removeOwnCopy(fx, link, log);
+        // Already gone from the mapped calendar: the therapist may have moved it to a calendar of their own or to a
+        // colleague's (a move waiting out its grace period, or held), where it would go on showing the appointment.
+        if (result === "already_gone" && link?.eventId === action.eventId) {
+          await removeOwnCopy(fx, link, log);
+          await removeColleagueCopy(fx, link, log);
+        }
         log.info(
           { action: "delete", therapist_id: action.therapistId, reason: action.reason, result },
           "event deleted",
