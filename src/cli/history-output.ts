@@ -64,7 +64,10 @@ function writeback(e: HistoryEntry): string {
     case "gone":
       return "the appointment no longer exists in the booking service; its event is removed";
     case "disabled":
-      return `event moved to ${cal(e.toTherapistId)}, but reassigning from the calendar is off; the event is put back`;
+      // A deletion not sent (cancelling off, the appointment begun), or a move to a colleague with reassigning off.
+      return e.writeback === "cancel"
+        ? "the cancellation is not sent; the event is put back"
+        : `event moved to ${cal(e.toTherapistId)}, but reassigning from the calendar is off; the event is put back`;
     case "moved_back":
       return `the event was not deleted but moved to another calendar of ${e.therapistId ?? "?"}'s account (${e.calendarId ?? "?"}): the cancellation is not sent; the event is moved back, with a note`;
     case "rewritten":

@@ -81,6 +81,9 @@ export function begun(appt: Appointment | Snapshot, now: number): boolean {
   return !Number.isNaN(start) && start <= now;
 }
 
+/** Why a deleted event is put back when cancelling from the calendar is off (decide.ts, writeback.ts). */
+export const CANCEL_OFF = "event deleted in the calendar, and cancelling from the calendar is turned off";
+
 /** Why a deletion of a begun appointment's event is put back (decide.ts, and writeback.ts at the moment of sending). */
 /** Said also for a "Change calendar" to a colleague, which looks like a deletion here (the move is found later). */
 export const BEGUN_REASON =

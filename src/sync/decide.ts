@@ -5,7 +5,7 @@ import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
-import { BEGUN_REASON, begun, bookingChanged, effectiveChange } from "./changes.ts";
+import { BEGUN_REASON, begun, bookingChanged, CANCEL_OFF, effectiveChange } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import { editNotice } from "./edit-notice.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
@@ -184,14 +184,14 @@ export function decide(input: DecideInput): Action {
       return restore(BEGUN_REASON);
     }
     if (change === "deleted") {
-      return wb.cancel
+      return wb.cancel || wb.reassign
         ? {
             kind: "writeback_cancel",
             appointmentId: id,
             therapistId: link.therapistId,
             reason: "event deleted in the calendar",
           }
-        : restore("event deleted in the calendar, and cancelling from the calendar is turned off");
+        : restore(CANCEL_OFF);
     }
     if (change === "repeating") {
       return restore(

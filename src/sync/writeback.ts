@@ -4,7 +4,7 @@
 // retries, restores the event from the booking and says why in the event itself.
 import { BookingApiError } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
-import { BEGUN_REASON, begun } from "./changes.ts";
+import { BEGUN_REASON, begun, CANCEL_OFF } from "./changes.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
@@ -117,6 +117,13 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     return;
   }
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
+  if (!wb.cancel) {
+    // Planned only to look for a move to a colleague's calendar (writeback.reassign on, decide.ts): never sent.
+    w.tell?.({ kind: "cancel", result: "disabled" });
+    await restore(ctx, w, `calbridge: your change to this event was undone: ${CANCEL_OFF}.`);
+    ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "disabled" });
+    return;
+  }
   const res = await ctx.booking.cancelAppointment(
     w.id,
     { reason: wb.reason, notify_customer: wb.notify_customer },
