@@ -81,6 +81,19 @@ export function begun(appt: Appointment | Snapshot, now: number): boolean {
   return !Number.isNaN(start) && start <= now;
 }
 
+/**
+ * The note's words when an event moved to another calendar is brought back at the booking's time although its own
+ * time was changed too (one save in Google's editor): the new time is not sent with a move, and dropping it unsaid
+ * left the therapist believing the appointment rescheduled. Empty when the times were not changed.
+ */
+export function timeNotSent(link: Link, event: CalEvent): string {
+  if (link.eventStart === undefined || link.eventEnd === undefined) return ""; // not known: not said
+  const change = calendarChange(link.present ? link : { ...link, present: true }, event);
+  return change === "moved" || change === "resized"
+    ? " The new time saved with the move was not sent: move the event here to reschedule."
+    : "";
+}
+
 /** Why a deleted event is put back when cancelling from the calendar is off (decide.ts, writeback.ts). */
 export const CANCEL_OFF = "event deleted in the calendar, and cancelling from the calendar is turned off";
 

@@ -5,6 +5,7 @@
 // it. Also the removal of such a moved copy once the appointment's event is put back or the appointment is cancelled.
 import { namesNoOther } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
+import { timeNotSent } from "./changes.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
@@ -220,7 +221,7 @@ export async function keepInMappedCalendar(ctx: Ctx, w: WritebackInput, found: F
   if (back) {
     w.tell?.({ kind: "cancel", result: "moved_back", calendarId: found.calendarId });
     const notice = {
-      text: `${stays(found.homeName)}, so it was moved back from the calendar you moved it to. To cancel it, delete the event here.`,
+      text: `${stays(found.homeName)}, so it was moved back from the calendar you moved it to. To cancel it, delete the event here.${timeNotSent(w.link, found.event)}`,
       at: ctx.fx.clock.now(),
     };
     // Back where it belongs: a failure from here on is never answered by writing the event a second time.
@@ -239,7 +240,7 @@ export async function keepInMappedCalendar(ctx: Ctx, w: WritebackInput, found: F
   await restore(
     ctx,
     w,
-    `${stays(found.homeName)}. It was moved to another calendar and could not be moved back, so it was written here again. To cancel it, delete the event here.`,
+    `${stays(found.homeName)}. It was moved to another calendar and could not be moved back, so it was written here again. To cancel it, delete the event here.${timeNotSent(w.link, found.event)}`,
   );
   ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "rewritten" });
   w.log.warn(

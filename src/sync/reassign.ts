@@ -5,7 +5,7 @@ import { bookingInstant } from "../booking/instant.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks, namesNoOther } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
-import { calendarChange } from "./changes.ts";
+import { calendarChange, timeNotSent } from "./changes.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isNotFound, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
@@ -67,7 +67,7 @@ export async function movedToOtherCalendar(
     await restore(
       ctx,
       w,
-      "calbridge: moving an appointment to another therapist's calendar does not reassign it here (writeback.reassign is off). The event was put back.",
+      `calbridge: moving an appointment to another therapist's calendar does not reassign it here (writeback.reassign is off). The event was put back.${timeNotSent(w.link, moved.event)}`,
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
     return;
