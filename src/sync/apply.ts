@@ -190,7 +190,14 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         });
       } catch (err) {
         if (err instanceof EngineStoppedError) throw err; // leadership was lost: the sync is given up here
-        // The link already points at the new calendar; the next reconciliation removes the copy left behind.
+        // The link already points at the new calendar; the next reconciliation removes the copy left behind. Until
+        // then it is no event the new therapist moved there (leftovers.ts).
+        const from = action.from;
+        if (link?.etag && link.therapistId === from.therapistId && link.eventId === from.eventId) {
+          await fx.leftovers
+            ?.note(id, { therapistId: from.therapistId, eventId: from.eventId, etag: link.etag })
+            .catch((e: unknown) => log.warn({ err: describeError(e) }, "old event's record not kept"));
+        }
         log.warn(
           { err: describeError(err), from: action.from.therapistId },
           "old event not removed yet after a reassignment",

@@ -12,6 +12,7 @@ import { SyncEngine } from "./engine.ts";
 import { History } from "./history.ts";
 import { HistoryLog } from "./history-log.ts";
 import { LeftBehindEvents } from "./left-behind.ts";
+import { Leftovers } from "./leftovers.ts";
 import { linkUpgrade } from "./link-upgrade.ts";
 import { LinkStore } from "./links.ts";
 import { Mapping } from "./mapping.ts";
@@ -78,7 +79,17 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   links.upgrade = linkUpgrade(mapping, planner);
   const activity = new Activity(o.clock);
   const leftBehind = new LeftBehindEvents(o.store, o.clock);
-  const fx = new Effects({ mapping, links, planner, metrics: o.metrics, activity, clock: o.clock, leftBehind });
+  const leftovers = new Leftovers(o.store, o.clock);
+  const fx = new Effects({
+    mapping,
+    links,
+    planner,
+    metrics: o.metrics,
+    activity,
+    clock: o.clock,
+    leftBehind,
+    leftovers,
+  });
   // The window as the live configuration has it: a reload replaces config.sync.
   const dead = new DeadLetters(o.store, o.clock, o.metrics, () => o.config.sync.window);
   const managed = new Map<string, number>();

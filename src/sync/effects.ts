@@ -8,6 +8,7 @@ import type { Logger } from "../log.ts";
 import type { Activity } from "./activity.ts";
 import { isNotFound } from "./errors.ts";
 import type { LeftBehindEvents } from "./left-behind.ts";
+import type { Leftovers } from "./leftovers.ts";
 import type { LinkArgs, LinkStore } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
@@ -48,6 +49,8 @@ export interface EffectsOptions {
   clock: Clock;
   /** The calendars where calbridge left its own copies of a therapist's events (a mapping pointed elsewhere). */
   leftBehind?: Pick<LeftBehindEvents, "all">;
+  /** Old events a reassignment could not remove from the previous therapist's calendar (leftovers.ts). */
+  leftovers?: Leftovers;
 }
 
 export class Effects {
@@ -58,6 +61,7 @@ export class Effects {
   readonly activity: Activity;
   readonly clock: Clock;
   readonly leftBehind: Pick<LeftBehindEvents, "all"> | undefined;
+  readonly leftovers: Leftovers | undefined;
   /** Each therapist's owned-calendar list, read once for a burst of deletions (moved-out.ts). */
   readonly ownLists: OwnCalendarLists;
 
@@ -69,6 +73,7 @@ export class Effects {
     this.activity = o.activity;
     this.clock = o.clock;
     this.leftBehind = o.leftBehind;
+    this.leftovers = o.leftovers;
     this.ownLists = new OwnCalendarLists(o.clock);
   }
 

@@ -47,6 +47,8 @@ export async function findElsewhere(
     // The id is calbridge's own (only calbridge makes events under it): an event there that names another appointment
     // is not this one, but one without the mark is (another client's full update can strip it, see carriesMarks).
     if (event && event.status !== "cancelled" && namesNoOther(event, link.appointmentId)) {
+      // calbridge's own old event a reassignment could not remove yet, unchanged: not where this one was moved.
+      if (await ctx.fx.leftovers?.isLeftover(link.appointmentId, therapistId, event)) continue;
       return { therapistId, event };
     }
   }

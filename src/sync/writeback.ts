@@ -154,6 +154,20 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
         w.log.warn({ err: describeError(err) }, "series split off the deleted event not removed; purge removes it");
       });
   }
+  // calbridge's old event in the previous therapist's calendar, which a reassignment could not remove (leftovers.ts),
+  // would go on showing the cancelled appointment there: the reconciliation no longer takes it for a copy.
+  const left = await ctx.fx.leftovers?.get(w.id).catch(() => undefined);
+  if (left && ctx.fx.mapping.calendarIfAny(left.therapistId)) {
+    await ctx.fx
+      .remove(left.therapistId, left.eventId)
+      .then(() => ctx.fx.leftovers?.forget(w.id))
+      .catch((err: unknown) => {
+        w.log.warn(
+          { err: describeError(err), therapist_id: left.therapistId },
+          "old event of the appointment not removed",
+        );
+      });
+  }
 }
 
 /** After the booking service took a write-back: retried, or a dead letter; the next sync brings the event in line. */
