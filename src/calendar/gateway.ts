@@ -823,11 +823,14 @@ export class CalendarGateway {
   }
 
   /**
-   * Who the calendar is shared with (acl.list), and its id as Google names it (an address, also for "primary"), for
-   * doctor's privacy check. Called directly, not through the call runner: a refusal here (a token without the ACL
-   * scope, read access only) says nothing about the credentials calbridge syncs with.
+   * Who the calendar is shared with (acl.list), its id as Google names it (an address, also for "primary"), and the
+   * address of the account calbridge acts as (its primary calendar's id: the owner of an OAuth therapist's other
+   * calendars), for doctor's privacy check. Called directly, not through the call runner: a refusal here (a token
+   * without the ACL scope, read access only) says nothing about the credentials calbridge syncs with.
    */
-  async sharing(): Promise<{ calendarId: string; rules: calendar_v3.Schema$AclRule[] } | { error: string }> {
+  async sharing(): Promise<
+    { calendarId: string; account?: string; rules: calendar_v3.Schema$AclRule[] } | { error: string }
+  > {
     // One limit for the whole check (a few requests), as the runner gives each of its attempts.
     const limit = deadline(this.#timeoutMs);
     try {
@@ -846,7 +849,15 @@ export class CalendarGateway {
         rules.push(...(data.items ?? []));
         pageToken = data.nextPageToken ?? undefined;
       } while (pageToken);
-      return { calendarId: calendar.id ?? this.calendarId, rules };
+      // The account's own rule on a calendar of its own (not "primary") is the therapist's, not someone else's.
+      const account =
+        this.calendarId === "primary"
+          ? (calendar.id ?? undefined)
+          : await this.#api.calendars
+              .get({ calendarId: "primary", quotaUser: this.#quotaUser }, attempt)
+              .then(({ data }) => data.id ?? undefined)
+              .catch(() => undefined);
+      return { calendarId: calendar.id ?? this.calendarId, ...(account ? { account } : {}), rules };
     } catch (err) {
       return { error: classifyError(attemptFailure(limit, err), "calendar", `acl.list ${this.calendarId}`).message };
     } finally {

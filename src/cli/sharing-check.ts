@@ -16,11 +16,14 @@ export interface SharingWarning {
 const SEES_PRIVATE = new Set(["writer", "owner"]);
 const FIX_PRESET = "or show less: event.preset initials or booking_only (README: Privacy presets)";
 
-/** A rule for the therapist or calbridge itself (the calendar's own address, the delegation subject, a robot). */
-function isOwn(rule: calendar_v3.Schema$AclRule, t: TherapistConfig, calendarId: string): boolean {
+/**
+ * A rule for the therapist or calbridge itself (the calendar's own address, the delegation subject, the account calbridge
+ * acts as: an OAuth therapist's own account on a calendar of theirs, a robot).
+ */
+function isOwn(rule: calendar_v3.Schema$AclRule, t: TherapistConfig, calendarId: string, account?: string): boolean {
   const who = rule.scope?.type === "user" ? (rule.scope.value ?? "").toLowerCase() : undefined;
   if (who === undefined) return false;
-  const own = [calendarId, t.calendar_id, t.impersonate, t.email].map((x) => x?.toLowerCase());
+  const own = [calendarId, t.calendar_id, t.impersonate, t.email, account].map((x) => x?.toLowerCase());
   return own.includes(who) || who.endsWith(".gserviceaccount.com");
 }
 
@@ -58,7 +61,7 @@ export async function sharingCheck(
       others.push(
         `the public ("See all event details": calbridge's events are private, so Google shows them as busy, but a copy or an event made public shows everything)`,
       );
-    } else if (SEES_PRIVATE.has(role) && !isOwn(rule, t, sharing.calendarId)) {
+    } else if (SEES_PRIVATE.has(role) && !isOwn(rule, t, sharing.calendarId, sharing.account)) {
       if (scope?.type === "domain") others.push(`everyone in ${scope.value} (${role})`);
       else if (scope?.type === "group") others.push(`the group ${scope.value} (${role})`);
       else people++;

@@ -196,6 +196,32 @@ describe("calbridge doctor", () => {
     expect(byName(json.checks, "calendar sharing")).toEqual([]);
   });
 
+  it("counts an OAuth therapist's own account on a calendar of theirs as theirs, and a colleague as someone else", async () => {
+    // Ben connected his own Google account and syncs into a second calendar he made, "Sessions". Its ACL names him as
+    // owner: without an email in the mapping, that rule was counted as someone else ("1 person with writer or owner
+    // access"), a false alarm about patients' details that only Ben sees.
+    const { world } = await healthy();
+    const ben = "ben@personal.test";
+    const sessions = "sessions-ben@group.calendar.google.com";
+    world.google.createCalendar(sessions, ben, { summary: "Sessions", timeZone: "Europe/Berlin" });
+    const client = world.google.registerOAuthClient();
+    const file = writeConfig(world, (c) => {
+      c.webhooks.public_url = PUBLIC_URL;
+      c.google.oauth = client;
+      c.therapists[1] = {
+        therapist_id: "th_ben",
+        calendar_id: sessions,
+        timezone: "Europe/Berlin",
+        auth: { type: "oauth", refresh_token: world.google.issueRefreshToken(ben, client.client_id) },
+      };
+    });
+    expect(byName((await doctorJson(file)).checks, "calendar sharing of th_ben")).toEqual([]);
+    // A colleague with write access sees the details: that one is said.
+    world.google.shareCalendar(sessions, "colleague@clinic.test", "writer");
+    const [warning] = byName((await doctorJson(file)).checks, "calendar sharing of th_ben");
+    expect(warning?.detail).toContain("1 person with writer or owner access");
+  });
+
   it("says nothing of the sharing of a calendar it cannot reach (its failure says enough)", async () => {
     const { world, file } = await healthy((c) => {
       c.therapists[1]!.calendar_id = "nobody@clinic.test";
