@@ -84,6 +84,17 @@ export async function* paginate<T>(
           total_pages: meta.total_pages,
         });
       }
+      // An empty page that itself says more pages follow is no end (a shrink while paging says fewer pages on it): ended
+      // there, a reconciliation took the appointments of the pages after it for gone, and tripped the mass-deletion
+      // guard on events whose appointments all still exist.
+      if (page.items.length === 0 && finite(meta?.total_pages) && meta.total_pages > n) {
+        throw invalid(`page ${n} is empty, but says there are ${meta.total_pages} pages`, {
+          reason: "empty_page_before_end",
+          page: n,
+          total: meta.total,
+          total_pages: meta.total_pages,
+        });
+      }
       if (finite(meta?.total_pages)) totalPages = meta.total_pages;
       if (finite(meta?.total)) total = meta.total;
       if (finite(meta?.per_page)) serverPerPage = meta.per_page;

@@ -86,6 +86,28 @@ describe("listing from a server that does not honour page", () => {
     expect(served.pages).toEqual([1, 2]);
   });
 
+  it("fails (invalid_response) on an empty page that itself says more pages follow, instead of ending short", async () => {
+    // Page 2 of 3 comes back empty with its meta unchanged: ended there, a reconciliation took the appointments of
+    // page 3 for gone (the mass-deletion guard tripped on events whose appointments all exist).
+    served = await serve((page) => ({
+      data: page === 2 ? [] : ids((page - 1) * 100, 100),
+      meta: { page, per_page: 100, total: 300, total_pages: 3 },
+    }));
+    const e = await failure(drain(served.client.listAppointments({}, { signal: served.signal })));
+    expect(e).toMatchObject({ code: "invalid_response" });
+    expect(e.details).toMatchObject({ reason: "empty_page_before_end", page: 2, total_pages: 3 });
+  });
+
+  it("ends at an empty page whose own meta says the list shrank to it (appointments removed while paging)", async () => {
+    served = await serve((page) =>
+      page === 1
+        ? { data: ids(0, 100), meta: { page, per_page: 100, total: 300, total_pages: 3 } }
+        : { data: [], meta: { page, per_page: 100, total: 100, total_pages: 1 } },
+    );
+    const items = await drain(served.client.listAppointments({}, { signal: served.signal }));
+    expect(items).toHaveLength(100);
+  });
+
   it("fails (invalid_response) when meta.page stays 1 while total_pages is 3, instead of ending 200 items short", async () => {
     served = await serve(() => ({ data: ids(0, 100), meta: { page: 1, per_page: 100, total: 300, total_pages: 3 } }));
     const e = await failure(drain(served.client.listAppointments({}, { signal: served.signal })));
