@@ -5,7 +5,7 @@
 // `calbridge reconcile --force` (its link says the event is gone). Nothing is ever cancelled from the calendar here.
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { DAY, type Harness, liveOf, settle, twoWay } from "./support.ts";
+import { cancels, DAY, type Harness, liveOf, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -13,7 +13,6 @@ afterEach(async () => {
   h = undefined;
 });
 
-const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 const live = (x: Harness, id: string) =>
   x.world.therapists.flatMap((t) => liveOf(x, x.world.calendarOf(t), id).map(() => t));
 

@@ -10,7 +10,7 @@ import { writebackHeld } from "../../src/cli/writeback-held.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
-import { cancels, DAY, daemonHarness, type Harness, pass, pollAll, quiet } from "./support.ts";
+import { cancels, daemonHarness, type Harness, mirroredMany, pass, pollAll } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -23,15 +23,7 @@ async function heldWipe(count: number, wiped: number) {
   const clock = new ManualClock(Date.now());
   const x = await daemonHarness({ therapists: 2, clock });
   h = x;
-  const ids: string[] = [];
-  for (let i = 0; i < count; i++) {
-    const s = new Date(clock.now() + (i + 2) * DAY);
-    s.setUTCHours(9 + (i % 8), 0, 0, 0);
-    ids.push(String(x.world.booking.create({ therapist_id: "th_1", start_time: s.toISOString() }, { force: true }).id));
-  }
-  await quiet(x);
-  await x.app.reconcile();
-  await pollAll(x);
+  const ids = await mirroredMany(x, clock, count);
   const cal = x.world.calendarOf("th_1");
   for (const id of ids.slice(0, wiped)) x.world.google.userDelete(cal, eventIdFor(id));
   await pollAll(x);

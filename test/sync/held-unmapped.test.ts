@@ -8,7 +8,7 @@ import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { writebackHeld } from "../../src/cli/writeback-held.ts";
 import { ManualClock } from "../../src/clock.ts";
-import { cancels, DAY, daemonHarness, type Harness, pass, pollAll, quiet } from "./support.ts";
+import { cancels, daemonHarness, type Harness, mirroredMany, pass, pollAll, quiet } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -21,15 +21,7 @@ it("holds of a therapist removed from the mapping stay until a person decides, a
   const x = await daemonHarness({ therapists: 2, clock });
   h = x;
   const original = structuredClone(x.world.config);
-  const ids: string[] = [];
-  for (let i = 0; i < 10; i++) {
-    const s = new Date(clock.now() + (i + 2) * DAY);
-    s.setUTCHours(9 + (i % 8), 0, 0, 0);
-    ids.push(String(x.world.booking.create({ therapist_id: "th_1", start_time: s.toISOString() }, { force: true }).id));
-  }
-  await quiet(x);
-  await x.app.reconcile();
-  await pollAll(x);
+  const ids = await mirroredMany(x, clock, 10);
   const cal = x.world.calendarOf("th_1");
   for (const id of ids) x.world.google.userDelete(cal, eventIdFor(id));
   await pollAll(x);

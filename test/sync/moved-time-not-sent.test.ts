@@ -3,7 +3,7 @@
 // event comes back at the booking's time, and the new time is not sent with a move. It was dropped without a word, the
 // note saying only that the event was moved back, and the therapist took the appointment for rescheduled.
 import { afterEach, expect, it } from "vitest";
-import { daemonHarness, type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
+import { cancels, daemonHarness, type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
 
 const HOUR = 3_600_000;
 const NOT_SENT = "The new time saved with the move was not sent: move the event here to reschedule.";
@@ -11,7 +11,6 @@ const at = (ms: number) => ({
   start: { dateTime: new Date(ms).toISOString() },
   end: { dateTime: new Date(ms + HOUR).toISOString() },
 });
-const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 
 let h: Harness | undefined;
 afterEach(async () => {

@@ -5,7 +5,7 @@
 // The move is now looked for as when cancelling is on; a real deletion is still put back, and nothing is cancelled.
 import { afterEach, expect, it } from "vitest";
 import { historyCommand } from "../../src/cli/history.ts";
-import { type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
+import { cancels, type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -13,7 +13,6 @@ afterEach(async () => {
   h = undefined;
 });
 
-const cancels = (x: Harness) => x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 const live = (x: Harness, id: string) =>
   x.world.therapists.flatMap((t) => liveOf(x, x.world.calendarOf(t), id).map((e) => ({ t, note: e.description })));
 

@@ -136,3 +136,17 @@ export async function pollAll(x: Harness): Promise<void> {
 /** Cancellations sent to the booking service so far. */
 export const cancels = (x: Harness): number =>
   x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
+
+/** `count` appointments of th_1, one a day from the day after tomorrow at fixed hours, mirrored and polled. */
+export async function mirroredMany(x: Harness, clock: ManualClock, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const s = new Date(clock.now() + (i + 2) * DAY);
+    s.setUTCHours(9 + (i % 8), 0, 0, 0);
+    ids.push(String(x.world.booking.create({ therapist_id: "th_1", start_time: s.toISOString() }, { force: true }).id));
+  }
+  await quiet(x);
+  await x.app.reconcile();
+  await pollAll(x);
+  return ids;
+}
