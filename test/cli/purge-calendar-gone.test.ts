@@ -5,13 +5,11 @@
 // `--forget-links` (only for a calendar Google does not find) forgets its links and the record of events left there.
 import { afterEach, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/clock.ts";
-import { createApp } from "../../src/daemon/app.ts";
-import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { openStore } from "../../src/store/store.ts";
 import { LeftBehindEvents } from "../../src/sync/left-behind.ts";
 import type { Link } from "../../src/sync/types.ts";
-import { runCli, writeConfig } from "./support.ts";
+import { reconcileOnce, runCli, writeConfig } from "./support.ts";
 
 const DAY = 86_400_000;
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -29,13 +27,7 @@ async function benLeft(): Promise<{ w: World; file: string; cal: string }> {
       w.booking.create({ therapist_id: t, start_time: iso(Date.now() + d * DAY) }, { force: true });
     }
   }
-  const app = await createApp(structuredClone(w.config), {
-    logger: silentLogger,
-    oneShot: true,
-    listen: "127.0.0.1:0",
-  });
-  await app.reconcile();
-  await app.stop(2000);
+  await reconcileOnce(w.config);
   const file = writeConfig(w, (c) => {
     c.therapists = c.therapists.filter((t) => t.therapist_id !== "th_ben");
   });

@@ -4,10 +4,8 @@
 // id kept it), and the purge run again found no calendar of the therapist's: exit 2, the series left for good.
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
-import { createApp } from "../../src/daemon/app.ts";
-import { silentLogger } from "../../src/log.ts";
 import { startWorld } from "../../src/simulator/world.ts";
-import { runCli, writeConfig } from "./support.ts";
+import { reconcileOnce, runCli, writeConfig } from "./support.ts";
 
 const DAY = 86_400_000;
 const HOUR = 3_600_000;
@@ -23,13 +21,7 @@ it("a split-off series whose deletion failed keeps the link: the purge run again
   const start = new Date(Date.now() + 2 * DAY);
   start.setUTCHours(9, 0, 0, 0);
   const id = String(w.booking.create({ therapist_id: "th_ben", start_time: start.toISOString() }, { force: true }).id);
-  const app = await createApp(structuredClone(w.config), {
-    logger: silentLogger,
-    oneShot: true,
-    listen: "127.0.0.1:0",
-  });
-  await app.reconcile();
-  await app.stop(2000);
+  await reconcileOnce(w.config);
   const cal = w.calendarOf("th_ben");
   const ev = eventIdFor(id);
   // th_ben makes the session weekly, then moves it on from the third week with "This and following events".

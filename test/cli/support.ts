@@ -8,6 +8,7 @@ import { stringify } from "yaml";
 import { main } from "../../src/cli.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
+import { silentLogger } from "../../src/log.ts";
 import type { World } from "../../src/simulator/world.ts";
 import { CredentialStore, SecretBox } from "../../src/store/secrets.ts";
 import { openStore } from "../../src/store/store.ts";
@@ -127,5 +128,15 @@ export async function connectByOAuth(world: World, therapistId: string, key: str
     );
   } finally {
     await store.close();
+  }
+}
+
+/** One reconciliation by a one-shot app, as `calbridge reconcile` runs it: what `config` maps is mirrored. */
+export async function reconcileOnce(config: Config): Promise<void> {
+  const app = await createApp(structuredClone(config), { logger: silentLogger, oneShot: true, listen: "127.0.0.1:0" });
+  try {
+    await app.reconcile();
+  } finally {
+    await app.stop(2000);
   }
 }
