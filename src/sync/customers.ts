@@ -1,7 +1,7 @@
 // Owns what a customer's change means for the calendars: the customer's appointments in the sync window,
 // each to be re-rendered (the listing carries the name; contact details need a full read of each appointment).
 import type { Appointment } from "../booking/schemas.ts";
-import type { Config } from "../config/schema.ts";
+import type { Effects } from "./effects.ts";
 import type { Action, BookingPort, SyncOutcome, SyncRequest } from "./types.ts";
 import type { Settle } from "./work.ts";
 
@@ -9,13 +9,14 @@ const DAY = 86_400_000;
 
 /** One sync request per upcoming appointment of the customer. */
 export async function customerResyncs(
+  fx: Pick<Effects, "mapping" | "links">,
   booking: BookingPort,
-  config: Config,
   customerId: string,
   /** The time before the listing is read. */
   now: number,
   base: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
 ): Promise<[string, SyncRequest][]> {
+  const config = fx.mapping.config;
   // The whole sync window, as the reconciliation lists it: events of the past days (today's earlier sessions) show
   // the name too, and would otherwise keep the old one until the next reconciliation.
   const dateFrom = new Date(now - config.sync.window.past_days * DAY).toISOString();
@@ -29,10 +30,16 @@ export async function customerResyncs(
   const full = config.event.include_customer_contact;
   // Each item says when it was read (at most `now`): a move or cancellation synced while the listing ran wrote a
   // newer link, and the item must be read again, not applied over it (the listing carries no updated_at).
-  return [...upcoming.values()].map((appt) => [
-    appt.id,
-    { ...base, ...(full ? {} : { booking: { appt, readAt: now } }) },
-  ]);
+  const out: [string, SyncRequest][] = [];
+  for (const appt of upcoming.values()) {
+    // No event to render: a therapist calbridge does not map (the appointment's own webhooks see to one left behind).
+    if (!fx.mapping.therapist(appt.therapist_id)) continue;
+    // A full read (webhook priority, against the booking service's per-minute budget) only where an event shows the
+    // details: one customer's change read every appointment of theirs, cancelled ones and colleagues' included.
+    if (full && !(await fx.links.get(appt.id))?.present) continue;
+    out.push([appt.id, { ...base, ...(full ? {} : { booking: { appt, readAt: now } }) }]);
+  }
+  return out;
 }
 
 /**

@@ -280,7 +280,7 @@ export class SyncEngine {
     const log = (p.request.log ?? this.#logger).child({ customer_id: customerId });
     let resyncs: [string, SyncRequest][];
     try {
-      resyncs = await customerResyncs(this.#booking, this.#fx.mapping.config, customerId, this.#clock.now(), {
+      resyncs = await customerResyncs(this.#fx, this.#booking, customerId, this.#clock.now(), {
         ...p.request,
         log,
       });

@@ -45,7 +45,7 @@ async function listedBeforeAChange(x: Harness) {
   await sink.appointment(eventsOf(x, id)[0]!, silentLogger); // created: the event at 10:00
   x.world.booking.updateCustomer(customerId, { name: "Ada New" });
   const base = { reason: "customer.updated", priority: "webhook" as const, origin: "booking" as const };
-  const resyncs = await customerResyncs(x.app.booking, x.app.config, customerId, Date.now(), base);
+  const resyncs = await customerResyncs(x.app.sync.fx, x.app.booking, customerId, Date.now(), base);
   // Then the re-render's syncs run, as #runCustomer hands them over (settle per listed appointment).
   const runResyncs = async () => {
     for (const [apptId, request] of resyncs) await x.app.engine.settle(apptId, request);
