@@ -1,5 +1,6 @@
 // Owns what a customer's change means for the calendars: the customer's appointments in the sync window,
 // each to be re-rendered (the listing carries the name; contact details need a full read of each appointment).
+import { refusesDates } from "../booking/date-range.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import type { Effects } from "./effects.ts";
 import type { Action, BookingPort, SyncOutcome, SyncRequest } from "./types.ts";
@@ -17,15 +18,22 @@ export async function customerResyncs(
   base: Pick<SyncRequest, "reason" | "priority" | "origin" | "log">,
 ): Promise<[string, SyncRequest][]> {
   const config = fx.mapping.config;
-  // The whole sync window, as the reconciliation lists it: events of the past days (today's earlier sessions) show
-  // the name too, and would otherwise keep the old one until the next reconciliation.
+  // From the sync window's start, as the reconciliation lists it: events of the past days (today's earlier sessions)
+  // show the name too. With no end: an appointment booked beyond the window has its event (its webhooks mirror it),
+  // and kept the old name (a deadname, say) until the window reached it, months later. The customer filter keeps the
+  // list short; a service that refuses a range without an end gets the window's (the spec names no limits).
   const dateFrom = new Date(now - config.sync.window.past_days * DAY).toISOString();
   const dateTo = new Date(now + config.sync.window.future_days * DAY).toISOString();
   // By id, the last copy kept: the listing yields an appointment again when a later page showed it changed.
   const upcoming = new Map<string, Appointment>();
-  for await (const appt of booking.listAppointments({ customerId, dateFrom, dateTo }, { priority: base.priority })) {
-    upcoming.set(appt.id, appt);
-  }
+  const list = async (to?: string) => {
+    const query = { customerId, dateFrom, ...(to ? { dateTo: to } : {}) };
+    for await (const appt of booking.listAppointments(query, { priority: base.priority })) upcoming.set(appt.id, appt);
+  };
+  await list().catch(async (error: unknown) => {
+    if (upcoming.size > 0 || !refusesDates(error)) throw error;
+    await list(dateTo);
+  });
   // The listing lacks contact details; with them on the event, each appointment is read in full.
   const full = config.event.include_customer_contact;
   // Each item says when it was read (at most `now`): a move or cancellation synced while the listing ran wrote a

@@ -86,6 +86,9 @@ export function listAppointments(
   const max = reading.maxRangeDays;
   if (max !== undefined && from !== undefined && toDay !== undefined && (toDay - from) / DAY + 1 > max)
     throw invalid("date_to", `the date range may span at most ${max} days`);
+  // Strict: a service that limits the range has an end to measure it by (how one answers an open range: not shown).
+  if (max !== undefined && from !== undefined && toDay === undefined)
+    throw invalid("date_to", `date_to is required: the date range may span at most ${max} days`);
   const status = params.get("status") || undefined;
   const therapist = params.get("therapist_id") || undefined;
   const customer = params.get("customer_id") || undefined;
