@@ -111,8 +111,8 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
     case "update":
     case "restore": {
       // A series the therapist made of the event becomes a single event again: a series Google split off it goes. So
-      // does one left by an event put back (its deletion not sent): the deleted event shows no rule any more.
-      if (c.event?.recurrence?.length || action.kind === "restore") {
+      // does one left by a deleted event put back (its deletion not sent), which shows no rule any more.
+      if (c.event?.recurrence?.length || (action.kind === "restore" && c.event?.status === "cancelled")) {
         await fx.removeTails(action.therapistId, id, action.eventId, log, tailsSince(link, c.event));
       }
       const undone = action.notice ? { text: action.notice, at: fx.clock.now() } : undefined;

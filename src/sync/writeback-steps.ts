@@ -137,8 +137,8 @@ export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promis
     return;
   }
   // A series split off the event ("This and following events") before it was deleted or moved away would go on
-  // showing the appointment beside the event put back.
-  if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
+  // showing the appointment beside the event put back (a live event in hand, a refused move, left none: not looked for).
+  if (w.event?.status === "cancelled" && ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
     await ctx.fx.removeTails(w.link.therapistId, w.id, w.link.eventId, w.log, tailsSince(w.link, w.event));
   }
   let written: Written;
