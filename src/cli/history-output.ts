@@ -57,10 +57,15 @@ function writeback(e: HistoryEntry): string {
         : e.writeback === "reassign"
           ? `appointment reassigned to ${e.toTherapistId ?? "?"} in the booking service`
           : `appointment rescheduled in the booking service to ${timeOf(e.start)}`;
+    case "already":
+      // Not taken, but what the therapist asked for is done: someone else cancelled or moved the appointment first.
+      return e.writeback === "cancel"
+        ? `${what} not taken (${answer(e)}): the appointment was already cancelled in the booking service; the event stays deleted`
+        : `${what} not taken (${answer(e)}): the booking already has that time; the event stays`;
     case "refused":
-      return `${what} refused by the booking service (${answer(e)}); the event is put back as booked`;
+      return `${what} refused by the booking service (${answer(e)}); ${putBack(e)}`;
     case "failed":
-      return `${what} could not be sent (${answer(e)}); the event is put back as booked`;
+      return `${what} could not be sent (${answer(e)}); ${putBack(e)}`;
     case "gone":
       return "the appointment no longer exists in the booking service; its event is removed";
     case "disabled":
@@ -76,6 +81,12 @@ function writeback(e: HistoryEntry): string {
       return `${what} not sent (${e.result ?? "?"})`;
   }
 }
+
+/** After a write-back not taken: the booking read again is shown, or (cancelled meanwhile) shown as none. */
+const putBack = (e: HistoryEntry) =>
+  e.status === "cancelled"
+    ? "the appointment is cancelled in the booking service now, so its event is removed"
+    : "the event is put back as booked";
 
 /** What calbridge did, and the answer. */
 export function whatOf(e: HistoryEntry): string {

@@ -125,6 +125,10 @@ function answered(w: WritebackOutcome): string {
       return "cancelled in the booking service";
     case "reschedule ok":
       return "rescheduled in the booking service";
+    case "cancel already":
+      return "already cancelled in the booking service (not by this decision: the cancellation sent was not taken); the event stays deleted";
+    case "reschedule already":
+      return "the booking already had that time (the reschedule sent was not taken); the event stays";
     case "cancel moved_back":
       return `not cancelled, nothing sent: the event had been moved to ${other} and was moved back to the mapped calendar (with a note)`;
     case "cancel rewritten":
@@ -139,7 +143,7 @@ function answered(w: WritebackOutcome): string {
     default:
       return w.result === "gone"
         ? "nothing sent: the booking service no longer knows the appointment; its event was removed"
-        : `not applied: ${w.result === "refused" ? "the booking service refused it" : "it could not be sent"}; the event was put back from the booking (with a note)`;
+        : `not applied: ${w.result === "refused" ? "the booking service refused it" : "it could not be sent"}; ${w.status === "cancelled" ? "the appointment is cancelled in the booking service now, so its event was removed" : "the event was put back from the booking (with a note)"}`;
   }
 }
 

@@ -48,7 +48,7 @@ export interface HistoryEntry {
   /** A write-back: what was sent (or would have been). */
   writeback?: "reschedule" | "cancel" | "reassign";
   /**
-   * The answer: ok, refused, failed, gone, disabled, moved_back, rewritten (write-backs); deleted, already_gone,
+   * The answer: ok, already, refused, failed, gone, disabled, moved_back, rewritten (write-backs); deleted, already_gone,
    * not_mapped (deletions).
    */
   result?: string;

@@ -6,11 +6,12 @@
 export interface WritebackOutcome {
   kind: "reschedule" | "cancel" | "reassign";
   /**
-   * ok: taken; refused or failed: the event is put back; gone: the appointment no longer exists; disabled: not sent;
+   * ok: taken; already: not taken, but the booking already shows the change (cancelled by someone else meanwhile, at
+   * that time already); refused or failed: the event is put back; gone: the appointment no longer exists; disabled: not sent;
    * moved_back / rewritten: a "deletion" that was a move to another calendar of the therapist's account, not sent: the
    * event was moved back, or (when that was refused) written again in the mapped calendar.
    */
-  result: "ok" | "refused" | "failed" | "gone" | "disabled" | "moved_back" | "rewritten";
+  result: "ok" | "already" | "refused" | "failed" | "gone" | "disabled" | "moved_back" | "rewritten";
   /** The refusal or the last failure. */
   error?: unknown;
   /** The booking's status in the answer. */

@@ -60,7 +60,15 @@ export async function applyWriteback(
       fx.metrics.writebacks.inc({ kind, result: "retry" });
       throw err;
     }
-    w.tell?.({ kind, result: refused ? "refused" : "failed", error: err });
+    // Before the event is put back: the booking as it is now. Another client may have done what the therapist asked
+    // while the write-back was on its way (the customer cancelled: 409, "already cancelled"), or changed the
+    // appointment; the event then shows that, never what was read before with a note that the change was not applied.
+    const now = await ctx.booking.getAppointment(w.id, { priority: "writeback" }).catch(() => undefined);
+    if (now) {
+      w = { ...w, appt: merge(w.appt, now), full: true };
+      if (await alreadyDone(ctx, action, w, err)) return;
+    }
+    w.tell?.({ kind, result: refused ? "refused" : "failed", error: err, status: w.appt.status });
     const why = refused
       ? `the booking service refused it (${refusalText(err)})`
       : `it could not be sent after ${w.attempt} attempts (${failureText(err)})`;
@@ -131,6 +139,31 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
   w.tell?.({ kind: "cancel", result: "ok", status: booking.status });
+  await cancelled(ctx, w, booking, "ok");
+}
+
+/**
+ * The booking already shows what the therapist asked for, though this write-back was not taken: cancelled by someone
+ * else, or at the time the event was moved to. Recorded as it stands (the history says "already"), nothing put back.
+ */
+async function alreadyDone(ctx: Ctx, action: WritebackAction, w: WritebackInput, err: unknown): Promise<boolean> {
+  if (action.kind === "writeback_cancel") {
+    if (w.appt.status !== "cancelled") return false;
+    w.tell?.({ kind: "cancel", result: "already", error: err, status: "cancelled" });
+    await cancelled(ctx, w, w.appt, "already");
+    return true;
+  }
+  if (w.appt.status !== "confirmed" || bookingInstant(w.appt.start_time) !== Date.parse(action.startTime)) return false;
+  w.tell?.({ kind: "reschedule", result: "already", error: err, status: w.appt.status });
+  const sourceAt = Math.max(w.sourceAt, bookingInstant(w.appt.updated_at) || 0);
+  await accept(ctx, w, w.link.therapistId, w, w.event ?? undefined, sourceAt);
+  ctx.fx.metrics.writebacks.inc({ kind: "reschedule", result: "already" });
+  w.log.info({ writeback: "reschedule", err: describeError(err) }, "the booking already has the event's time");
+  return true;
+}
+
+/** The appointment is cancelled (by this write-back, or already): its deleted event recorded, and what it left behind removed. */
+async function cancelled(ctx: Ctx, w: WritebackInput, booking: WritebackInput["appt"], result: "ok" | "already") {
   // Cancelled: a failure from here on is never answered by putting the event back.
   await ctx.fx
     .record({
@@ -143,9 +176,11 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
       removedBy: "calendar",
     })
     .catch(leaveAsIs);
-  ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "ok" });
-  ctx.fx.activity.wroteBack(w.link.therapistId); // taken by the booking service: what /status counts
-  w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
+  ctx.fx.metrics.writebacks.inc({ kind: "cancel", result });
+  if (result === "ok") {
+    ctx.fx.activity.wroteBack(w.link.therapistId); // taken by the booking service: what /status counts
+    w.log.info({ writeback: "cancel" }, "appointment cancelled from the calendar");
+  } else w.log.info({ writeback: "cancel" }, "appointment already cancelled in the booking service");
   // A series Google split off the deleted one ("This and following events") would go on showing the appointment.
   if (ctx.fx.mapping.calendarIfAny(w.link.therapistId)) {
     await ctx.fx

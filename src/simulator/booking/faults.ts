@@ -41,6 +41,7 @@ export class Faults {
   readonly #ignore: Planned[] = [];
   readonly #drop: Planned[] = [];
   readonly #malformed: Planned[] = [];
+  readonly #races: { match: FaultMatch; change: () => void }[] = [];
   readonly #rng: Rng;
 
   constructor(rng: Rng) {
@@ -91,6 +92,15 @@ export class Faults {
     this.#malformed.push({ remaining: n, match: options.match, status: options.status ?? 200, body: options.body });
   }
 
+  /**
+   * Another client's change lands just before the next matching request is processed: the customer cancels while
+   * calbridge's cancel or PATCH is on its way, after calbridge read the appointment. The request then meets the changed
+   * appointment (a 409 invalid_state, say), as it would at a real service.
+   */
+  raceNext(match: FaultMatch, change: () => void): void {
+    this.#races.push({ match, change });
+  }
+
   /** Planned failures, drops and garbled answers not yet used up. */
   get planned(): number {
     return [...this.#fail, ...this.#ignore, ...this.#drop, ...this.#malformed].reduce((n, p) => n + p.remaining, 0);
@@ -103,10 +113,13 @@ export class Faults {
     this.#ignore.length = 0;
     this.#drop.length = 0;
     this.#malformed.length = 0;
+    this.#races.length = 0;
   }
 
   /** Before processing: answer with an error instead? */
   before(method: string, path: string): Outcome {
+    const race = this.#races.findIndex((r) => matches(r.match, method, path));
+    if (race >= 0) this.#races.splice(race, 1)[0]!.change();
     const planned = take(this.#fail, method, path);
     if (planned) {
       return {

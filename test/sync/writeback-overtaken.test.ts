@@ -1,0 +1,125 @@
+// A write-back overtaken by the booking side: while the therapist's deletion or move was on its way (its webhook not
+// yet in), the customer cancelled or moved the appointment. The booking service answers 409 invalid_state. The
+// therapist's event is not put back with "your deletion was not applied" for an appointment that is cancelled (what
+// the therapist wanted), nor shown as booked at a time the booking no longer has: the booking is read again first.
+import { afterEach, describe, expect, it } from "vitest";
+import { eventIdFor } from "../../src/calendar/ids.ts";
+import { whatOf } from "../../src/cli/history-output.ts";
+import type { HistoryEntry } from "../../src/sync/history-entry.ts";
+import { DAY, daemonHarness, type Harness, iso, settle } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const HOUR = 3_600_000;
+
+async function world(): Promise<Harness> {
+  return daemonHarness({
+    therapists: 1,
+    configure: (c) => {
+      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
+    },
+    engine: { maxAttempts: 1, baseMs: 10 },
+  });
+}
+
+async function mirrored(x: Harness) {
+  const start = new Date(Date.now() + 3 * DAY);
+  start.setUTCHours(10, 0, 0, 0);
+  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
+  await settle(x);
+  const cal = x.world.calendarOf("th_1");
+  const eventId = eventIdFor(String(appt.id));
+  expect(x.world.google.event(cal, eventId)?.status).toBe("confirmed");
+  return { id: String(appt.id), cal, eventId, start: start.getTime() };
+}
+
+/**
+ * The booking side changes just before calbridge's write reaches it, after calbridge read the appointment, and its
+ * webhook is late: calbridge does not know yet.
+ */
+function overtake(x: Harness, method: string, route: RegExp, change: () => void): void {
+  for (const e of x.world.booking.webhookEndpoints()) x.world.booking.setWebhookEndpointEnabled(e.id, false);
+  x.world.booking.faults.raceNext({ method, path: route }, change);
+}
+
+async function history(x: Harness, id: string): Promise<HistoryEntry[]> {
+  await x.app.sync.history.log.flush();
+  return (await x.app.sync.history.log.read(id)).entries;
+}
+
+const sent = (x: Harness, method: string, route: RegExp) =>
+  x.world.booking.requests.filter((r) => r.method === method && route.test(r.route)).length;
+
+describe("a write-back the booking side overtook", () => {
+  it("a deletion sent after the customer cancelled is not undone: the appointment is cancelled, as the therapist wanted", async () => {
+    h = await world();
+    const m = await mirrored(h);
+    overtake(h, "POST", /\/cancel$/, () => h!.world.booking.cancel(m.id, "customer cancelled online"));
+    h.world.google.userDelete(m.cal, m.eventId);
+    await settle(h);
+    // One cancel sent (answered 409: already cancelled), and not again.
+    expect(sent(h, "POST", /:id\/cancel$/)).toBe(1);
+    expect(h.world.booking.get(m.id)?.cancellation_reason).toBe("customer cancelled online");
+    // The event stays deleted: no "your deletion was not applied" put back in the calendar.
+    expect(h.world.google.event(m.cal, m.eventId)?.status).toBe("cancelled");
+    const wb = (await history(h, m.id)).filter((e) => e.kind === "writeback");
+    expect(wb.at(-1)).toMatchObject({ writeback: "cancel", result: "already", status: "cancelled" });
+    expect(whatOf(wb.at(-1)!)).toContain("already cancelled in the booking service; the event stays deleted");
+    // Quiet afterwards: nothing more is sent on either side.
+    const writes = h.writes();
+    await h.app.reconcile();
+    await settle(h);
+    expect(h.writes()).toBe(writes);
+    expect(sent(h, "POST", /:id\/cancel$/)).toBe(1);
+  });
+
+  it("a move sent after the customer cancelled removes the event instead of putting it back as booked", async () => {
+    h = await world();
+    const m = await mirrored(h);
+    overtake(h, "PATCH", /^\/v1\/appointments\/[^/]+$/, () =>
+      h!.world.booking.cancel(m.id, "customer cancelled online"),
+    );
+    h.world.google.userEdit(m.cal, m.eventId, {
+      start: { dateTime: iso(m.start + 2 * HOUR) },
+      end: { dateTime: iso(m.start + 3 * HOUR) },
+    });
+    await settle(h);
+    expect(sent(h, "PATCH", /:id$/)).toBe(1);
+    // The appointment is cancelled: its event goes (a cancelled appointment is shown as none, as the mirror does),
+    // never put back "as booked" at 10:00 with a note that the move was not applied.
+    const event = h.world.google.event(m.cal, m.eventId);
+    expect(event?.status).toBe("cancelled");
+    const wb = (await history(h, m.id)).filter((e) => e.kind === "writeback");
+    // 409 invalid_state is no refusal the spec names: "could not be sent" (its only try here), and told with the
+    // booking's status now, so the history does not say the event was put back.
+    expect(wb.at(-1)).toMatchObject({ writeback: "reschedule", result: "failed", status: "cancelled" });
+    expect(whatOf(wb.at(-1)!)).toContain(
+      "the appointment is cancelled in the booking service now, so its event is removed",
+    );
+  });
+
+  it("a move refused while the booking already has that time (staff moved it there meanwhile) is not undone", async () => {
+    h = await world();
+    const m = await mirrored(h);
+    const patch = /^\/v1\/appointments\/[^/]+$/;
+    overtake(h, "PATCH", patch, () => h!.world.booking.move(m.id, m.start + 2 * HOUR, { force: true }));
+    // The service refuses the PATCH (the slot is taken: by this very appointment now).
+    h.world.booking.faults.refuseNext(1, "slot_unavailable", { status: 409, match: { method: "PATCH", path: patch } });
+    h.world.google.userEdit(m.cal, m.eventId, {
+      start: { dateTime: iso(m.start + 2 * HOUR) },
+      end: { dateTime: iso(m.start + 3 * HOUR) },
+    });
+    await settle(h);
+    expect(sent(h, "PATCH", /:id$/)).toBe(1);
+    const event = h.world.google.event(m.cal, m.eventId) as { start: { dateTime: string }; description?: string };
+    expect(Date.parse(event.start.dateTime)).toBe(m.start + 2 * HOUR);
+    expect(String(event.description ?? "")).not.toContain("not applied");
+    const wb = (await history(h, m.id)).filter((e) => e.kind === "writeback");
+    expect(wb.at(-1)).toMatchObject({ writeback: "reschedule", result: "already", code: "slot_unavailable" });
+    expect(whatOf(wb.at(-1)!)).toContain("the booking already has that time; the event stays");
+  });
+});
