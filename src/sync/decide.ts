@@ -155,6 +155,10 @@ export function decide(input: DecideInput): Action {
   // appointment was reassigned meanwhile (not theirs to change: the event follows the booking to the new therapist at
   // once, where putting it back in the old calendar left it there until the next reconciliation).
   const reassigned = link.therapistId !== target;
+  if (change === "deleted" && appt.status === "cancelled" && !reassigned) {
+    // A kept "Cancelled" marker cleared away, or an event deleted while the customer cancelled: done, put nothing back.
+    return { ...none("the therapist removed a cancelled appointment's event"), removedBy: "calendar" };
+  }
   if (change !== "none" && !reassigned && !(fromBooking && input.conflict === "booking_wins")) {
     const wb = input.writeback;
     const restore = (reason: string): Action =>
@@ -171,10 +175,6 @@ export function decide(input: DecideInput): Action {
           };
     if (unwatchedChange(link, event, input.watchedSince ?? 0)) {
       return restore("it was made while calbridge was not syncing this calendar, so it was not sent to the booking");
-    }
-    if (change === "deleted" && appt.status === "cancelled") {
-      // A kept "Cancelled" marker the therapist cleared away: their calendar, their call.
-      return { ...none("the therapist removed a cancelled appointment's event"), removedBy: "calendar" };
     }
     if (appt.status !== "confirmed") {
       const is = appt.status ?? "not shown as confirmed by the booking service"; // no status: nothing sent on a guess

@@ -231,11 +231,12 @@ const cases: Case[] = [
     expect: { kind: "restore" },
   },
   {
+    // What the therapist wanted is done: nothing to delete (the event is gone), nothing put back.
     name: "event deleted, booking cancelled too",
     appt: CANCELLED,
     link: link(A),
     event: event(A, { status: "cancelled" }),
-    expect: { kind: "delete" },
+    expect: { kind: "none", removedBy: "calendar" },
   },
   {
     name: "event deleted, booking moved too (booking wins): put back with a notice",

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { whatOf } from "../../src/cli/history-output.ts";
 import type { HistoryEntry } from "../../src/sync/history-entry.ts";
-import { DAY, daemonHarness, type Harness, iso, settle } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -16,11 +16,15 @@ afterEach(async () => {
 
 const HOUR = 3_600_000;
 
-async function world(): Promise<Harness> {
+async function world(wb: Record<string, unknown> = {}, sync: Record<string, unknown> = {}): Promise<Harness> {
   return daemonHarness({
     therapists: 1,
     configure: (c) => {
-      c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
+      c.sync = {
+        ...c.sync,
+        ...sync,
+        writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...wb },
+      } as typeof c.sync;
     },
     engine: { maxAttempts: 1, baseMs: 10 },
   });
@@ -121,5 +125,33 @@ describe("a write-back the booking side overtook", () => {
     const wb = (await history(h, m.id)).filter((e) => e.kind === "writeback");
     expect(wb.at(-1)).toMatchObject({ writeback: "reschedule", result: "already", code: "slot_unavailable" });
     expect(whatOf(wb.at(-1)!)).toContain("the booking already has that time; the event stays");
+  });
+
+  describe("with cancelled_events: keep (a cancelled appointment's event stays, marked)", () => {
+    // Google will not restore the deleted event under its id: a marker put back is a new generation of it.
+    const live = (x: Harness, m: { cal: string; id: string }) => liveOf(x, m.cal, m.id);
+
+    it("a deletion waiting its grace period when the customer cancels is not answered with the marker and 'undone'", async () => {
+      h = await world({ cancel_grace_seconds: 3600 }, { cancelled_events: "keep" });
+      const m = await mirrored(h);
+      h.world.google.userDelete(m.cal, m.eventId);
+      await settle(h); // the deletion waits out its grace period
+      h.world.booking.cancel(m.id, "customer cancelled online"); // its webhook comes in
+      await settle(h);
+      expect(sent(h, "POST", /:id\/cancel$/)).toBe(0);
+      // The therapist wanted the appointment gone and it is cancelled: no "Cancelled" marker put back, no false note.
+      expect(live(h, m)).toEqual([]);
+    });
+
+    it("an event deleted after the customer cancelled (its webhook late) stays deleted", async () => {
+      h = await world({}, { cancelled_events: "keep" });
+      const m = await mirrored(h);
+      for (const e of h.world.booking.webhookEndpoints()) h.world.booking.setWebhookEndpointEnabled(e.id, false);
+      h.world.booking.cancel(m.id, "customer cancelled online");
+      h.world.google.userDelete(m.cal, m.eventId);
+      await settle(h);
+      expect(sent(h, "POST", /:id\/cancel$/)).toBe(0);
+      expect(live(h, m)).toEqual([]);
+    });
   });
 });
