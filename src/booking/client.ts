@@ -17,7 +17,7 @@ import {
   USER_AGENT,
 } from "./constants.ts";
 import { listDates, RangeLimit, refusesDates } from "./date-range.ts";
-import { BookingApiError } from "./errors.ts";
+import { BookingApiError, changedMeanwhile, isChangedMeanwhile } from "./errors.ts";
 import { type Priority, RateLimitGate } from "./gate.ts";
 import { type BookingMetrics, bookingMetrics } from "./metrics.ts";
 import { type Page, paginate } from "./pagination.ts";
@@ -58,8 +58,13 @@ interface CallSpec<T> {
   schema: z.ZodType<T>;
   priority: Priority;
   mode: RetryMode;
-  /** For writes: the appointment as it is now if the write is found applied, else undefined. */
+  /**
+   * For writes: the appointment as it is now if the write is found applied, else undefined (throws changed_meanwhile
+   * when it was changed by someone else: CallOptions.basis).
+   */
   confirm?: () => Promise<T | undefined>;
+  /** Look (confirm) after a 429 too before sending again: the wait may have let someone else change the appointment. */
+  lookAfterLimit?: boolean;
 }
 
 /**
@@ -291,10 +296,15 @@ export class BookingClient {
       input: { method: "PATCH", path: appointmentPath(id), body: wanted, signal: opts.signal },
       schema: AppointmentEnvelope,
       priority: opts.priority ?? "writeback",
-      mode: wanted.status === undefined ? "idempotent" : "verify",
+      // Resent blindly only when nothing says what it was decided from: a resend over a newer change (the customer's
+      // reschedule during the backoff) would move the appointment back.
+      mode: wanted.status === undefined && !opts.basis ? "idempotent" : "verify",
+      lookAfterLimit: opts.basis !== undefined,
       confirm: async () => {
-        const now = await this.getAppointment(id, { ...opts, priority: opts.priority ?? "writeback" });
-        return applied(now) ? { data: now } : undefined;
+        const now = await this.getAppointment(id, readOpts(opts));
+        if (applied(now)) return { data: now };
+        if (opts.basis && !opts.basis(now)) throw changedMeanwhile("PATCH", appointmentPath(id));
+        return undefined;
       },
     });
     if (!patchContradicted(result.data, wanted)) return result.data;
@@ -316,9 +326,13 @@ export class BookingClient {
       schema: AppointmentEnvelope,
       priority: opts.priority ?? "writeback",
       mode: "verify",
+      lookAfterLimit: opts.basis !== undefined,
       confirm: async () => {
-        const now = await this.getAppointment(id, { ...opts, priority: opts.priority ?? "writeback" });
-        return now.status === "cancelled" ? { data: now } : undefined;
+        const now = await this.getAppointment(id, readOpts(opts));
+        // Cancelled, by this call or by someone else meanwhile (the caller tells which by the reason).
+        if (now.status === "cancelled") return { data: now };
+        if (opts.basis && !opts.basis(now)) throw changedMeanwhile("POST", appointmentPath(id, "/cancel"));
+        return undefined;
       },
     });
     // Only an answer still saying "confirmed" contradicts it (other status words than the spec's are not shown).
@@ -432,6 +446,10 @@ export class BookingClient {
           // Not processed; the gate has paused every sender until the window resets (or backs off without headers).
           if (limited++ >= this.#maxRateLimitRetries) throw e;
           this.#countRetry(e, limited - 1, 0);
+          if (spec.lookAfterLimit) {
+            const applied = await this.#confirm(spec, e);
+            if (applied !== undefined) return applied;
+          }
           continue;
         }
         if (e.kind === "transient") {
@@ -474,7 +492,8 @@ export class BookingClient {
     );
     try {
       return await spec.confirm();
-    } catch {
+    } catch (err) {
+      if (isChangedMeanwhile(err)) throw err;
       // Could not look: resending blindly is what the check is there to avoid.
       throw cause;
     }
@@ -581,4 +600,9 @@ function unconfirmedSuccess(answer: BookingApiError, lookFailed: unknown): Booki
 /** Whether a failed exchange said the rate limit is exceeded (by its status or its error code). */
 function isRateLimited(e: unknown): boolean {
   return e instanceof BookingApiError && e.kind === "rate_limited";
+}
+
+/** A write's look at the appointment: at the write's priority (default write-back), with its signal. */
+function readOpts(o: CallOptions): CallOptions {
+  return { priority: o.priority ?? "writeback", ...(o.signal ? { signal: o.signal } : {}) };
 }

@@ -20,7 +20,8 @@ export type SynthesizedCode =
   | "timeout"
   | "invalid_response"
   | "not_applied"
-  | "unconfirmed_success";
+  | "unconfirmed_success"
+  | "changed_meanwhile";
 
 /** Business refusals named by the spec: the request was understood and refused; retrying will not help. */
 const REJECTED_CODES = new Set([
@@ -128,3 +129,19 @@ export class BookingApiError extends Error {
 export function isBookingApiError(e: unknown): e is BookingApiError {
   return e instanceof BookingApiError;
 }
+
+/**
+ * A write not sent again because the appointment, read before the resend, was changed by someone else since the write
+ * was decided on (the customer rescheduled during the backoff): sending it would write over that change.
+ */
+export function changedMeanwhile(method: string, path: string): BookingApiError {
+  return new BookingApiError({
+    code: "changed_meanwhile",
+    message: "the appointment was changed by someone else since the write was decided on; not sent again",
+    method,
+    path,
+  });
+}
+
+export const isChangedMeanwhile = (e: unknown): e is BookingApiError =>
+  e instanceof BookingApiError && e.code === "changed_meanwhile";

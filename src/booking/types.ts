@@ -4,6 +4,7 @@ import type { Dispatcher } from "undici";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Priority } from "./gate.ts";
+import type { Appointment } from "./schemas.ts";
 
 export interface BookingClientOptions {
   baseUrl: string;
@@ -30,6 +31,13 @@ export interface BookingClientOptions {
 export interface CallOptions {
   priority?: Priority;
   signal?: AbortSignal;
+  /**
+   * A write: whether the appointment, read again, is still as the write was decided from (its time, therapist and
+   * status). Before the write is sent again (after an answer that left its fate unknown, or a 429), the appointment is
+   * read; one that is neither changed as asked nor still as decided from was changed by someone else meanwhile, and is
+   * not written over: the call fails with `changed_meanwhile`, so the caller decides again from what it is now.
+   */
+  basis?: (now: Appointment) => boolean;
 }
 
 export interface AppointmentQuery {

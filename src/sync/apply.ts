@@ -34,6 +34,8 @@ export interface ApplyContext {
   maxAttempts: number;
   /** Told what came of the action as soon as it took effect (the appointment's history). */
   tell?: (applied: Applied) => void;
+  /** WritebackInput.taken. */
+  taken?: Snapshot;
 }
 
 /** What came of an action, for the appointment's history. */
@@ -225,6 +227,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         attempt: c.attempt,
         maxAttempts: c.maxAttempts,
         tell: (writeback) => c.tell?.({ writeback }),
+        ...(c.taken ? { taken: c.taken } : {}),
       });
       return;
     }

@@ -1,6 +1,7 @@
 // Owns one attempt of an appointment's sync: read both sides, plan (reading the full form when the payload or list
 // item at hand lacks fields the event shows), pass the write-back gate, apply, and decide once more after a 412 (or a
 // 403 on patching an event a person deleted).
+import { isChangedMeanwhile } from "../booking/errors.ts";
 import { givingUpWaits, guardingWrites } from "../calendar/call-runner.ts";
 import type { Logger } from "../log.ts";
 import { type Applied, applyAction } from "./apply.ts";
@@ -15,7 +16,7 @@ import { removeColleagueCopy } from "./reassign.ts";
 import type { Relocator } from "./relocate.ts";
 import type { BookingState } from "./snapshot.ts";
 import { LeadershipLostError } from "./stopped.ts";
-import type { Action, BookingPort, CalEvent, Link, SyncRequest } from "./types.ts";
+import type { Action, BookingPort, CalEvent, Link, Snapshot, SyncRequest } from "./types.ts";
 import { type Pending, seenIn } from "./work.ts";
 import { type Grace, graceKey, type WritebackGate } from "./writeback-gate.ts";
 import type { WritebackOutcome } from "./writeback-steps.ts";
@@ -132,6 +133,7 @@ async function attemptIn(
   let event = seen.event;
   // Every read of the event decided from is over: a calendar change it shows was made before (moved-out.ts).
   const seenAt = deps.fx.clock.now();
+  let taken: Snapshot | undefined; // what a write-back of this attempt made of the booking (WritebackInput.taken)
   for (let round = 0; ; round++) {
     const planned = await planReading(
       deps,
@@ -154,6 +156,9 @@ async function attemptIn(
       let writeback: WritebackOutcome | undefined;
       const tell = (applied: Applied) => {
         writeback = applied.writeback ?? writeback;
+        if (applied.writeback?.result === "ok" && action.kind === "writeback_reschedule" && state.appt) {
+          taken = { ...state.appt, start_time: action.startTime };
+        }
         deps.history.applied(id, request, action, applied, before);
       };
       await applyAction(
@@ -168,6 +173,7 @@ async function attemptIn(
           attempt,
           maxAttempts: deps.maxAttempts,
           tell,
+          ...(taken ? { taken } : {}),
         },
         deps.fx,
         deps.booking,
@@ -189,6 +195,13 @@ async function attemptIn(
         const eventId = "eventId" in action ? action.eventId : link?.eventId;
         if (eventId === undefined) throw err;
         event = await deps.fx.calendar(action.therapistId).get(eventId);
+        continue;
+      }
+      // A write-back not sent: someone else changed the appointment since it was decided on (writeback-basis.ts).
+      // Read it and decide again, twice at most (a booking changed on every read is left to the retries).
+      if (round < 2 && isChangedMeanwhile(err)) {
+        state = await deps.read.full(id, link, request, signal);
+        remember(state);
         continue;
       }
       // 403 on bringing the linked event up to date: Google refuses any change to an event a person deleted. The

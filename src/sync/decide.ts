@@ -102,9 +102,8 @@ export function decide(input: DecideInput): Action {
     if (link && !link.present && link.removedBy === "calendar" && !bookingChanged(link, appt) && !broughtBack) {
       return none("deleted in the calendar; the write-back is pending or was declined");
     }
-    // No record, and a person deleted the event of an appointment that has begun: left deleted. The link of a past
-    // appointment expires with the sync window; Google's full listing (after a 410, or a first poll) then reports
-    // the old deletion again, and recreated with the note below it invited a deletion that cancelled a past session.
+    // No record, and a person deleted the event of a begun appointment: left deleted. A past link expires; a full
+    // listing then reports the old deletion again, and recreated with the note below it invited a cancellation.
     if (!link && event?.status === "cancelled" && begun(appt, input.now)) {
       return none("deleted in the calendar, and the appointment has begun: left deleted, nothing sent");
     }
@@ -152,11 +151,12 @@ export function decide(input: DecideInput): Action {
   const change = effectiveChange(link, event, appt, fromBooking);
 
   // The therapist changed the event: push it back, unless the booking changed too and the booking wins, or the
-  // appointment was reassigned meanwhile (not theirs to change: the event follows the booking to the new therapist at
-  // once, where putting it back in the old calendar left it there until the next reconciliation).
+  // appointment was reassigned meanwhile (not theirs to change: the event follows the booking to the new therapist).
   const reassigned = link.therapistId !== target;
+  // A kept "Cancelled" marker cleared away, or an event deleted while the customer cancelled (its delete removes a copy
+  // a "deletion" that was a move left in another calendar): nothing put back.
   if (change === "deleted" && appt.status === "cancelled" && !reassigned) {
-    // A kept "Cancelled" marker cleared away, or an event deleted while the customer cancelled: done, put nothing back.
+    if (fromBooking) return remove(link.therapistId, link.eventId, "cancelled");
     return { ...none("the therapist removed a cancelled appointment's event"), removedBy: "calendar" };
   }
   if (change !== "none" && !reassigned && !(fromBooking && input.conflict === "booking_wins")) {

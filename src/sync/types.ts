@@ -3,6 +3,7 @@
 import type { calendar_v3 } from "googleapis";
 import type { Priority } from "../booking/gate.ts";
 import type { Appointment } from "../booking/schemas.ts";
+import type { CallOptions } from "../booking/types.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { Logger } from "../log.ts";
 import type { WritebackOutcome } from "./writeback-outcome.ts";
@@ -138,10 +139,8 @@ export type SyncOutcome =
   | { ok: true; action: Action; waiting?: "grace" | "held"; writeback?: WritebackOutcome }
   | { ok: false; error: string; final: boolean };
 
-export interface CallOptions {
-  priority?: Priority;
-  signal?: AbortSignal;
-}
+/** The booking client's: a priority, a signal, and for a write the state it was decided from. */
+export type { CallOptions } from "../booking/types.ts";
 
 /** The booking API as the engine uses it (BookingClient satisfies it). */
 export interface BookingPort {

@@ -35,6 +35,11 @@ export interface WritebackInput {
   maxAttempts: number;
   /** Told the booking service's answer as soon as it is known, before the event is put back after a refusal. */
   tell?: (outcome: WritebackOutcome) => void;
+  /**
+   * The booking as an earlier write-back of the same attempt left it (taken, then a 412 from writing the event: the
+   * therapist moved it again, decided anew): calbridge's own change, not someone else's (writeback-basis.ts).
+   */
+  taken?: Snapshot;
 }
 
 /** The collaborators of a write-back: the effects on calendars and links, and the booking service. */

@@ -2,7 +2,7 @@
 // deleted one a cancel, an event moved to another mapped calendar a reassignment, one moved to another calendar of the
 // therapist's own account nothing (it is brought back: moved-out.ts). A refusal, or a failure that outlives its
 // retries, restores the event from the booking and says why in the event itself.
-import { BookingApiError } from "../booking/errors.ts";
+import { BookingApiError, isChangedMeanwhile } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
 import { BEGUN_REASON, begun, CANCEL_OFF } from "./changes.ts";
 import type { Effects } from "./effects.ts";
@@ -14,6 +14,7 @@ import { tailsSince } from "./series-tails.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort } from "./types.ts";
+import { stillAsDecided } from "./writeback-basis.ts";
 import {
   accept,
   appointmentGone,
@@ -41,6 +42,8 @@ export async function applyWriteback(
     // The engine stops and gave up a call that sent nothing: no answer about the write-back, nothing put back.
     if (err instanceof EngineStoppedError) throw err;
     if (err instanceof LeaveAsIs) throw err.cause;
+    // Someone else changed the appointment since this was decided on: nothing sent, the attempt decides again.
+    if (isChangedMeanwhile(err)) throw err;
     // A yes from the booking service that could not be checked may have been applied: retried or a dead letter (the
     // next attempt reads the booking again), never "not applied" with the event put back.
     if (err instanceof BookingApiError && err.code === "unconfirmed_success") throw err;
@@ -86,7 +89,8 @@ export async function applyWriteback(
 }
 
 async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<void> {
-  const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback" });
+  const basis = await stillAsDecided(ctx, w, "PATCH");
+  const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback", basis });
   w.tell?.({ kind: "reschedule", result: "ok", status: res.status });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, bookingInstant(res.updated_at) || 0);
@@ -132,14 +136,19 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     ctx.fx.metrics.writebacks.inc({ kind: "cancel", result: "disabled" });
     return;
   }
+  const basis = await stillAsDecided(ctx, w, "POST");
   const res = await ctx.booking.cancelAppointment(
     w.id,
     { reason: wb.reason, notify_customer: wb.notify_customer },
-    { priority: "writeback" },
+    { priority: "writeback", basis },
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
-  w.tell?.({ kind: "cancel", result: "ok", status: booking.status });
-  await cancelled(ctx, w, booking, "ok");
+  // Cancelled by someone else while ours was retried (the answer, read again, names another reason): not ours to claim
+  // in the history, the one place a "who cancelled this?" is settled.
+  const theirs =
+    wb.reason !== undefined && typeof res.cancellation_reason === "string" && res.cancellation_reason !== wb.reason;
+  w.tell?.({ kind: "cancel", result: theirs ? "already" : "ok", status: booking.status });
+  await cancelled(ctx, w, booking, theirs ? "already" : "ok");
 }
 
 /**

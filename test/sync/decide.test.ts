@@ -231,12 +231,11 @@ const cases: Case[] = [
     expect: { kind: "restore" },
   },
   {
-    // What the therapist wanted is done: nothing to delete (the event is gone), nothing put back.
     name: "event deleted, booking cancelled too",
     appt: CANCELLED,
     link: link(A),
     event: event(A, { status: "cancelled" }),
-    expect: { kind: "none", removedBy: "calendar" },
+    expect: { kind: "delete" },
   },
   {
     name: "event deleted, booking moved too (booking wins): put back with a notice",

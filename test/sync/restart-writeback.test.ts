@@ -137,6 +137,6 @@ it("the write-back guard counts what was sent before a restart: a slow wipe acro
   await quiet(x, next);
   // Four within the hour, over the limit of three: both new ones are held, as they would have been without the restart
   // (the guard sees a burst as a whole, before any of it is sent).
-  expect(cancelled(x)).toEqual(ids.slice(0, 2));
+  expect(cancelled(x).sort()).toEqual(ids.slice(0, 2).sort()); // sent at once: in either order
   expect((await next.sync.guard.held()).map((w) => w.appointmentId).sort()).toEqual(ids.slice(2, 4).sort());
 });

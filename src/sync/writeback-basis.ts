@@ -1,0 +1,42 @@
+// Owns the last look before a write-back is sent: the appointment read again after the calendar look-ups (a deletion's
+// search of other calendars takes seconds; a 429 or a retry's backoff longer), and compared with the state the
+// write-back was decided from. A customer's reschedule, a reassignment or a cancellation made meanwhile is never
+// written over: the write-back is not sent, and the attempt decides again from the appointment as it is now.
+import { changedMeanwhile } from "../booking/errors.ts";
+import { bookingInstant } from "../booking/instant.ts";
+import type { Appointment } from "../booking/schemas.ts";
+import type { Snapshot } from "./types.ts";
+import type { Ctx, WritebackInput } from "./writeback-steps.ts";
+
+/**
+ * Reads the appointment; throws changed_meanwhile when it is no longer as decided from. Answers the same comparison
+ * for the client, which looks again before any resend (CallOptions.basis). The API offers no precondition, so a
+ * change landing between this read and the write is not caught: the window is one request long.
+ */
+export async function stillAsDecided(
+  ctx: Ctx,
+  w: WritebackInput,
+  method: "PATCH" | "POST",
+): Promise<(now: Appointment) => boolean> {
+  const basis = (now: Appointment) => sameState(w.appt, now) || (w.taken !== undefined && sameState(w.taken, now));
+  const now = await ctx.booking.getAppointment(w.id, { priority: "writeback" });
+  if (!basis(now)) {
+    w.log.info(
+      { status: now.status, was: w.appt.status },
+      "the appointment was changed by someone else since the write-back was decided on: not sent, deciding again",
+    );
+    throw changedMeanwhile(method, `/v1/appointments/${w.id}${method === "POST" ? "/cancel" : ""}`);
+  }
+  return basis;
+}
+
+/** Same time, therapist and status; a field either side does not show is no change (the spec leaves much unshown). */
+export function sameState(decided: Snapshot, now: Appointment): boolean {
+  const same = (a: unknown, b: unknown) => a === undefined || a === null || b === undefined || b === null || a === b;
+  const at = (v: unknown) => (typeof v === "string" ? bookingInstant(v) : undefined);
+  return (
+    same(decided.status, now.status) &&
+    same(decided.therapist_id, now.therapist_id) &&
+    same(at(decided.start_time), at(now.start_time))
+  );
+}
