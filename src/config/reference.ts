@@ -74,10 +74,19 @@ function walk(n: SchemaNode, prefix: string, rows: Row[], comments: Map<string, 
   }
 }
 
+/**
+ * The example with its commented-out optional keys (`#key: value`, no space after the #, where prose comments have
+ * one) set, so every key is there to read and each comment stays with its own key.
+ */
+export function exampleWithOptionalKeys(text: string): string {
+  return text.replace(/^([ \t]*)#(?=[^\s#])/gm, "$1");
+}
+
 /** The Markdown table of every configuration key. */
 export function configReference(examplePath = "config/example.yaml"): string {
   const comments = new Map<string, string>();
-  collectComments(parseDocument(readFileSync(examplePath, "utf8")).contents as Node, "", comments);
+  const example = exampleWithOptionalKeys(readFileSync(examplePath, "utf8"));
+  collectComments(parseDocument(example).contents as Node, "", comments);
   const rows: Row[] = [];
   walk(configJsonSchema() as SchemaNode, "", rows, comments, new Set());
   const esc = (s: string) => s.replaceAll("|", "\\|");

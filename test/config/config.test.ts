@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { parseDocument } from "yaml";
 import { configJsonSchema, schemaKeyPaths } from "../../src/config/json-schema.ts";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load.ts";
+import { exampleWithOptionalKeys } from "../../src/config/reference.ts";
 import { SecretRegistry } from "../../src/log.ts";
 import { runCli } from "../cli/support.ts";
 
@@ -53,6 +54,21 @@ describe("configuration", () => {
     expect(registry.scrub(`key ${env.BOOKING_API_KEY} secret ${env.BOOKING_WEBHOOK_SECRET}`)).toBe(
       "key [REDACTED] secret [REDACTED]",
     );
+  });
+
+  it("copied as it is, the example sets no optional key that changes behaviour, and loads without their variables", () => {
+    const { CALBRIDGE_ADMIN_TOKEN: _admin, GOOGLE_CHANNEL_TOKEN: _channel, ...rest } = env;
+    const cfg = loadConfig("config/example.yaml", { env: rest, secrets: new SecretRegistry() });
+    expect(cfg.admin.bearer_token).toBeUndefined();
+    expect(cfg.google.push?.token).toBeUndefined();
+    expect(cfg.event.reminders).toBeUndefined();
+    // Set, the commented-out examples are valid.
+    const all = parseConfig(exampleWithOptionalKeys(readFileSync("config/example.yaml", "utf8")), {
+      env,
+      secrets: new SecretRegistry(),
+    });
+    expect(all.google.push?.token).toBe(env.GOOGLE_CHANNEL_TOKEN);
+    expect(all.event.reminders).toEqual([{ method: "popup", minutes: 30 }]);
   });
 
   it("fills in defaults", () => {
@@ -485,7 +501,10 @@ therapists:
 
   it("keeps the admin bearer token out of messages and logs", () => {
     const registry = new SecretRegistry();
-    const cfg = loadConfig("config/example.yaml", { env, secrets: registry });
+    const cfg = parseConfig(exampleWithOptionalKeys(readFileSync("config/example.yaml", "utf8")), {
+      env,
+      secrets: registry,
+    });
     expect(cfg.admin.bearer_token).toBe(env.CALBRIDGE_ADMIN_TOKEN);
     expect(registry.scrub(`token ${env.CALBRIDGE_ADMIN_TOKEN}`)).toBe("token [REDACTED]");
     expect(problems(`${minimal}admin:\n  bearer_token: " padded-token-123"\n`)[0]).toMatch(
@@ -591,7 +610,7 @@ therapists:
     const schema = configJsonSchema();
     expect(schema.type).toBe("object");
     const fromSchema = new Set(schemaKeyPaths(schema));
-    const doc = parseDocument(readFileSync("config/example.yaml", "utf8")).toJS();
+    const doc = parseDocument(exampleWithOptionalKeys(readFileSync("config/example.yaml", "utf8"))).toJS();
     const fromExample = new Set<string>();
     const walk = (v: unknown, prefix: string) => {
       if (Array.isArray(v)) for (const item of v) walk(item, `${prefix}[]`);
