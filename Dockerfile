@@ -59,8 +59,9 @@ RUN mkdir -p /data /config \
   && ln -s /data /app/data
 VOLUME /data
 USER node
-# Only the public listener (webhooks.listen: booking webhook, Google push, /healthz) is exposed; the admin listener
-# (admin.listen, default 127.0.0.1:9090: /status, /metrics, /readyz) stays inside (see README, Deployment).
+# Only the public listener (webhooks.listen: booking webhook, Google push, /healthz, and the connect pages when
+# connect is configured) is exposed; the admin listener (admin.listen, default 127.0.0.1:9090: /status, /metrics,
+# /readyz) stays inside (see README, Deployment).
 EXPOSE 8080
 # Liveness through node itself (slim has no curl), on the admin listener's /healthz: it runs inside the container, so
 # the loopback admin port is reachable, it needs no token, and it is not subject to the public listener's connection

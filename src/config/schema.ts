@@ -390,7 +390,7 @@ export const ConfigSchema = z
         listen: listen
           .default("0.0.0.0:8080")
           .describe(
-            "Address of the public listener: the booking webhook, POST /webhooks/google and /healthz, nothing else. Expose it behind TLS.",
+            "Address of the public listener: the booking webhook, POST /webhooks/google, /healthz and, with connect configured, GET /connect and /connect/callback; nothing else. Expose it behind TLS.",
           ),
         path: z
           .string()
