@@ -1,8 +1,10 @@
 # calbridge container image: compile in a full build stage, run the compiled daemon on node:24-bookworm-slim as the
 # unprivileged `node` user, with its SQLite store on the /data volume.
 #   docker build -t calbridge .
-#   docker run -v calbridge-data:/data -v "$PWD/config:/config:ro" -e BOOKING_API_KEY -p 8080:8080 calbridge
-#   (the folder holding calbridge.yaml, not the file: README, Deployment)
+#   docker run -v calbridge-data:/data -v "$PWD/config:/config:ro" \
+#     -e BOOKING_API_KEY -e BOOKING_WEBHOOK_SECRET -p 8080:8080 calbridge
+#   (the folder holding calbridge.yaml, not the file, and every secret the file names, such as the Google key file:
+#   README, Deployment)
 # (publish 8080 only, behind TLS; never the admin port 9090).
 
 # --- build stage: every dependency (TypeScript, the native sqlite3 addon, built from source when no prebuilt
