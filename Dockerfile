@@ -29,9 +29,10 @@ RUN npm run build \
 FROM node:24-bookworm-slim AS runtime
 # Memory: V8 sizes its heap from the machine (a quarter of RAM, up to 4 GB) and, with a limit of 2 GB or more, lets
 # the heap grow to four times what is live before a full collection: a cold reconciliation of 10,000 appointments
-# (about 50 MB live) then peaks above 300 MB of RSS. A 1 GB limit makes V8 collect at about 1.6 times (peak ~180 MB)
-# and is still ~20 times that live set; raise it for windows of more than ~100,000 appointments (see README,
-# Deployment). A 1 MB young generation promotes fewer short-lived request objects.
+# (about 50 MB live) then peaks above 300 MB of RSS. A 1 GB limit makes V8 collect at about 1.6 times (with the
+# malloc settings below the peak is 140-151 MB) and is still ~20 times that live set; raise it for windows of more
+# than ~100,000 appointments (see README, Deployment). A 1 MB young generation promotes fewer short-lived request
+# objects.
 # MALLOC_ARENA_MAX=2: glibc gives each thread that allocates (libuv's pool running SQLite and crypto, V8's helpers)
 # an arena of its own, up to 8 per core, and each keeps what it freed; JavaScript runs on one thread, so two arenas
 # are enough, and keep about 10 MB less resident (1,000 therapists idle, bench/scale-thousand.ts: 184 MB on average
