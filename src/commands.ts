@@ -152,7 +152,12 @@ export function program(): Command {
     .version(version)
     .option("-c, --config <file>", "configuration file (default: $CALBRIDGE_CONFIG, then ./config/calbridge.yaml)")
     .exitOverride()
-    .showHelpAfterError();
+    .showHelpAfterError()
+    // LOG_LEVEL is checked once, before any command runs: a level pino does not know (`warning`) is a configuration
+    // error for every command (exit 2, main), also for those that log nothing and would never have read it.
+    .hook("preAction", () => {
+      logLevel(process.env.LOG_LEVEL);
+    });
 
   cmd
     .command("run")

@@ -228,4 +228,28 @@ describe("LOG_LEVEL", () => {
       else process.env.LOG_LEVEL = before;
     }
   }, 30_000);
+  it("every command checks it before it runs, also those that log nothing (history, config-schema, authorize)", async () => {
+    const w = await world();
+    const file = writeConfig(w);
+    const before = process.env.LOG_LEVEL;
+    try {
+      process.env.LOG_LEVEL = "warning";
+      const commands = [
+        ["history", "x", "--config", file],
+        ["config-schema"],
+        ["authorize", "--therapist", w.config.therapists[0]!.therapist_id, "--config", file],
+      ];
+      const results = [];
+      for (const command of commands) {
+        const r = await runCli(...command);
+        results.push({ command, code: r.code, stdout: r.stdout.slice(0, 80), stderr: r.stderr.trimEnd() });
+      }
+      expect(results).toEqual(
+        commands.map((command) => ({ command, code: 2, stdout: "", stderr: expect.stringMatching(LINE) })),
+      );
+    } finally {
+      if (before === undefined) delete process.env.LOG_LEVEL;
+      else process.env.LOG_LEVEL = before;
+    }
+  }, 30_000);
 });
