@@ -35,6 +35,7 @@ function typeOf(n: SchemaNode): string {
   if (Array.isArray(n.anyOf) || Array.isArray(n.oneOf)) return "one of the forms below";
   if (n.type === "array") return `list of ${typeOf((n.items ?? {}) as SchemaNode)}`;
   if (n.type === "integer") return "integer";
+  if (Array.isArray(n.type)) return n.type.join(" or ");
   return String(n.type ?? "any");
 }
 

@@ -172,10 +172,18 @@ function webhookPathProblem(path: string, ctx: z.RefinementCtx): void {
  * One of Google's event colours, "1" to "11" (colors.get, `event`); written as a number too (`completed: 5`). Another
  * id loaded fine and then failed the write of every completed or no-show event: 400 "Invalid color ID".
  */
+const COLOR_ID = "^(?:[1-9]|1[01])$";
 const colorId = z
   .union([z.string(), z.number()])
   .transform((v) => String(v))
-  .refine((v) => /^(?:[1-9]|1[01])$/.test(v), { message: 'expected one of Google\'s event colour ids, "1" to "11"' });
+  .refine((v) => new RegExp(COLOR_ID).test(v), { message: 'expected one of Google\'s event colour ids, "1" to "11"' });
+
+/**
+ * The JSON Schema of what a value accepts, for the values whose zod schema cannot tell it (a refine, a transform):
+ * configJsonSchema writes it in place of zod's. pattern applies to strings only, minimum and maximum to numbers only.
+ */
+export const jsonInputForm = z.registry<Record<string, unknown>>();
+jsonInputForm.add(colorId, { type: ["string", "integer"], pattern: COLOR_ID, minimum: 1, maximum: 11 });
 
 const ReminderSchema = z.strictObject({
   method: z.enum(["popup", "email"]).describe("popup (on the therapist's devices) or email (to the calendar's owner)."),
