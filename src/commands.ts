@@ -153,6 +153,8 @@ export function program(): Command {
     .option("-c, --config <file>", "configuration file (default: $CALBRIDGE_CONFIG, then ./config/calbridge.yaml)")
     .exitOverride()
     .showHelpAfterError()
+    // Each subcommand's --help lists --config too (subcommands inherit this; set before they are made).
+    .configureHelp({ showGlobalOptions: true })
     // LOG_LEVEL is checked once, before any command runs: a level pino does not know (`warning`) is a configuration
     // error for every command (exit 2, main), also for those that log nothing and would never have read it.
     .hook("preAction", () => {
@@ -416,8 +418,9 @@ export function program(): Command {
   cmd
     .command("demo")
     .description("the daemon against the built-in simulators, with sample bookings flowing in (no credentials)")
-    .option("--duration <seconds>", "stop after this many seconds (default: run until Ctrl-C)", "0")
-    .action(async (o: { duration: string }) => {
+    // No commander default: help would print it beside the description's (default: "0").
+    .option("--duration <seconds>", "stop after this many seconds (default: run until Ctrl-C)")
+    .action(async (o: { duration?: string }) => {
       const { runDemo } = await import("./cli/demo.ts");
       const ctl = new AbortController();
       // As `run`: a second SIGTERM does not end the demo partway, a second Ctrl-C does (exit 130).
@@ -430,7 +433,7 @@ export function program(): Command {
         forced: () => process.stderr.write("calbridge demo: second Ctrl-C: exiting at once\n"),
       });
       try {
-        const durationSec = wholeNumber("--duration", o.duration, 0, 365 * 86_400);
+        const durationSec = wholeNumber("--duration", o.duration ?? "0", 0, 365 * 86_400);
         const result = await runDemo({ durationSec, logger: quietLogger(), signal: ctl.signal });
         if (!result.converged) throw new ExitCode(1);
       } finally {
@@ -442,9 +445,9 @@ export function program(): Command {
     .command("authorize")
     .description("OAuth consent for a therapist's personal calendar; stores the refresh token")
     .requiredOption("--therapist <id>", "therapist whose calendar to authorize")
-    .option("--port <port>", "loopback port for the redirect (default: any free port)", "0")
-    .action(async (o: { therapist: string; port: string }) => {
-      const port = wholeNumber("--port", o.port, 0, 65_535);
+    .option("--port <port>", "loopback port for the redirect (default: any free port)") // 0, as --duration
+    .action(async (o: { therapist: string; port?: string }) => {
+      const port = wholeNumber("--port", o.port ?? "0", 0, 65_535);
       const config = load(cmd.opts());
       const t = config.therapists.find((x) => x.therapist_id === o.therapist);
       if (!t) throw new ExitCode(2, `--therapist ${o.therapist}: not in the configuration`);

@@ -105,6 +105,19 @@ describe("configuration errors", () => {
     expect(version).toMatchObject({ code: 0, stdout: "0.1.0\n" });
   });
 
+  it("a subcommand's --help says each default once and lists the global --config", async () => {
+    for (const [command, said] of [
+      ["authorize", "(default: any free port)"],
+      ["demo", "(default: run until Ctrl-C)"],
+    ] as const) {
+      const help = await runCli(command, "--help");
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain(said);
+      expect(help.stdout).not.toMatch(/\(default: "0"\)/);
+      expect(help.stdout).toMatch(/Global Options:[\s\S]*-c, --config <file>/);
+    }
+  });
+
   it("a number option that is not a number exits 2 naming it, instead of being read as 'none' (run forever, any port)", async () => {
     const duration = await runCli("demo", "--duration", "abc");
     expect(duration.code).toBe(2);
