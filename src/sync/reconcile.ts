@@ -1,7 +1,6 @@
 // Owns the full reconciliation: list the window on both sides, plan one action per appointment and per stray
 // managed event, hold back a suspicious mass deletion, then apply the plan through syncAppointment.
 import PQueue from "p-queue";
-import { eventIdFor } from "../calendar/ids.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
@@ -13,13 +12,12 @@ import type { HistoryRecorder } from "./history.ts";
 import type { LinkReader } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { SyncMetrics } from "./metrics.ts";
-import { misplaced } from "./placement.ts";
 import { lookUpMissing, placeAll } from "./reconcile-lookups.ts";
 import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf } from "./reconcile-report.ts";
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
 import { shareLimit } from "./share-limit.ts";
 import { LeadershipLostError } from "./stopped.ts";
-import { deleteStray, earlierGeneration, isStrayReason, removeStray, STRAY_REASONS } from "./strays.ts";
+import { deleteStray, isStrayReason, LOOK_UP, removeStray, strayFate } from "./strays.ts";
 import {
   type BookingPort,
   isDestructive,
@@ -187,32 +185,21 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   if (!strayOverLimit) {
     await Promise.all(
       strays.map(async (s) => {
-        const link = await ctx.links.get(s.id);
-        // Marked but not its event: a series' occurrence or a copy (left alone), or an earlier generation (removed).
-        if (s.event.id !== (link?.eventId ?? eventIdFor(s.id))) {
-          if (earlierGeneration(link, s)) removeStray(plan, planned, s, STRAY_REASONS.earlier);
+        const facts = { mapping, listed: appointments.get(s.id), planned: planned.get(s.id) };
+        const fate = strayFate(s, await ctx.links.get(s.id), facts);
+        if (fate !== LOOK_UP) {
+          if (fate) removeStray(plan, planned, s, fate);
           return;
         }
-        // Its therapist's mapping names another calendar now: the appointment's own sync moves it (relocate.ts).
-        if (misplaced(link, mapping.therapist(link?.therapistId))) return;
-        if (link?.present && link.therapistId !== s.therapistId && appointments.has(s.id)) {
-          // A copy left in another calendar after a reassignment: removed, unless its own calendar lost the event (the
-          // therapist moved it: the appointment's decision handles it), or another mapping reaches it (their event?).
-          if (mapping.sharesCalendar?.(s.therapistId)) return;
-          if (planned.get(s.id)?.kind !== "writeback_cancel") removeStray(plan, planned, s, STRAY_REASONS.copy);
-          return;
-        }
-        if (!appointments.has(s.id)) {
-          const source: SyncRequest = {
-            reason: "reconcile (event without a listed appointment)",
-            priority: "reconcile",
-            origin: "reconcile",
-            calendar: { therapistId: s.therapistId, event: s.event, seenAt: listedAt },
-            log,
-          };
-          sources.set(s.id, source);
-          await planOne(s.id, source);
-        }
+        const source: SyncRequest = {
+          reason: "reconcile (event without a listed appointment)",
+          priority: "reconcile",
+          origin: "reconcile",
+          calendar: { therapistId: s.therapistId, event: s.event, seenAt: listedAt },
+          log,
+        };
+        sources.set(s.id, source);
+        await planOne(s.id, source);
       }),
     );
   }

@@ -1,10 +1,14 @@
 // Owns the stray events a reconciliation removes itself: managed events that are not the appointment's own event and
-// say nothing about the booking (no write-back, no change to the appointment's link).
-import { eventIdFor } from "../calendar/ids.ts";
+// say nothing about the booking (no write-back, no change to the appointment's link); which strays those are, and
+// which are left alone or have their appointment read by id.
+import type { Appointment } from "../booking/schemas.ts";
+import { carriesMarks, eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import { describeError } from "./errors.ts";
 import type { HistoryRecorder } from "./history.ts";
-import type { CalEvent, CalendarPort, PlanEntry, SyncRequest } from "./types.ts";
+import type { Mapping } from "./mapping.ts";
+import { misplaced } from "./placement.ts";
+import type { CalEvent, CalendarPort, Link, PlanEntry, SyncRequest } from "./types.ts";
 
 export interface Stray {
   id: string;
@@ -20,6 +24,45 @@ export const STRAY_REASONS = {
 const REASONS = new Set<string>(Object.values(STRAY_REASONS));
 
 export const isStrayReason = (reason: string): boolean => REASONS.has(reason);
+
+/** A stray whose appointment the listing did not show: it is read by id (gone, out of the window, another's now). */
+export const LOOK_UP = "look up";
+
+/** What the stray pass knows of a stray's appointment besides its link. */
+export interface StrayFacts {
+  mapping: Pick<Mapping, "therapist" | "sharesCalendar">;
+  /** The appointment as the booking listing showed it (undefined: not listed this run). */
+  listed: Appointment | undefined;
+  /** What the run planned for the appointment. */
+  planned: PlanEntry | undefined;
+}
+
+/** Why a stray is removed (a STRAY_REASONS value), LOOK_UP, or undefined when it is left alone. */
+export function strayFate(stray: Stray, link: Link | undefined, facts: StrayFacts): string | undefined {
+  const { mapping, listed } = facts;
+  // Marked but not its event: a series' occurrence or a copy (left alone), or an earlier generation (removed).
+  if (stray.event.id !== (link?.eventId ?? eventIdFor(stray.id))) {
+    return earlierGeneration(link, stray) ? STRAY_REASONS.earlier : undefined;
+  }
+  // Its therapist's mapping names another calendar now: the appointment's own sync moves it (relocate.ts).
+  if (misplaced(link, mapping.therapist(link?.therapistId))) return undefined;
+  if (!listed) return LOOK_UP;
+  // Another mapping may reach this calendar: the event may be that therapist's.
+  if (mapping.sharesCalendar?.(stray.therapistId)) return undefined;
+  if (link?.present && link.therapistId !== stray.therapistId) {
+    // A copy left in another calendar after a reassignment: removed, unless its own calendar lost the event (the
+    // therapist moved it: the appointment's decision handles it).
+    return facts.planned?.kind === "writeback_cancel" ? undefined : STRAY_REASONS.copy;
+  }
+  // No record at all (the store was lost): an appointment reassigned before calbridge applied it, whose old event is
+  // still in the previous therapist's calendar. Only a link led to its removal, so that therapist went on seeing a
+  // client no longer theirs, for good once the appointment's own event was gone. calbridge's event under the
+  // appointment's own id, with its mark, in a calendar not the appointment's therapist's is that copy.
+  if (!link && mapping.therapist(listed.therapist_id)?.therapist_id !== stray.therapistId) {
+    return carriesMarks(stray.event, stray.id) ? STRAY_REASONS.copy : undefined;
+  }
+  return undefined;
+}
 
 /** Plans the removal of `stray` for `reason`, keyed by its calendar and event id. */
 export function removeStray(plan: PlanEntry[], planned: Map<string, PlanEntry>, stray: Stray, reason: string): void {
