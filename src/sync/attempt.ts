@@ -181,7 +181,7 @@ async function attemptIn(
       // A deleted event put back (an administrator's restore of a held deletion, cancelling from the calendar turned
       // off, ...) may have been moved to a calendar of the therapist's own account: the copy there would go on showing
       // the appointment, never updated again.
-      if (action.kind === "restore" && link && deleted(event)) {
+      if (link && ((action.kind === "restore" && deleted(event)) || putBackAfterRefusal(action, link))) {
         await removeOwnCopy(deps.fx, link, log, seenAt);
         await removeColleagueCopy(deps.fx, link, log);
       }
@@ -229,6 +229,14 @@ function decidedAt(action: Action, event: CalEvent | null | undefined, grace: Gr
   if (action.kind !== "writeback_cancel" || !(event?.etag ?? event?.updated)) return undefined;
   return grace?.key === graceKey(action, event) ? grace.since : undefined;
 }
+
+/**
+ * The event of a refused write-back brought back in its own calendar by a later sync (a link not present is decided
+ * without reading the event): the refusal is recorded before a refused reassignment's copy leaves the colleague's
+ * calendar (reassign.ts), so a failure or a crash in between leaves that copy for this sync to remove.
+ */
+const putBackAfterRefusal = (action: Action, link: Link | undefined) =>
+  action.kind === "create" && link?.removedBy === "refused" && action.therapistId === link.therapistId;
 
 /** The event as read shows a deletion in the mapped calendar (undefined: not read). */
 const deleted = (event: CalEvent | null | undefined) => event === null || event?.status === "cancelled";

@@ -12,7 +12,15 @@ import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { CalEvent, Link, Snapshot } from "./types.ts";
-import { accept, appointmentGone, type Ctx, LeaveAsIs, restore, type WritebackInput } from "./writeback-steps.ts";
+import {
+  accept,
+  appointmentGone,
+  type Ctx,
+  LeaveAsIs,
+  noteRefusal,
+  putBack,
+  type WritebackInput,
+} from "./writeback-steps.ts";
 
 /**
  * A deletion may be a move to another mapped therapist's calendar: look for the same event there. Only an answer
@@ -65,10 +73,10 @@ export async function movedToOtherCalendar(
   const wb = ctx.fx.mapping.writeback(w.link.therapistId);
   if (!wb.reassign || !to) {
     w.tell?.({ kind: "reassign", result: "disabled", therapistId: moved.therapistId });
-    await ctx.fx.remove(moved.therapistId, w.link.eventId);
-    await restore(
+    await putBackFrom(
       ctx,
       w,
+      moved,
       `calbridge: moving an appointment to another therapist's calendar does not reassign it here (writeback.reassign is off). The event was put back.${timeNotSent(w.link, moved.event)}`,
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "disabled" });
@@ -164,10 +172,10 @@ async function notSent(
     err instanceof BookingApiError && err.kind === "not_found" && !(await appointmentGone(ctx, w.id));
   if (isRefusal(err) || refusedAs404) {
     w.tell?.({ kind: "reassign", result: "refused", error: err, therapistId: moved.therapistId });
-    await ctx.fx.remove(moved.therapistId, w.link.eventId);
-    await restore(
+    await putBackFrom(
       ctx,
       w,
+      moved,
       `calbridge: the ${what} was refused by the booking service (${(err as BookingApiError).code}). The event was put back.`,
     );
     ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "refused" });
@@ -195,12 +203,11 @@ async function notSent(
     );
     return now;
   }
-  // Not taken: out of the other calendar first, so that a restore that fails leaves no second event behind.
-  await ctx.fx.remove(moved.therapistId, w.link.eventId);
   w.tell?.({ kind: "reassign", result: "failed", error: err, therapistId: moved.therapistId });
-  await restore(
+  await putBackFrom(
     ctx,
     w,
+    moved,
     `calbridge: your move of this appointment to the calendar of another therapist was not applied: it could not be sent after ${w.attempt} attempts (${describeError(err)}). The event shows the booking again.`,
   );
   ctx.fx.metrics.writebacks.inc({ kind: "reassign", result: "failed" });
@@ -209,6 +216,23 @@ async function notSent(
     "reassignment not applied; event removed from the other calendar and restored from the booking",
   );
   return undefined;
+}
+
+/**
+ * The reassignment is not made: the event goes back to its own calendar, out of the other one first, so that a restore
+ * that fails leaves no second event behind. The refusal is recorded before the copy is removed: once it is removed, the
+ * event is deleted here and nowhere else, and without the refusal on record (a store write that failed, a crash) the
+ * next sync took that for the therapist's deletion and cancelled the appointment. With it, the event is put back.
+ */
+async function putBackFrom(
+  ctx: Ctx,
+  w: WritebackInput,
+  moved: { therapistId: string; event: CalEvent },
+  text: string,
+): Promise<void> {
+  const notice = await noteRefusal(ctx, w, text);
+  await ctx.fx.remove(moved.therapistId, w.link.eventId);
+  await putBack(ctx, w, notice);
 }
 
 /**

@@ -15,6 +15,8 @@ import type { WritebackOutcome } from "./writeback-outcome.ts";
 
 export type { WritebackOutcome };
 
+type Notice = NonNullable<Link["notice"]>;
+
 export interface WritebackInput {
   id: string;
   /** The booking's current state. */
@@ -133,9 +135,25 @@ export async function accept(
  * event changed since it was read is not overwritten: the precondition error (412) is thrown for a new decision.
  */
 export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promise<void> {
+  await putBack(ctx, w, await noteRefusal(ctx, w, text));
+}
+
+/**
+ * The first half of `restore`: records that the change is not to be sent (refused, turned off, not sent) with the note
+ * the event will show. A step that must come before the event is back (a reassignment's copy removed from the
+ * colleague's calendar) goes between the two halves: with the refusal not recorded first, a failed store write or a
+ * crash after that step left the event deleted here and nowhere else, which the next sync took for the therapist's
+ * deletion, and cancelled the appointment.
+ */
+export async function noteRefusal(ctx: Ctx, w: WritebackInput, text: string): Promise<Notice> {
   const notice = { text, at: ctx.fx.clock.now() };
   // The link keeps what the event shows (it is still there), so a retry renders no less either.
   await ctx.fx.links.save({ ...w.link, present: false, removedBy: "refused", notice, syncedAt: ctx.fx.clock.now() });
+  return notice;
+}
+
+/** The second half of `restore`: the event put back as the booking has it, showing `notice` (see noteRefusal). */
+export async function putBack(ctx: Ctx, w: WritebackInput, notice: Notice): Promise<void> {
   const { rendering, appt } = await renderFor(ctx, w, w, w.link.therapistId, notice);
   if (!rendering) {
     await removeEvent(ctx, w, "nothing to restore");
