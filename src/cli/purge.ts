@@ -12,7 +12,7 @@ import { CredentialDecryptError, CredentialStore, secretBoxFor } from "../store/
 import { openStore, type Store } from "../store/store.ts";
 import { describeError, isCalendarKind } from "../sync/errors.ts";
 import { LeftBehindEvents } from "../sync/left-behind.ts";
-import { LinkStore } from "../sync/links.ts";
+import { LinkStore, purgeable } from "../sync/links.ts";
 import { Mapping } from "../sync/mapping.ts";
 import { calendarKey, isUserAddress } from "../sync/placement.ts";
 import { applyPurge, type PurgePlan, planPurge } from "../sync/purge.ts";
@@ -154,8 +154,9 @@ async function unmappedTargets(
   credentials: CredentialStore,
 ): Promise<Target[]> {
   const named = new Set<string>();
+  // Also the calendars of links a purge marked and did not forget (it stopped or died): their events may be there.
   for await (const l of links.all())
-    if (l.therapistId === args.therapist && l.present && l.calendarId) named.add(l.calendarId);
+    if (l.therapistId === args.therapist && purgeable(l) && l.calendarId) named.add(l.calendarId);
   const calendarIds = args.calendar ? [args.calendar] : [...named];
   if (calendarIds.length === 0) {
     throw new PurgeUsageError(

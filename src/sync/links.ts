@@ -185,6 +185,15 @@ export class LinkStore implements LinkReader {
   }
 }
 
+/**
+ * Whether a link's event is one `calbridge purge` is to delete: a live one, or one a purge marked before deleting it
+ * (that purge stopped or died before forgetting the link: the event may still be there, and the calendar is known only
+ * from the link).
+ */
+export function purgeable(link: Link): boolean {
+  return link.present || link.removedBy === "purge";
+}
+
 /** The calendar a mapped therapist's events go to now ("" when not mapped). */
 function calendarOf(mapping: Mapping, therapistId: string): string {
   const t = mapping.therapist(therapistId);

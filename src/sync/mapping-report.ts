@@ -3,7 +3,7 @@
 // longer names, and events left in old calendars that could not be reached. Read by the log at start, /status, doctor
 // and the relocation that follows a changed calendar.
 import type { LeftBehind, LeftBehindEvents } from "./left-behind.ts";
-import type { LinkStore } from "./links.ts";
+import { type LinkStore, purgeable } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import { misplaced } from "./placement.ts";
 
@@ -39,8 +39,9 @@ export async function mappingReport(
   const moving = new Map<string, string[]>();
   let managed = 0;
   for await (const link of links.all()) {
-    if (!link.present) continue;
-    managed++;
+    // A link a purge marked and did not forget yet (it stopped, or died) may still have its event there.
+    if (!purgeable(link)) continue;
+    if (link.present) managed++;
     const therapist = mapping.therapist(link.therapistId);
     if (!therapist) {
       const entry = unmapped.get(link.therapistId) ?? { events: 0, calendarIds: new Set<string>() };

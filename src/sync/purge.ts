@@ -8,9 +8,10 @@
 // the booking service is never called; the mass-deletion guard (sync.max_delete_ratio, its floor) holds a purge of
 // too large a share of calbridge's events unless forced.
 import { APPOINTMENT_ID_PROPERTY, eventIdFor, namesNoOther } from "../calendar/ids.ts";
+import { type Clock, systemClock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { describeError } from "./errors.ts";
-import type { LinkStore } from "./links.ts";
+import { type LinkStore, purgeable } from "./links.ts";
 import { GUARD_FLOOR } from "./reconcile.ts";
 import { isTailOf } from "./series-tails.ts";
 import { shareLimit } from "./share-limit.ts";
@@ -26,7 +27,7 @@ export interface PurgeOptions {
   /** The calendar, as the links name it. */
   calendarId: string;
   calendar: Pick<CalendarPort, "listManaged" | "delete" | "get">;
-  links: Pick<LinkStore, "all" | "forget">;
+  links: Pick<LinkStore, "all" | "forget" | "save">;
   maxDeleteRatio: number;
   /**
    * The mapped therapists (not the one purged) whose calendar this is now: handed over. Only events of the purged
@@ -127,7 +128,7 @@ async function unmarked(
   events: Map<string, PurgeEvent>,
   skipped: Set<string>,
 ): Promise<void> {
-  for (const link of links.filter((l) => l.present)) {
+  for (const link of links.filter(purgeable)) {
     const ids = new Set([
       link.eventId,
       ...Array.from({ length: link.generation ?? 0 }, (_, g) => eventIdFor(link.appointmentId, g)),
@@ -159,16 +160,21 @@ export interface PurgeResult {
  * Deletes the plan's events, then forgets the links whose events are all gone: a failed deletion keeps its
  * appointment's link, whichever of the appointment's events it was (a series split off, an earlier generation), or the
  * next run could not find the calendar again. `goOn` is asked before each deletion: a reason stops the purge there
- * (the events left keep their links).
+ * (the events left keep their links). A live link is marked as the purge's (present: false, removedBy "purge") before
+ * its appointment's first event is deleted: a purge that dies before forgetting it (killed, the store failing) left a
+ * live link to a deleted event, which a daemon mapping the therapist took for the therapist's deletion, and cancelled.
  */
 export async function applyPurge(
   plan: PurgePlan,
-  o: Pick<PurgeOptions, "calendar" | "links"> & { goOn?: () => Promise<string | undefined> },
+  o: Pick<PurgeOptions, "calendar" | "links"> & { goOn?: () => Promise<string | undefined>; clock?: Clock },
   log: Logger,
 ): Promise<PurgeResult> {
   const result: PurgeResult = { deleted: 0, alreadyGone: 0, failed: [], forgotten: 0 };
   /** Appointments with an event left in the calendar: their links are kept. */
   const left = new Set<string>();
+  /** The live links still to mark before their first event goes. */
+  const live = new Map(plan.links.filter((l) => l.present).map((l) => [l.appointmentId, l]));
+  const clock = o.clock ?? systemClock;
   for (const [i, ev] of plan.events.entries()) {
     const stop = await o.goOn?.();
     if (stop !== undefined) {
@@ -179,6 +185,12 @@ export async function applyPurge(
       break;
     }
     try {
+      const link = live.get(ev.appointmentId);
+      if (link) {
+        // The calendar is kept: a purge run again finds it (and the event, should this deletion fail) by this link.
+        await o.links.save({ ...link, present: false, removedBy: "purge", syncedAt: clock.now() });
+        live.delete(ev.appointmentId);
+      }
       if ((await o.calendar.delete(ev.eventId)) === "deleted") result.deleted++;
       else result.alreadyGone++;
     } catch (err) {

@@ -51,9 +51,10 @@ export interface Link {
   present: boolean;
   /**
    * Who removed it, when not present: a therapist's deletion is not undone by a later cancellation; "refused": the
-   * booking service refused the therapist's deletion, so the event is to be put back (never the cancel sent again).
+   * booking service refused the therapist's deletion, so the event is to be put back (never the cancel sent again);
+   * "purge": `calbridge purge` deletes the event (or did), and forgets the link once done (purge.ts, purgeable).
    */
-  removedBy?: "booking" | "calendar" | "refused";
+  removedBy?: "booking" | "calendar" | "refused" | "purge";
   /** Calendar side, as last written or accepted: etag, fingerprint of the owned fields, instants. */
   etag?: string;
   fingerprint?: string;

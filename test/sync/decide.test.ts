@@ -409,6 +409,13 @@ const cases: Case[] = [
     expect: { kind: "none" },
   },
   {
+    name: "deleted by a purge of a therapist still mapped (it died before forgetting the link): written again, not sent",
+    appt: A,
+    link: link(A, { present: false, removedBy: "purge" }),
+    event: event(A, { status: "cancelled" }),
+    expect: { kind: "create", reason: "recreated" },
+  },
+  {
     name: "removed after a cancellation, booked again",
     appt: A,
     link: link(CANCELLED, { present: false, removedBy: "booking" }),
@@ -437,6 +444,7 @@ describe("decide", () => {
       link(A, { present: false, removedBy: "booking" }),
       link(A, { present: false, removedBy: "calendar" }),
       link(A, { present: false, removedBy: "refused" }),
+      link(A, { present: false, removedBy: "purge" }),
       link(A, { therapistId: "th_2" }),
     ];
     const events: (CalEvent | null | undefined)[] = [
@@ -475,7 +483,7 @@ describe("decide", () => {
               // An event that could not be read, or was not, never says "deleted".
               if (e === null || e === undefined) expect(action.kind.startsWith("writeback")).toBe(false);
             }
-    expect(n).toBe(7 * 6 * 8 * 2 * 2);
+    expect(n).toBe(7 * 7 * 8 * 2 * 2);
   });
 });
 
