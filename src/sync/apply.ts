@@ -151,9 +151,34 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       return;
     }
     case "delete": {
+      const gone = {
+        appointmentId: id,
+        therapistId: fx.mapping.therapist(appt?.therapist_id)?.therapist_id ?? action.therapistId,
+        eventId: action.eventId,
+        booking: snapshot,
+        sourceAt,
+        present: false,
+        removedBy: "booking" as const,
+      };
+      // A live link is recorded gone before its event goes: a crash (or a store write that fails) after the deletion
+      // left a live link to a deleted event, which the next sync took for the therapist's deletion, and cancelled the
+      // appointment (one the clinic had restored meanwhile).
+      const first = link?.present === true;
+      if (first) await fx.record(gone);
       if (fx.mapping.calendarIfAny(action.therapistId)) {
         const since = tailsSince(link, c.event);
-        const result = await fx.remove(action.therapistId, action.eventId, { appointmentId: id, log, since });
+        const result = await fx
+          .remove(action.therapistId, action.eventId, { appointmentId: id, log, since })
+          .catch(async (err: unknown) => {
+            // Not deleted (or not known to be): the link names the event again, so that the retry deletes it (a sync
+            // reads no event for a link not present; only the reconciliation would). It knows the booking as it is
+            // now: should the event be gone after all and the appointment be restored, that is no deletion to send.
+            if (first && !(err instanceof EngineStoppedError)) {
+              const booking = coreOf(snapshot);
+              await fx.links.save({ ...link, booking, sourceAt: Math.max(link.sourceAt, sourceAt) }).catch(() => {});
+            }
+            throw err;
+          });
         c.tell?.({ deleted: result });
         // Already gone from the mapped calendar: the therapist may have moved it to a calendar of their own or to a
         // colleague's (a move waiting out its grace period, or held), where it would go on showing the appointment.
@@ -169,15 +194,7 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         log.warn({ therapist_id: action.therapistId }, "event left in a calendar that is no longer mapped");
         c.tell?.({ deleted: "not_mapped" });
       }
-      await fx.record({
-        appointmentId: id,
-        therapistId: fx.mapping.therapist(appt?.therapist_id)?.therapist_id ?? action.therapistId,
-        eventId: action.eventId,
-        booking: snapshot,
-        sourceAt,
-        present: false,
-        removedBy: "booking",
-      });
+      if (!first) await fx.record(gone);
       return;
     }
     case "move": {
