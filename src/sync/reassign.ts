@@ -1,6 +1,6 @@
 // Owns the write-back of an event moved to another mapped therapist's calendar ("Change calendar" in Google): finding
 // it there, and reassigning the appointment, or putting the event back in its own calendar when that is refused or off.
-import { BookingApiError } from "../booking/errors.ts";
+import { BookingApiError, isChangedMeanwhile } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks, namesNoOther } from "../calendar/ids.ts";
@@ -12,6 +12,7 @@ import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { CalEvent, Link, Snapshot } from "./types.ts";
+import { stillAsDecided } from "./writeback-basis.ts";
 import {
   accept,
   appointmentGone,
@@ -85,10 +86,12 @@ export async function movedToOtherCalendar(
   // A new time saved with the move (or given in the other calendar before the write-back) goes in the same PATCH.
   const time = timeChange(w.link, moved.event, wb.reschedule && ctx.fx.mapping.writeback(moved.therapistId).reschedule);
   const body = { therapist_id: moved.therapistId, ...(time.startTime ? { start_time: time.startTime } : {}) };
+  const basis = await stillAsDecided(ctx, w, "PATCH");
   let res: Snapshot;
   try {
-    res = await ctx.booking.patchAppointment(w.id, body, { priority: "writeback" });
+    res = await ctx.booking.patchAppointment(w.id, body, { priority: "writeback", basis });
   } catch (err) {
+    if (isChangedMeanwhile(err)) throw err; // not sent over someone else's change: decided again (writeback-basis.ts)
     let taken: Snapshot | undefined;
     try {
       taken = await notSent(ctx, w, moved, err, time.startTime !== undefined);

@@ -17,13 +17,18 @@ const HOUR = 3_600_000;
 const ONE = /^\/v1\/appointments\/[^/]+$/;
 const CANCEL = /^\/v1\/appointments\/[^/]+\/cancel$/;
 
-async function world(): Promise<Harness> {
+async function world(reassign = false): Promise<Harness> {
   return daemonHarness({
     therapists: 2,
     configure: (c) => {
       c.sync = {
         ...c.sync,
-        writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, reason: "Cancelled by the therapist" },
+        writeback: {
+          cancel_grace_seconds: 0,
+          reschedule_grace_seconds: 0,
+          reason: "Cancelled by the therapist",
+          reassign,
+        },
       };
     },
     engine: { maxAttempts: 3, baseMs: 10 },
@@ -121,5 +126,22 @@ describe("a write-back over a change made meanwhile", () => {
       writeback: "cancel",
       result: "already",
     });
+  });
+
+  it("a move to a colleague's calendar is not sent as a reassignment when the customer rescheduled after calbridge read the appointment", async () => {
+    h = await world(true);
+    const m = await mirrored(h);
+    const customers = m.start + 26 * HOUR;
+    let gets = 0;
+    const mine = new RegExp(`^/v1/appointments/${m.id}$`);
+    h.world.booking.faults.raceNext({ method: "GET", path: mine, when: () => ++gets === 2 }, () =>
+      h!.world.booking.move(m.id, customers, { force: true }),
+    );
+    h.world.google.userMove(m.cal, m.eventId, h.world.calendarOf("th_2")); // "Change calendar" in Google's UI
+    await settle(h);
+    expect(gets).toBeGreaterThanOrEqual(2);
+    expect(sent(h, "PATCH", ONE)).toBe(0);
+    expect(h.world.booking.get(m.id)?.therapist_id).toBe("th_1");
+    expect(Date.parse(String(h.world.booking.get(m.id)?.start_time))).toBe(customers);
   });
 });
