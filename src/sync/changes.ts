@@ -17,6 +17,11 @@ export function bookingChanged(link: Link, appt: Appointment | Snapshot): boolea
   );
 }
 
+/** Whether the booking's status is the one the link last applied (no status shown reads as confirmed). */
+export function sameStatus(link: Link, appt: Appointment | Snapshot): boolean {
+  return (link.booking.status ?? "confirmed") === (appt.status ?? "confirmed");
+}
+
 function instant(iso: string | undefined | null): number | undefined {
   if (!iso) return undefined;
   const ms = bookingInstant(iso);

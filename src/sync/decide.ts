@@ -5,7 +5,7 @@ import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
-import { BEGUN_REASON, begun, bookingChanged, CANCEL_OFF, effectiveChange } from "./changes.ts";
+import { BEGUN_REASON, begun, bookingChanged, CANCEL_OFF, effectiveChange, sameStatus } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import { editNotice } from "./edit-notice.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
@@ -94,8 +94,7 @@ export function decide(input: DecideInput): Action {
       }
       return none(appt.status === "cancelled" ? "cancelled" : "no event wanted");
     }
-    // A cancelled appointment's event the therapist removed and brought back (a late Undo, the Bin) is shown as
-    // cancelled below: bringing it back re-books nothing.
+    // A cancelled appointment's event removed and brought back (a late Undo, the Bin) is shown as cancelled below.
     const broughtBack = appt.status === "cancelled" && live(event);
     if (link?.removedBy === "calendar" && appt.status === "cancelled" && !broughtBack)
       return none("removed by the therapist");
@@ -249,7 +248,8 @@ export function decide(input: DecideInput): Action {
     }
     const wanted = printOf(wish);
     if (event === undefined) {
-      if (wanted === link.fingerprint) return none("unchanged");
+      // A new status is written (the event may be one calbridge deleted ambiguously: the write's 412 reads it).
+      if (wanted === link.fingerprint && sameStatus(link, appt)) return none("unchanged");
       return {
         kind: "update",
         appointmentId: id,

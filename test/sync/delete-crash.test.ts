@@ -4,7 +4,7 @@
 // The link is now recorded first; a deletion that fails is still done by a later sync.
 import { afterEach, expect, it } from "vitest";
 import { failLinkSaveOnce, restart, untilFired } from "./crash.ts";
-import { cancels, type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
+import { cancels, daemonHarness, type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -75,3 +75,34 @@ it("a deletion that fails is done by the retry: the cancelled appointment's even
   expect(await h.app.sync.links.get(m.id)).toMatchObject({ present: false, removedBy: "booking" });
   expect(cancels(h)).toBe(0);
 });
+
+for (const conflict of ["booking_wins", "calendar_wins"] as const) {
+  it(`a deletion that fails after Google did it, the appointment restored before the retry (${conflict}): not cancelled again`, async () => {
+    h = await daemonHarness({
+      therapists: 2,
+      configure: (c) => {
+        c.sync = { ...c.sync, conflict, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } };
+      },
+    });
+    const m = await mirrored(h);
+    const fx = h.app.sync.fx;
+    const remove = fx.remove.bind(fx);
+    let failed = false;
+    // Done at Google, answered with a failure (a timeout), and the clinic restores the appointment meanwhile: the
+    // link names the event again for the retry, whose booking is confirmed once more. Taken as "unchanged" without
+    // a look, the poll that then saw the deletion wrote it back as the therapist's: a cancellation, customer told.
+    fx.remove = async (...args) => {
+      if (failed) return remove(...args);
+      failed = true;
+      await remove(...args);
+      h!.world.booking.restoreCancelled(m.id);
+      throw new Error("simulated timeout after the deletion was done");
+    };
+    h.world.booking.cancel(m.id);
+    await settle(h);
+    expect(failed).toBe(true);
+    expect(cancels(h)).toBe(0);
+    expect(h.world.booking.get(m.id)?.status).toBe("confirmed");
+    expect(liveOf(h, m.cal, m.id)).toHaveLength(1);
+  });
+}
