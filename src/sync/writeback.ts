@@ -144,9 +144,8 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
   // Cancelled by someone else while ours was retried (the answer, read again, names another reason): not ours to claim
-  // in the history, the one place a "who cancelled this?" is settled.
-  const theirs =
-    wb.reason !== undefined && typeof res.cancellation_reason === "string" && res.cancellation_reason !== wb.reason;
+  // in the history, the one place a "who cancelled this?" is settled. An answer without a reason is ours.
+  const theirs = reasonText(res.cancellation_reason) !== "" && !ownReason(wb.reason, res.cancellation_reason);
   w.tell?.({ kind: "cancel", result: theirs ? "already" : "ok", status: booking.status });
   await cancelled(ctx, w, booking, theirs ? "already" : "ok");
 }
@@ -158,8 +157,11 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
 async function alreadyDone(ctx: Ctx, action: WritebackAction, w: WritebackInput, err: unknown): Promise<boolean> {
   if (action.kind === "writeback_cancel") {
     if (w.appt.status !== "cancelled") return false;
-    w.tell?.({ kind: "cancel", result: "already", error: err, status: "cancelled" });
-    await cancelled(ctx, w, w.appt, "already");
+    // Cancelled with calbridge's own reason: the POST was applied, its answer lost (calbridge's cancellation).
+    const ours = ownReason(ctx.fx.mapping.writeback(w.link.therapistId).reason, w.appt.cancellation_reason);
+    const result = ours ? "ok" : "already";
+    w.tell?.({ kind: "cancel", result, error: err, status: "cancelled" });
+    await cancelled(ctx, w, w.appt, result);
     return true;
   }
   if (w.appt.status !== "confirmed" || bookingInstant(w.appt.start_time) !== Date.parse(action.startTime)) return false;
@@ -212,6 +214,16 @@ async function cancelled(ctx: Ctx, w: WritebackInput, booking: WritebackInput["a
         );
       });
   }
+}
+
+/** A cancellation reason as compared: services store it trimmed, or with its whitespace collapsed. */
+function reasonText(reason: unknown): string {
+  return typeof reason === "string" ? reason.trim().replace(/\s+/g, " ") : "";
+}
+
+/** The booking's cancellation reason is calbridge's own (`sync.writeback.reason`); an empty one is nobody's. */
+function ownReason(ours: string | undefined, stored: unknown): boolean {
+  return reasonText(ours) !== "" && reasonText(stored) === reasonText(ours);
 }
 
 /** After the booking service took a write-back: retried, or a dead letter; the next sync brings the event in line. */
