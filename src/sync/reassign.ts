@@ -86,9 +86,10 @@ export async function movedToOtherCalendar(
   // A new time saved with the move (or given in the other calendar before the write-back) goes in the same PATCH.
   const time = timeChange(w.link, moved.event, wb.reschedule && ctx.fx.mapping.writeback(moved.therapistId).reschedule);
   const body = { therapist_id: moved.therapistId, ...(time.startTime ? { start_time: time.startTime } : {}) };
-  const basis = await stillAsDecided(ctx, w, "PATCH");
   let res: Snapshot;
   try {
+    // The last look fails as the PATCH would: answered here, where the event in the other calendar is known.
+    const basis = await stillAsDecided(ctx, w, "PATCH");
     res = await ctx.booking.patchAppointment(w.id, body, { priority: "writeback", basis });
   } catch (err) {
     if (isChangedMeanwhile(err)) throw err; // not sent over someone else's change: decided again (writeback-basis.ts)
