@@ -82,10 +82,13 @@ function writeback(e: HistoryEntry): string {
   }
 }
 
-/** After a write-back not taken: the booking read again is shown, or (cancelled meanwhile) shown as none. */
+/**
+ * After a write-back not taken: the booking read again is shown; cancelled meanwhile, as `sync.cancelled_events` shows
+ * a cancelled appointment (removed, or kept marked "Cancelled"), which the entry does not record.
+ */
 const putBack = (e: HistoryEntry) =>
   e.status === "cancelled"
-    ? "the appointment is cancelled in the booking service now, so its event is removed"
+    ? "the appointment is cancelled in the booking service now; the event shows that"
     : "the event is put back as booked";
 
 /** What calbridge did, and the answer. */

@@ -143,7 +143,7 @@ function answered(w: WritebackOutcome): string {
     default:
       return w.result === "gone"
         ? "nothing sent: the booking service no longer knows the appointment; its event was removed"
-        : `not applied: ${w.result === "refused" ? "the booking service refused it" : "it could not be sent"}; ${w.status === "cancelled" ? "the appointment is cancelled in the booking service now, so its event was removed" : "the event was put back from the booking (with a note)"}`;
+        : `not applied: ${w.result === "refused" ? "the booking service refused it" : "it could not be sent"}; ${w.status === "cancelled" ? "the appointment is cancelled in the booking service now; the event shows that" : "the event was put back from the booking (with a note)"}`;
   }
 }
 

@@ -102,7 +102,7 @@ describe("a write-back the booking side overtook", () => {
     // booking's status now, so the history does not say the event was put back.
     expect(wb.at(-1)).toMatchObject({ writeback: "reschedule", result: "failed", status: "cancelled" });
     expect(whatOf(wb.at(-1)!)).toContain(
-      "the appointment is cancelled in the booking service now, so its event is removed",
+      "the appointment is cancelled in the booking service now; the event shows that",
     );
   });
 
@@ -141,6 +141,26 @@ describe("a write-back the booking side overtook", () => {
       expect(sent(h, "POST", /:id\/cancel$/)).toBe(0);
       // The therapist wanted the appointment gone and it is cancelled: no "Cancelled" marker put back, no false note.
       expect(live(h, m)).toEqual([]);
+    });
+
+    it("a move sent after the customer cancelled leaves the marker, and the history does not say the event is removed", async () => {
+      h = await world({}, { cancelled_events: "keep" });
+      const m = await mirrored(h);
+      overtake(h, "PATCH", /^\/v1\/appointments\/[^/]+$/, () =>
+        h!.world.booking.cancel(m.id, "customer cancelled online"),
+      );
+      h.world.google.userEdit(m.cal, m.eventId, {
+        start: { dateTime: iso(m.start + 2 * HOUR) },
+        end: { dateTime: iso(m.start + 3 * HOUR) },
+      });
+      await settle(h);
+      expect(live(h, m)).toHaveLength(1); // the "Cancelled" marker
+      const wb = (await history(h, m.id)).filter((e) => e.kind === "writeback");
+      expect(wb.at(-1)).toMatchObject({ writeback: "reschedule", result: "failed", status: "cancelled" });
+      expect(whatOf(wb.at(-1)!)).not.toMatch(/removed/);
+      expect(whatOf(wb.at(-1)!)).toContain(
+        "the appointment is cancelled in the booking service now; the event shows that",
+      );
     });
 
     it("an event deleted after the customer cancelled (its webhook late) stays deleted", async () => {
