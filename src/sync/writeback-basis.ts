@@ -34,9 +34,11 @@ export async function stillAsDecided(
 export function sameState(decided: Snapshot, now: Appointment): boolean {
   const same = (a: unknown, b: unknown) => a === undefined || a === null || b === undefined || b === null || a === b;
   const at = (v: unknown) => (typeof v === "string" ? bookingInstant(v) : undefined);
+  // The same text is the same time, also one bookingInstant cannot read (NaN is never equal to itself).
+  const sameTime = (a: unknown, b: unknown) => a === b || same(at(a), at(b));
   return (
     same(decided.status, now.status) &&
     same(decided.therapist_id, now.therapist_id) &&
-    same(at(decided.start_time), at(now.start_time))
+    sameTime(decided.start_time, now.start_time)
   );
 }
