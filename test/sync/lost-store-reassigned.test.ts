@@ -112,3 +112,21 @@ it("the old events of appointments reassigned before the store was lost count to
   for (const id of ids.slice(0, 4)) expect(liveOf(x, cal1, id)).toHaveLength(0);
   expect(liveOf(x, cal1, ids[4]!)).toHaveLength(1);
 });
+
+it("an appointment whose listing shows no therapist keeps its event: it is read by id, not taken for a copy", async () => {
+  const x = await harness({ therapists: 2 });
+  h = x;
+  const [id] = await booked(x, 1);
+  const cal1 = x.world.calendarOf("th_1");
+  await loseStore(x);
+  // The listing shows therapist_id null (as a service may); the appointment read by id names th_1.
+  x.world.booking.showNull(id!, ["therapist_id"]);
+  x.world.booking.faults.raceNext({ method: "GET", path: `/v1/appointments/${id}` }, () =>
+    x.world.booking.showNull(id!, []),
+  );
+
+  const report = await x.app.reconcile();
+  expect(report.plan).not.toContainEqual(expect.objectContaining({ kind: "delete", appointmentId: id }));
+  expect(liveOf(x, cal1, id!).map((e) => e.id)).toEqual([eventIdFor(id!)]);
+  expect(liveOf(x, x.world.calendarOf("th_2"), id!)).toHaveLength(0);
+});
