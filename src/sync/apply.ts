@@ -201,29 +201,39 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       return;
     }
     case "move": {
+      // The old event, left in the previous therapist's calendar until it is deleted, is noted as calbridge's own before
+      // the link moves on (leftovers.ts): once the link names the new calendar, a copy not noted (the process dying
+      // before its deletion, a deletion and its note both failing) was taken for where the new therapist moved the
+      // event when they deleted it, and the appointment reassigned back (or the deletion undone) instead of cancelled.
+      // A note that cannot be written fails the sync before anything is written (retried).
+      const from = action.from;
+      const left =
+        fx.leftovers && link?.etag && link.therapistId === from.therapistId && link.eventId === from.eventId
+          ? { therapistId: from.therapistId, eventId: from.eventId, etag: link.etag }
+          : undefined;
+      if (left) await fx.leftovers?.note(id, left);
       const w = await fx.write(action.to.therapistId, "create", action.body, eventAt(id, link, action.to.eventId));
       c.tell?.({ eventId: w.eventId });
       await recordWritten(fx, action, action.to.therapistId, w, { booking: snapshot, sourceAt });
-      try {
-        await fx.remove(action.from.therapistId, action.from.eventId, {
-          appointmentId: id,
-          log,
-          since: tailsSince(link, c.event),
-        });
-      } catch (err) {
-        if (err instanceof EngineStoppedError) throw err; // leadership was lost: the sync is given up here
-        // The link already points at the new calendar; the next reconciliation removes the copy left behind. Until
-        // then it is no event the new therapist moved there (leftovers.ts).
-        const from = action.from;
-        if (link?.etag && link.therapistId === from.therapistId && link.eventId === from.eventId) {
-          await fx.leftovers
-            ?.note(id, { therapistId: from.therapistId, eventId: from.eventId, etag: link.etag })
-            .catch((e: unknown) => log.warn({ err: describeError(e) }, "old event's record not kept"));
-        }
-        log.warn(
-          { err: describeError(err), from: action.from.therapistId },
-          "old event not removed yet after a reassignment",
+      const removed = await fx
+        .remove(from.therapistId, from.eventId, { appointmentId: id, log, since: tailsSince(link, c.event) })
+        .then(
+          () => true,
+          (err: unknown) => {
+            if (err instanceof EngineStoppedError) throw err; // leadership was lost: the sync is given up here
+            // The link already points at the new calendar; the next reconciliation removes the copy left (noted).
+            log.warn(
+              { err: describeError(err), from: from.therapistId },
+              "old event not removed yet after a reassignment",
+            );
+            return false;
+          },
         );
+      // Deleted: its note goes (one left behind names an event that is gone, which findElsewhere never takes for a move).
+      if (removed && left) {
+        await fx.leftovers
+          ?.forget(id)
+          .catch((e: unknown) => log.warn({ err: describeError(e) }, "old event's record not removed"));
       }
       fx.metrics.operations.inc({ kind: "move", result: "ok" });
       log.info(
