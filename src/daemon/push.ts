@@ -440,14 +440,22 @@ export class PushChannels {
           ...(mapped ? { oauth: usesOAuth(this.#config, mapped) } : {}),
         };
         if (!this.#isLeader()) {
-          await this.#withdraw(channel, gw, now);
+          await this.#withdraw(channel, gw, now, "lease");
           return undefined;
         }
+        try {
+          await this.#channels.setMany([
+            { key: therapistId, value: channel },
+            { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel, now) },
+          ]);
+        } catch (err) {
+          // Open at Google and recorded nowhere, it notified (each answered 404) until it expired, a week later, beside
+          // the one still recorded; and every later check that met the same store opened another. Stopped at once.
+          await this.#withdraw(channel, gw, now, "unrecorded");
+          await this.#unrecord(therapistId, channelId, current);
+          throw err;
+        }
         this.#health?.opened(therapistId, channel);
-        await this.#channels.setMany([
-          { key: therapistId, value: channel },
-          { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel, now) },
-        ]);
         // Known from here on (the `finally` below forgets it as opening, with no await in between); what its
         // notifications brought while it was opening is acted on now, so a confirmation is stored after the channel,
         // not overwritten by it.
@@ -500,17 +508,32 @@ export class PushChannels {
   }
 
   /**
+   * A record of a channel that failed may have been written all the same (a store's answer lost): it would name the
+   * channel just stopped for a week. The one it replaced (or none) is put back. Best effort.
+   */
+  async #unrecord(therapistId: string, channelId: string, current: Channel | undefined): Promise<void> {
+    try {
+      if ((await this.#channels.get(therapistId))?.channelId !== channelId) return;
+      if (current) await this.#channels.set(therapistId, current);
+      else await this.#channels.delete(therapistId);
+    } catch {
+      // the store still does not answer: what it holds is what it had
+    }
+  }
+
+  /**
    * A channel Google opened after this replica lost the lease (the watch's answer came late): kept, it would notify
    * beside the next leader's, and the next leader, which renews the channels it finds stored, would never stop it. So
    * it is stopped at once and stored nowhere; a stop that fails keeps it aside (`left:`), where a leader's start, or
-   * this replica's next check should it lead again, stops it.
+   * this replica's next check should it lead again, stops it. Likewise a channel whose record the store did not take
+   * ("unrecorded"): nothing would ever stop it, and the next check opens another.
    */
-  async #withdraw(channel: Channel, gw: CalendarGateway, now: number): Promise<void> {
+  async #withdraw(channel: Channel, gw: CalendarGateway, now: number, why: keyof typeof WITHDRAWN): Promise<void> {
     const fields = { therapist_id: channel.therapistId, channel_id: channel.channelId };
     try {
       await gw.stopChannel(channel.channelId, channel.resourceId);
       if (this.#notices) await this.#channels.delete(byId(channel.channelId)).catch(() => false); // else it expires
-      this.#logger.info(fields, "push channel opened while the lease was lost: stopped; the leader opens its own");
+      this.#logger[why === "lease" ? "info" : "warn"](fields, WITHDRAWN[why].stopped);
     } catch (err) {
       // Known (its notifications are acknowledged) and kept under `left:`, where the next leader's start finds it.
       this.#remember(channel);
@@ -521,10 +544,7 @@ export class PushChannels {
           { key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel, now) },
         ])
         .catch(() => {}); // the store did not answer: the channel expires by itself
-      this.#logger.warn(
-        { ...fields, err: describeError(err) },
-        "push channel opened while the lease was lost: not stopped; kept for a leader's start to stop, else it expires",
-      );
+      this.#logger.warn({ ...fields, err: describeError(err) }, WITHDRAWN[why].kept);
     }
   }
 
@@ -720,6 +740,18 @@ export class PushChannels {
 }
 
 /** How long a channel's by-id entry lives: until its expiration, and a day more. */
+/** What #withdraw logs, by why the channel is stopped at once. */
+const WITHDRAWN = {
+  lease: {
+    stopped: "push channel opened while the lease was lost: stopped; the leader opens its own",
+    kept: "push channel opened while the lease was lost: not stopped; kept for a leader's start to stop, else it expires",
+  },
+  unrecorded: {
+    stopped: "push channel opened but not recorded (the store did not take it): stopped; the next check opens another",
+    kept: "push channel opened but not recorded (the store did not take it): not stopped; tried again at the next check, else it expires",
+  },
+} as const;
+
 function byIdTtl(channel: Channel, now = Date.now()): number {
   return Math.max(channel.expiration - now, 0) + BY_ID_GRACE_MS;
 }
