@@ -2,6 +2,7 @@
 // taken as it is, and which deletion in the old calendar was a person's while calbridge watched it (never undone
 // without a word, never sent from a calendar nobody reads any more).
 import { instantOf } from "../calendar/fingerprint.ts";
+import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { CalEvent, Link } from "./types.ts";
 
@@ -12,6 +13,19 @@ import type { CalEvent, Link } from "./types.ts";
 export function asSynced(link: Link, event: CalEvent | null | undefined): event is CalEvent {
   if (!event || event.status === "cancelled") return false;
   return instantOf(event.start) === link.eventStart && instantOf(event.end) === link.eventEnd;
+}
+
+/**
+ * A live event of calbridge's (both its marks for the appointment) changed after the link was last saved, not at the
+ * times last synced: the event an earlier attempt of this relocation moved or copied there with the therapist's move
+ * (keptMove), whose record was lost (the process died, or the link's store write failed, once Google had it). Taken as
+ * it is, the move stays the therapist's and is sent; written over from the booking, it was lost without a word. A copy
+ * left there long ago is older than the link's last sync, and another's event (a guest's copy of an invitation, one
+ * made by hand or by another tool under a new id) lacks the marks: both are written over.
+ */
+export function movedUnrecorded(link: Link, event: CalEvent | null | undefined): event is CalEvent {
+  if (!event || event.status === "cancelled" || !carriesMarks(event, link.appointmentId)) return false;
+  return Date.parse(event.updated ?? "") > link.syncedAt && !asSynced(link, event);
 }
 
 /**

@@ -16,7 +16,7 @@ import { NeedsFullRead } from "./inputs.ts";
 import type { LeftBehindEvents } from "./left-behind.ts";
 import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
 import type { Known, Rendering } from "./planner.ts";
-import { asSynced, deletedWhileWatched, keptMove, unsentNotice } from "./relocate-rules.ts";
+import { asSynced, deletedWhileWatched, keptMove, movedUnrecorded, unsentNotice } from "./relocate-rules.ts";
 import { ensureMarks, firstPage, isNoAccess, type SourceCalendar } from "./source-calendar.ts";
 import type { Action, CalEvent, Link } from "./types.ts";
 
@@ -99,13 +99,16 @@ export class Relocator {
       // Nothing live to move (gone there, or moved by an earlier attempt whose answer was lost): what the new one has,
       // else it is written there (a deletion in a calendar no longer mapped is not written back). One a person made
       // while it was watched (waiting, held, or dated so) is not sent either: the event written anew says so.
+      // One an earlier attempt moved or copied there with the therapist's move, its record lost, is taken first: the old
+      // event went because it was moved, not by a person's deletion, nor a waiting write-back's (movedUnrecorded).
+      const there = await to.get(link.eventId);
+      if (movedUnrecorded(link, there)) return this.#repoint(link, dest, there);
       const since = fx.mapping.watchedSince(therapistId);
       if ((await this.#o.waiting?.(link.appointmentId)) || deletedWhileWatched(link, old, since)) {
         const notice = { text: unsentNotice(fx.mapping.writeback(therapistId).cancel), at: this.#o.clock.now() };
         moveLog.warn("the event was deleted in the old calendar: not sent; written in the new one with a note");
         return this.#copy({ ...link, notice }, t, undefined, moveLog, readFull);
       }
-      const there = await to.get(link.eventId);
       if (asSynced(link, there)) return this.#repoint(link, dest, there);
       return this.#copy(link, t, undefined, moveLog, readFull);
     }
