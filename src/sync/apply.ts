@@ -123,9 +123,6 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
       const unsent = action.unsent ? { text: action.unsent, at: fx.clock.now() } : undefined;
       const noted =
         unsent && appt ? () => fx.render({ appt, full: c.full }, link, action.therapistId, unsent)?.body : undefined;
-      // The times are noted in the link first: an event left showing them by a write whose record is lost (a crash
-      // before it, a failed store write) is calbridge's, not the therapist's move to send back or to undo with a note.
-      if (link?.present && action.kind !== "create") await fx.links.intend(link, action.body);
       const w = await fx.write(
         action.therapistId,
         action.kind,

@@ -41,8 +41,6 @@ export function calendarChange(link: Link, event: CalEvent | null | undefined): 
   const start = instantOf(event.start);
   const end = instantOf(event.end);
   if (start === link.eventStart && end === link.eventEnd) return "none";
-  // The times calbridge was writing when its record of the write was lost (a crash, a failed store write): its own.
-  if (link.writing && start === link.writing.start && end === link.writing.end) return "none";
   if (start === undefined || end === undefined || link.eventStart === undefined || link.eventEnd === undefined) {
     return "resized";
   }

@@ -104,29 +104,11 @@ export class LinkStore implements LinkReader {
 
   /** Saves a link and its index entry, both expiring when the appointment has left the sync window. */
   async save(link: Link): Promise<void> {
-    const ttl = this.#ttl(link);
+    const expiry = linkExpiry(link, this.#mapping.config.sync.window.past_days);
+    const ttl = Math.max(MIN_LINK_TTL_MS, (expiry ?? 0) - this.#clock.now());
     await this.#links.set(link.appointmentId, link, ttl);
     await this.#eventIndex.set(link.eventId, link.appointmentId, ttl);
     if (link.present && link.enrich) this.#enrichmentDue(link.appointmentId);
-  }
-
-  /**
-   * Notes in a live link, before calbridge writes its event, the times being written (Link.writing; the record of the
-   * write replaces the link). Should that record never come (the process dies, the store write fails), the event at
-   * these times is still calbridge's own write, not the therapist's move. The link's row alone: its index is unchanged;
-   * nothing when the times are the link's own (a text change, a restore in place), which read as no move anyway.
-   */
-  async intend(link: Link, body: RenderedEvent): Promise<void> {
-    const start = instantOf(body.start);
-    const end = instantOf(body.end);
-    if (start === undefined || end === undefined || (start === link.eventStart && end === link.eventEnd)) return;
-    const next: Link = { ...link, writing: { start, end }, syncedAt: this.#clock.now() };
-    await this.#links.set(link.appointmentId, next, this.#ttl(next));
-  }
-
-  #ttl(link: Link): number {
-    const expiry = linkExpiry(link, this.#mapping.config.sync.window.past_days);
-    return Math.max(MIN_LINK_TTL_MS, (expiry ?? 0) - this.#clock.now());
   }
 
   /**

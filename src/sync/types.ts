@@ -60,8 +60,6 @@ export interface Link {
   fingerprint?: string;
   eventStart?: number;
   eventEnd?: number;
-  /** Times of an event write begun and not yet recorded (LinkStore.intend): an event showing them is calbridge's. */
-  writing?: { start: number; end: number };
   /** Booking side, as last applied: times, status and therapist only. */
   booking: BookingCore;
   /** What the event's text was rendered from (digests); absent while no event was written from this link. */
@@ -100,7 +98,10 @@ export type CalendarHint =
   | {
       therapistId: string;
       event: CalEvent | null;
-      /** Our clock when `event` was read: with a link written since (a later write of ours) `event` is read again. */
+      /**
+       * Our clock when `event` was read (a listing or a change feed). A link written since then means calbridge wrote
+       * the event after that read, so `event` may be older than calbridge's own write: it is read again.
+       */
       seenAt?: number;
     }
   | { reread: true };

@@ -559,29 +559,3 @@ describe("isEcho", () => {
     expect(isEcho(l2, "th_1", c.event, owned)).toBe(c.echo);
   });
 });
-
-describe("decide: calbridge's own write whose record was lost (Link.writing)", () => {
-  // The booking moved to +1h, calbridge wrote that into the event and died before recording it; the booking moved again
-  // to +3h. The event at +1h is calbridge's write, not the therapist's move.
-  const written = appt({ start_time: iso(T0 + H), end_time: iso(T0 + 2 * H) });
-  const again = appt({ start_time: iso(T0 + 3 * H), end_time: iso(T0 + 4 * H) });
-  const noted = link(A, { writing: { start: T0 + H, end: T0 + 2 * H } });
-  it.each(["booking_wins", "calendar_wins"] as const)(
-    "%s: the event is brought to the booking, no note",
-    (conflict) => {
-      const e = event(written, { etag: '"2"' });
-      const action = decide(
-        input({ name: "", appt: again, link: noted, event: e, conflict, expect: { kind: "none" } }),
-      );
-      expect(action).toMatchObject({ kind: "update", reason: "booking changed", ifMatch: '"2"' });
-      expect(action.kind === "update" ? action.notice : "not an update").toBeUndefined();
-    },
-  );
-  it("calendar_wins, the event moved elsewhere: the therapist's move, written back", () => {
-    const e = event(A, { ...at(T0 + 5 * H), etag: '"2"' });
-    const action = decide(
-      input({ name: "", appt: written, link: noted, event: e, conflict: "calendar_wins", expect: { kind: "none" } }),
-    );
-    expect(action).toMatchObject({ kind: "writeback_reschedule", startTime: iso(T0 + 5 * H) });
-  });
-});
