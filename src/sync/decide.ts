@@ -149,8 +149,7 @@ export function decide(input: DecideInput): Action {
   const fromBooking = bookingChanged(link, appt);
   const change = effectiveChange(link, event, appt, fromBooking);
 
-  // The therapist changed the event: push it back, unless the booking changed too and the booking wins, or the
-  // appointment was reassigned meanwhile (not theirs to change: the event follows the booking to the new therapist).
+  // The therapist's change goes back, unless the booking changed too and wins, or it was reassigned (not theirs).
   const reassigned = link.therapistId !== target;
   // A kept "Cancelled" marker cleared away, or an event deleted while the customer cancelled (its delete removes a copy
   // a "deletion" that was a move left in another calendar): nothing put back.
@@ -248,8 +247,9 @@ export function decide(input: DecideInput): Action {
     }
     const wanted = printOf(wish);
     if (event === undefined) {
-      // A new status is written (the event may be one calbridge deleted ambiguously: the write's 412 reads it).
-      if (wanted === link.fingerprint && sameStatus(link, appt)) return none("unchanged");
+      // A new status is written: the event may be one calbridge deleted ambiguously, read by the write's 412 (no etag:
+      // no 412, and the write could go over a move not polled yet: unchanged).
+      if (wanted === link.fingerprint && (sameStatus(link, appt) || !link.etag)) return none("unchanged");
       return {
         kind: "update",
         appointmentId: id,

@@ -238,6 +238,20 @@ const cases: Case[] = [
     expect: { kind: "delete" },
   },
   {
+    // Restored after calbridge deleted its event ambiguously (the delete answered a failure): the link names the
+    // event again, and taken as unchanged without a look, the deletion was later read as the therapist's.
+    name: "booking confirmed again, rendering the same, event not read: written (its 412 reads the calendar)",
+    appt: A,
+    link: link(A, { booking: { ...A, status: "cancelled" } }),
+    expect: { kind: "update", ifMatch: '"1"' },
+  },
+  {
+    name: "the same without an etag: unchanged (a write without If-Match could go over a move not polled yet)",
+    appt: A,
+    link: link(A, { booking: { ...A, status: "cancelled" }, etag: undefined }),
+    expect: { kind: "none" },
+  },
+  {
     name: "event deleted, booking moved too (booking wins): put back with a notice",
     appt: MOVED,
     link: link(A),
