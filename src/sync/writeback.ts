@@ -145,7 +145,11 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
   // Cancelled by someone else while ours was retried (the answer, read again, names another reason): not ours to claim
   // in the history, the one place a "who cancelled this?" is settled. An answer without a reason is ours.
-  const theirs = reasonText(res.cancellation_reason) !== "" && !ownReason(wb.reason, res.cancellation_reason);
+  // With no reason of calbridge's own, nothing tells: ours.
+  const theirs =
+    reasonText(wb.reason) !== "" &&
+    reasonText(res.cancellation_reason) !== "" &&
+    !ownReason(wb.reason, res.cancellation_reason);
   w.tell?.({ kind: "cancel", result: theirs ? "already" : "ok", status: booking.status });
   await cancelled(ctx, w, booking, theirs ? "already" : "ok");
 }

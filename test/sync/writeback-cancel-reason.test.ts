@@ -83,3 +83,17 @@ it("a cancellation with another reason, found after calbridge's last attempt fai
   expect(h.world.booking.get(m.id)?.cancellation_reason).toBe("customer cancelled online");
   expect(await lastWriteback(h, m.id)).toMatchObject({ writeback: "cancel", result: "already" });
 });
+
+it("with no reason configured, calbridge's cancellation stored with the service's own default reason is calbridge's", async () => {
+  // The spec leaves the reason optional and says nothing of a default: a service may fill one in.
+  BookingStore.prototype.cancel = function (this: BookingStore, id: string, body: unknown = {}) {
+    const b = (body ?? {}) as Record<string, unknown>;
+    return original.call(this, id, { ...b, reason: b.reason ? b.reason : "Cancelled via the API" });
+  };
+  h = await world("");
+  const m = await mirrored(h);
+  h.world.google.userDelete(m.cal, m.eventId);
+  await settle(h);
+  expect(h.world.booking.get(m.id)?.cancellation_reason).toBe("Cancelled via the API");
+  expect(await lastWriteback(h, m.id)).toMatchObject({ writeback: "cancel", result: "ok" });
+});
