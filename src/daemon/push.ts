@@ -739,7 +739,6 @@ export class PushChannels {
   };
 }
 
-/** How long a channel's by-id entry lives: until its expiration, and a day more. */
 /** What #withdraw logs, by why the channel is stopped at once. */
 const WITHDRAWN = {
   lease: {
@@ -752,6 +751,7 @@ const WITHDRAWN = {
   },
 } as const;
 
+/** How long a channel's by-id entry lives: until its expiration, and a day more. */
 function byIdTtl(channel: Channel, now = Date.now()): number {
   return Math.max(channel.expiration - now, 0) + BY_ID_GRACE_MS;
 }
