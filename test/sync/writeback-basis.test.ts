@@ -3,9 +3,8 @@
 // wait). A customer's reschedule or a reassignment landing meanwhile is not cancelled or moved back; the sync decides
 // again from the appointment as it is now (booking_wins by default: the event shows the booking, with a note).
 import { afterEach, describe, expect, it } from "vitest";
-import { eventIdFor } from "../../src/calendar/ids.ts";
 import type { HistoryEntry } from "../../src/sync/history-entry.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf, settle } from "./support.ts";
+import { daemonHarness, type Harness, iso, liveOf, mirrored, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -33,15 +32,6 @@ async function world(reassign = false): Promise<Harness> {
     },
     engine: { maxAttempts: 3, baseMs: 10 },
   });
-}
-
-async function mirrored(x: Harness) {
-  const start = new Date(Date.now() + 3 * DAY);
-  start.setUTCHours(10, 0, 0, 0);
-  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
-  await settle(x);
-  const id = String(appt.id);
-  return { id, cal: x.world.calendarOf("th_1"), eventId: eventIdFor(id), start: start.getTime() };
 }
 
 const sent = (x: Harness, method: string, path: RegExp) =>

@@ -3,10 +3,9 @@
 // therapist's event is not put back with "your deletion was not applied" for an appointment that is cancelled (what
 // the therapist wanted), nor shown as booked at a time the booking no longer has: the booking is read again first.
 import { afterEach, describe, expect, it } from "vitest";
-import { eventIdFor } from "../../src/calendar/ids.ts";
 import { whatOf } from "../../src/cli/history-output.ts";
 import type { HistoryEntry } from "../../src/sync/history-entry.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf, settle } from "./support.ts";
+import { daemonHarness, type Harness, iso, liveOf, mirrored as mirroredOne, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -31,14 +30,9 @@ async function world(wb: Record<string, unknown> = {}, sync: Record<string, unkn
 }
 
 async function mirrored(x: Harness) {
-  const start = new Date(Date.now() + 3 * DAY);
-  start.setUTCHours(10, 0, 0, 0);
-  const appt = x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true });
-  await settle(x);
-  const cal = x.world.calendarOf("th_1");
-  const eventId = eventIdFor(String(appt.id));
-  expect(x.world.google.event(cal, eventId)?.status).toBe("confirmed");
-  return { id: String(appt.id), cal, eventId, start: start.getTime() };
+  const m = await mirroredOne(x);
+  expect(x.world.google.event(m.cal, m.eventId)?.status).toBe("confirmed");
+  return m;
 }
 
 /**
