@@ -59,18 +59,23 @@ export async function applyWriteback(
     // A 404 from the write while the appointment is still there (a reassignment to a therapist the service does not
     // know, say) is a refusal: the event is restored with the reason.
     const refused = isRefusal(err) || (err instanceof BookingApiError && err.kind === "not_found");
-    if (!refused && w.attempt < w.maxAttempts) {
+    const retry = () => {
       fx.metrics.writebacks.inc({ kind, result: "retry" });
-      throw err;
-    }
-    // Before the event is put back: the booking as it is now. Another client may have done what the therapist asked
-    // while the write-back was on its way (the customer cancelled: 409, "already cancelled"), or changed the
-    // appointment; the event then shows that, never what was read before with a note that the change was not applied.
+      return err;
+    };
+    // An answer the service gave (not a transport failure) may say the change is done already: looked at below first.
+    const answered = err instanceof BookingApiError && !err.retryable;
+    if (!refused && !answered && w.attempt < w.maxAttempts) throw retry();
+    // Before the event is put back, or an answer retried: the booking as it is now. Another client may have done what
+    // the therapist asked while the write-back was on its way (the customer cancelled: 409, "already cancelled"), or
+    // changed the appointment; the event then shows that, never what was read before with a note that the change was
+    // not applied.
     const now = await ctx.booking.getAppointment(w.id, { priority: "writeback" }).catch(() => undefined);
     if (now) {
       w = { ...w, appt: merge(w.appt, now), full: true };
       if (await alreadyDone(ctx, action, w, err)) return;
     }
+    if (!refused && w.attempt < w.maxAttempts) throw retry();
     w.tell?.({ kind, result: refused ? "refused" : "failed", error: err, status: w.appt.status });
     const why = refused
       ? `the booking service refused it (${refusalText(err)})`

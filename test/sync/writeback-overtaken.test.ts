@@ -15,7 +15,11 @@ afterEach(async () => {
 
 const HOUR = 3_600_000;
 
-async function world(wb: Record<string, unknown> = {}, sync: Record<string, unknown> = {}): Promise<Harness> {
+async function world(
+  wb: Record<string, unknown> = {},
+  sync: Record<string, unknown> = {},
+  maxAttempts = 1,
+): Promise<Harness> {
   return daemonHarness({
     therapists: 1,
     configure: (c) => {
@@ -25,7 +29,7 @@ async function world(wb: Record<string, unknown> = {}, sync: Record<string, unkn
         writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0, ...wb },
       } as typeof c.sync;
     },
-    engine: { maxAttempts: 1, baseMs: 10 },
+    engine: { maxAttempts, baseMs: 10 },
   });
 }
 
@@ -73,6 +77,21 @@ describe("a write-back the booking side overtook", () => {
     await settle(h);
     expect(h.writes()).toBe(writes);
     expect(sent(h, "POST", /:id\/cancel$/)).toBe(1);
+  });
+
+  it("with tries left, the answer 'already cancelled' is looked at, not retried: history 'already', no failure", async () => {
+    h = await world({}, {}, 3);
+    const m = await mirrored(h);
+    overtake(h, "POST", /\/cancel$/, () => h!.world.booking.cancel(m.id, "customer cancelled online"));
+    h.world.google.userDelete(m.cal, m.eventId);
+    await settle(h);
+    expect(sent(h, "POST", /:id\/cancel$/)).toBe(1);
+    const entries = await history(h, m.id);
+    expect(entries.filter((e) => e.kind === "sync_failed")).toEqual([]);
+    expect(entries.filter((e) => e.kind === "writeback").at(-1)).toMatchObject({
+      writeback: "cancel",
+      result: "already",
+    });
   });
 
   it("a move sent after the customer cancelled removes the event instead of putting it back as booked", async () => {
