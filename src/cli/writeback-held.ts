@@ -95,7 +95,9 @@ const putBack = (a: Action) =>
 function nothingSent(action: Action, notice: string | undefined): string {
   const why = action.kind === "none" ? action.reason : describe(action.kind, action.reason);
   const note = notice ? `; the event's note: ${notice}` : "";
-  return `not sent: the calendar no longer asks for it (${why}); the hold is released${note}`;
+  // The calendar no longer asks for it (the event is back), or the booking changed since and decided (booking_wins,
+  // cancelled or reassigned by someone else): `why` says which; "the calendar no longer asks" was told of both.
+  return `not sent: there is nothing to send now (${why}); the hold is released${note}`;
 }
 
 function describe(kind: string, reason: string): string {

@@ -232,7 +232,7 @@ describe("re-pointing a therapist", () => {
     expect(r.decided).toHaveLength(4);
     for (const d of r.decided) {
       expect(d.ok).toBe(false);
-      expect(d.did).toMatch(/^not sent: the calendar no longer asks for it/);
+      expect(d.did).toMatch(/^not sent: there is nothing to send now/);
     }
     expect(await app.sync.guard.held("th_anna")).toEqual([]);
   }, 60_000);
