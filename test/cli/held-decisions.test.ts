@@ -78,3 +78,20 @@ it("--restore that can put no event back (the therapist left the mapping) fails 
   const after = await runCli("writeback", "held", "--json", "--therapist", "th_anna", "--config", unmapped);
   expect((JSON.parse(after.stdout) as { held: unknown[] }).held).toHaveLength(held.length);
 });
+
+it("a held deletion whose appointment was rescheduled since is not sent, and --apply says why, not 'the calendar no longer asks'", async () => {
+  // The calendar still shows the deletion: it was the booking that changed (sync.conflict booking_wins decides).
+  const { w, file, held } = await heldWorld();
+  const id = held[0]!;
+  const cancels = () => w.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
+  const before = cancels();
+  w.booking.move(id, Date.parse(String(w.booking.get(id)!.start_time)) + 26 * 3_600_000, { force: true });
+  const run = await runCli("writeback", "held", "--apply", "--appointment", id, "--config", file);
+  expect(run.code).toBe(1);
+  expect(run.stdout).toMatch(new RegExp(`FAIL ${id}: not sent: there is nothing to send now \\(`));
+  expect(run.stdout).not.toContain("the calendar no longer asks for it");
+  expect(cancels()).toBe(before);
+  expect(w.booking.get(id)!.status).toBe("confirmed");
+  const still = await runCli("writeback", "held", "--appointment", id, "--config", file);
+  expect(still.stdout).toContain(`nothing held for appointment ${id}`);
+});
