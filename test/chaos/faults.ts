@@ -264,7 +264,7 @@ export function faultTests(seed: number): void {
         await app.engine.idle();
         expect(report.guard.tripped).toBe(false);
         expect(report.failed).toBe(0);
-        expect(report.counts.create).toBeGreaterThanOrEqual(missing.length);
+        expect(report.counts.create ?? 0).toBeGreaterThanOrEqual(missing.length);
         const problems = stateProblems(world);
         expect(
           problems,
