@@ -18,6 +18,7 @@ import type { BookingState } from "./snapshot.ts";
 import { LeadershipLostError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot, SyncRequest } from "./types.ts";
 import { type Pending, seenIn } from "./work.ts";
+import { DeletionTakenBack } from "./writeback-basis.ts";
 import { type Grace, graceKey, type WritebackGate } from "./writeback-gate.ts";
 import type { WritebackOutcome } from "./writeback-steps.ts";
 
@@ -202,6 +203,11 @@ async function attemptIn(
       if (round < 2 && isChangedMeanwhile(err)) {
         state = await deps.read.full(id, link, request, signal);
         remember(state);
+        continue;
+      }
+      // A cancellation not sent: the therapist took the deletion back meanwhile. Decided again from the event as read.
+      if (round < 2 && err instanceof DeletionTakenBack) {
+        event = err.event;
         continue;
       }
       // 403 on bringing the linked event up to date: Google refuses any change to an event a person deleted. The

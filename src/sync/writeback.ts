@@ -14,7 +14,7 @@ import { tailsSince } from "./series-tails.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort } from "./types.ts";
-import { stillAsDecided } from "./writeback-basis.ts";
+import { DeletionTakenBack, stillAsDecided, stillDeleted } from "./writeback-basis.ts";
 import {
   accept,
   appointmentGone,
@@ -43,7 +43,7 @@ export async function applyWriteback(
     if (err instanceof EngineStoppedError) throw err;
     if (err instanceof LeaveAsIs) throw err.cause;
     // Someone else changed the appointment since this was decided on: nothing sent, the attempt decides again.
-    if (isChangedMeanwhile(err)) throw err;
+    if (isChangedMeanwhile(err) || err instanceof DeletionTakenBack) throw err;
     // A yes from the booking service that could not be checked may have been applied: retried or a dead letter (the
     // next attempt reads the booking again), never "not applied" with the event put back.
     if (err instanceof BookingApiError && err.code === "unconfirmed_success") throw err;
@@ -142,6 +142,7 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     return;
   }
   const basis = await stillAsDecided(ctx, w, "POST");
+  await stillDeleted(ctx, w);
   const res = await ctx.booking.cancelAppointment(
     w.id,
     { reason: wb.reason, notify_customer: wb.notify_customer },
