@@ -30,7 +30,7 @@ export const LOOK_UP = "look up";
 
 /** What the stray pass knows of a stray's appointment besides its link. */
 export interface StrayFacts {
-  mapping: Pick<Mapping, "therapist" | "sharesCalendar">;
+  mapping: Pick<Mapping, "therapist" | "sharesCalendar" | "config">;
   /** The appointment as the booking listing showed it (undefined: not listed this run). */
   listed: Appointment | undefined;
   /** What the run planned for the appointment. */
@@ -53,6 +53,22 @@ export function strayFate(stray: Stray, link: Link | undefined, facts: StrayFact
     // A copy left in another calendar after a reassignment: removed, unless its own calendar lost the event (the
     // therapist moved it: the appointment's decision handles it).
     return facts.planned?.kind === "writeback_cancel" ? undefined : STRAY_REASONS.copy;
+  }
+  // A tombstone naming another calendar, of an appointment cancelled that wants no event (cancelled_events: delete):
+  // the old event of one reassigned and cancelled at once, whose deletion the process died before (the tombstone is
+  // written first and names the new therapist), or that event brought back from the Bin since. Removed, as decide
+  // removes a cancelled appointment's event brought back; only calbridge's event under its id, with its mark.
+  if (
+    link &&
+    !link.present &&
+    (link.removedBy === "booking" || link.removedBy === "calendar") &&
+    link.therapistId !== stray.therapistId &&
+    listed.status === "cancelled" &&
+    mapping.config.sync.cancelled_events === "delete" &&
+    stray.event.status !== "cancelled" &&
+    carriesMarks(stray.event, stray.id)
+  ) {
+    return STRAY_REASONS.copy;
   }
   // No record at all (the store was lost): an appointment reassigned before calbridge applied it, whose old event is
   // still in the previous therapist's calendar. Only a link led to its removal, so that therapist went on seeing a
