@@ -65,6 +65,8 @@ interface CallSpec<T> {
   confirm?: () => Promise<T | undefined>;
   /** Look (confirm) after a 429 too before sending again: the wait may have let someone else change the appointment. */
   lookAfterLimit?: boolean;
+  /** CallOptions.beforeSend. */
+  beforeSend?: () => Promise<void>;
 }
 
 /**
@@ -300,6 +302,7 @@ export class BookingClient {
       // reschedule during the backoff) would move the appointment back.
       mode: wanted.status === undefined && !opts.basis ? "idempotent" : "verify",
       lookAfterLimit: opts.basis !== undefined,
+      ...(opts.beforeSend ? { beforeSend: opts.beforeSend } : {}),
       confirm: async () => {
         const now = await this.getAppointment(id, readOpts(opts));
         if (applied(now)) return { data: now };
@@ -327,6 +330,7 @@ export class BookingClient {
       priority: opts.priority ?? "writeback",
       mode: "verify",
       lookAfterLimit: opts.basis !== undefined,
+      ...(opts.beforeSend ? { beforeSend: opts.beforeSend } : {}),
       confirm: async () => {
         const now = await this.getAppointment(id, readOpts(opts));
         // Cancelled, by this call or by someone else meanwhile (the caller tells which by the reason).
@@ -509,6 +513,8 @@ export class BookingClient {
     const permit = await this.gate.acquire(spec.priority, input.signal);
     try {
       guard?.();
+      // After the gate's wait, which may be long (a 429's pause, a spent budget): what the write is for still stands.
+      await spec.beforeSend?.();
     } catch (err) {
       permit.done();
       throw err;

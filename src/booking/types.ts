@@ -38,6 +38,12 @@ export interface CallOptions {
    * not written over: the call fails with `changed_meanwhile`, so the caller decides again from what it is now.
    */
   basis?: (now: Appointment) => boolean;
+  /**
+   * A write: run right before each send of it (the first and every resend), after the rate gate's wait. Throws to send
+   * nothing: a write-back checks that the therapist's calendar change still stands (an Undo during a backoff, a 429's
+   * pause, or a wait for budget is not followed by the write). Its error is the call's.
+   */
+  beforeSend?: () => Promise<void>;
 }
 
 export interface AppointmentQuery {

@@ -18,7 +18,7 @@ import type { BookingState } from "./snapshot.ts";
 import { LeadershipLostError } from "./stopped.ts";
 import type { Action, BookingPort, CalEvent, Link, Snapshot, SyncRequest } from "./types.ts";
 import { type Pending, seenIn } from "./work.ts";
-import { DeletionTakenBack } from "./writeback-basis.ts";
+import { ChangeTakenBack } from "./writeback-basis.ts";
 import { type Grace, graceKey, type WritebackGate } from "./writeback-gate.ts";
 import type { WritebackOutcome } from "./writeback-steps.ts";
 
@@ -205,8 +205,8 @@ async function attemptIn(
         remember(state);
         continue;
       }
-      // A cancellation not sent: the therapist took the deletion back meanwhile. Decided again from the event as read.
-      if (round < 2 && err instanceof DeletionTakenBack) {
+      // A write-back not sent: the therapist took the calendar change back meanwhile. Decided again from the event read.
+      if (round < 2 && err instanceof ChangeTakenBack) {
         event = err.event;
         continue;
       }

@@ -1,11 +1,12 @@
 // Owns the last look before a write-back is sent: the appointment read again after the calendar look-ups (a deletion's
 // search of other calendars takes seconds; a 429 or a retry's backoff longer), and compared with the state the
 // write-back was decided from. A customer's reschedule, a reassignment or a cancellation made meanwhile is never
-// written over: the write-back is not sent, and the attempt decides again from the appointment as it is now. A
-// cancellation also looks at the event once more: a deletion the therapist took back meanwhile is never sent.
+// written over: the write-back is not sent, and the attempt decides again from the appointment as it is now. The event
+// is looked at too, right before each send: a calendar change the therapist took back meanwhile is never sent.
 import { changedMeanwhile } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
 import type { Appointment } from "../booking/schemas.ts";
+import { instantOf } from "../calendar/fingerprint.ts";
 import type { CalEvent, Snapshot } from "./types.ts";
 import type { Ctx, WritebackInput } from "./writeback-steps.ts";
 
@@ -45,29 +46,37 @@ export function sameState(decided: Snapshot, now: Appointment): boolean {
 }
 
 /**
- * The deleted event is live again in the mapped calendar: the therapist took the deletion back (Google's Undo, a restore
- * from the Bin) while the cancellation was on its way, after the grace period. Nothing is sent; the attempt decides
- * again from this event (attempt.ts).
+ * The therapist took the calendar change back while its write-back was on its way: the deleted event is live again
+ * (Google's Undo, a restore from the Bin), or the moved event is no longer at the time about to be sent (dragged back,
+ * moved on, deleted). Nothing is sent; the attempt decides again from the event as read (attempt.ts).
  */
-export class DeletionTakenBack extends Error {
-  readonly event: CalEvent;
-  constructor(event: CalEvent) {
-    super("the deleted event is back in the calendar: the cancellation was not sent");
-    this.name = "DeletionTakenBack";
+export class ChangeTakenBack extends Error {
+  readonly event: CalEvent | null;
+  constructor(event: CalEvent | null, what: string) {
+    super(`${what}: the write-back was not sent`);
+    this.name = "ChangeTakenBack";
     this.event = event;
   }
 }
 
 /**
- * Reads the linked event right before the cancel is sent; throws DeletionTakenBack when it is live. The look-ups
- * before (other therapists' calendars, the account's own ones: seconds, longer after a 429) leave time for a person's
- * Undo. A read that fails throws: a cancellation is never sent on an event not looked at. A 404 (purged from the Bin)
- * is as deleted.
+ * Reads the linked event right before the cancel is sent (and before each resend: CallOptions.beforeSend); throws
+ * ChangeTakenBack when it is live. The look-ups before (other therapists' calendars, the account's own ones: seconds),
+ * a backoff or a 429's pause leave time for a person's Undo. A read that fails throws: a cancellation is never sent on
+ * an event not looked at. A 404 (purged from the Bin) is as deleted.
  */
 export async function stillDeleted(ctx: Ctx, w: WritebackInput): Promise<void> {
   const event = await ctx.fx.calendar(w.link.therapistId).get(w.link.eventId);
   if (event && event.status !== "cancelled") {
     w.log.info({ event_id: w.link.eventId }, "the deleted event is back in the calendar: cancellation not sent");
-    throw new DeletionTakenBack(event);
+    throw new ChangeTakenBack(event, "the deleted event is back in the calendar");
   }
+}
+
+/** As stillDeleted, for a move: the linked event still starts at `startTime` (a reschedule is sent only then). */
+export async function stillMoved(ctx: Ctx, w: WritebackInput, startTime: string): Promise<void> {
+  const event = await ctx.fx.calendar(w.link.therapistId).get(w.link.eventId);
+  if (event && event.status !== "cancelled" && instantOf(event.start) === Date.parse(startTime)) return;
+  w.log.info({ event_id: w.link.eventId }, "the moved event is no longer at the time to send: reschedule not sent");
+  throw new ChangeTakenBack(event, "the moved event is no longer at that time");
 }

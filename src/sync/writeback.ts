@@ -14,7 +14,7 @@ import { tailsSince } from "./series-tails.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { Action, BookingPort } from "./types.ts";
-import { DeletionTakenBack, stillAsDecided, stillDeleted } from "./writeback-basis.ts";
+import { ChangeTakenBack, stillAsDecided, stillDeleted, stillMoved } from "./writeback-basis.ts";
 import {
   accept,
   appointmentGone,
@@ -43,7 +43,7 @@ export async function applyWriteback(
     if (err instanceof EngineStoppedError) throw err;
     if (err instanceof LeaveAsIs) throw err.cause;
     // Someone else changed the appointment since this was decided on: nothing sent, the attempt decides again.
-    if (isChangedMeanwhile(err) || err instanceof DeletionTakenBack) throw err;
+    if (isChangedMeanwhile(err) || err instanceof ChangeTakenBack) throw err;
     // A yes from the booking service that could not be checked may have been applied: retried or a dead letter (the
     // next attempt reads the booking again), never "not applied" with the event put back.
     if (err instanceof BookingApiError && err.code === "unconfirmed_success") throw err;
@@ -95,7 +95,11 @@ export async function applyWriteback(
 
 async function reschedule(ctx: Ctx, startTime: string, w: WritebackInput): Promise<void> {
   const basis = await stillAsDecided(ctx, w, "PATCH");
-  const res = await ctx.booking.patchAppointment(w.id, { start_time: startTime }, { priority: "writeback", basis });
+  const res = await ctx.booking.patchAppointment(
+    w.id,
+    { start_time: startTime },
+    { priority: "writeback", basis, beforeSend: () => stillMoved(ctx, w, startTime) },
+  );
   w.tell?.({ kind: "reschedule", result: "ok", status: res.status });
   const booking = merge(w.appt, res);
   const sourceAt = Math.max(w.sourceAt, bookingInstant(res.updated_at) || 0);
@@ -142,11 +146,10 @@ async function cancel(ctx: Ctx, w: WritebackInput): Promise<void> {
     return;
   }
   const basis = await stillAsDecided(ctx, w, "POST");
-  await stillDeleted(ctx, w);
   const res = await ctx.booking.cancelAppointment(
     w.id,
     { reason: wb.reason, notify_customer: wb.notify_customer },
-    { priority: "writeback", basis },
+    { priority: "writeback", basis, beforeSend: () => stillDeleted(ctx, w) },
   );
   const booking = merge(w.appt, { ...res, status: res.status ?? "cancelled" });
   // Cancelled by someone else while ours was retried (the answer, read again, names another reason): not ours to claim

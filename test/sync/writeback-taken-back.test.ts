@@ -1,0 +1,160 @@
+// A calendar change taken back while its write-back was on its way, past the grace period: the therapist presses Undo
+// or restores the deleted event from the Bin, or drags the moved event back, while calbridge looks for the event in the
+// other calendars (seconds), reads the appointment a last time, or waits to send the write again (a 503's backoff, a
+// 429's pause). Nothing the therapist no longer asks for is taken by the booking service: the event is read right
+// before each send of the cancel or the PATCH (CallOptions.beforeSend), and a change taken back is decided again.
+import { afterEach, describe, expect, it } from "vitest";
+import { writebackHeld } from "../../src/cli/writeback-held.ts";
+import { daemonHarness, type Harness, mirrored, settle } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const HOUR = 3_600_000;
+const CANCEL = "POST /v1/appointments/:id/cancel";
+const PATCH = "PATCH /v1/appointments/:id";
+/** Requests the booking service took (answered 2xx), by route. */
+const taken = (x: Harness, route: string) =>
+  x.world.booking.requests.filter((r) => r.route === route && (r.status ?? 0) >= 200 && (r.status ?? 0) < 300).length;
+const sent = (x: Harness, route: string) => x.world.booking.requests.filter((r) => r.route === route).length;
+// A drag in the UI keeps the event's time zone.
+const at = (ms: number) => ({
+  start: { dateTime: new Date(ms).toISOString(), timeZone: "Europe/Berlin" },
+  end: { dateTime: new Date(ms + HOUR).toISOString(), timeZone: "Europe/Berlin" },
+});
+const startOf = (ev: Record<string, unknown> | undefined) =>
+  Date.parse(String((ev?.start as { dateTime?: string } | undefined)?.dateTime));
+
+async function world(guard: Record<string, unknown> = {}): Promise<Harness> {
+  return daemonHarness({
+    therapists: 1,
+    configure: (c) => {
+      c.sync = {
+        ...c.sync,
+        writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 },
+        ...guard,
+      } as typeof c.sync;
+    },
+    engine: { maxAttempts: 1, baseMs: 10 },
+  });
+}
+
+/** The next write to `route` is answered `status` (the service did not apply it); `act` runs as it arrives. */
+function failWrite(x: Harness, route: RegExp, method: string, status: 503 | 429, act: () => void): void {
+  let done = false;
+  const when = () => {
+    if (!done) act();
+    done = true;
+    return true;
+  };
+  if (status === 503) x.world.booking.faults.failNext(1, 503, { method, path: route, when });
+  else
+    x.world.booking.faults.refuseNext(1, "rate_limited", {
+      status: 429,
+      retryAfter: 1,
+      match: { method, path: route, when },
+    });
+}
+
+describe("a deletion taken back while its cancellation is on its way", () => {
+  it.each([
+    ["Undo", "userUndoDelete"],
+    ["a restore from the Bin", "userRestoreFromBin"],
+  ] as const)(
+    "%s while the other calendars are looked at: no cancellation sent, the appointment stays booked",
+    async (_, how) => {
+      h = await world();
+      const m = await mirrored(h);
+      const x = h;
+      let undone = false;
+      // The write-back's look at the account's own calendars (calendarList.list) is held while the therapist acts.
+      x.world.google.faults.holdNext(/^GET .*\/users\/me\/calendarList/, async () => {
+        x.world.google[how](m.cal, m.eventId);
+        undone = true;
+      });
+      x.world.google.userDelete(m.cal, m.eventId);
+      await settle(x);
+      expect(undone).toBe(true);
+      expect(sent(x, CANCEL)).toBe(0);
+      expect(x.world.booking.get(m.id)?.status).toBe("confirmed");
+      expect(x.world.google.event(m.cal, m.eventId)?.status).toBe("confirmed");
+      // Quiet afterwards: nothing is sent later for the deletion that was taken back.
+      await x.app.reconcile();
+      await settle(x);
+      expect(sent(x, CANCEL)).toBe(0);
+      expect(x.world.booking.get(m.id)?.status).toBe("confirmed");
+    },
+  );
+
+  it.each([
+    [503, "userUndoDelete"],
+    [429, "userUndoDelete"],
+    [503, "userRestoreFromBin"],
+  ] as const)(
+    "the first cancel answered %s, then %s before it is sent again: not sent again, the event stays",
+    async (status, how) => {
+      h = await world();
+      const m = await mirrored(h);
+      const x = h;
+      failWrite(x, /\/cancel$/, "POST", status, () => x.world.google[how](m.cal, m.eventId));
+      x.world.google.userDelete(m.cal, m.eventId);
+      await settle(x);
+      expect(sent(x, CANCEL)).toBe(1); // the one answered with the failure
+      expect(taken(x, CANCEL)).toBe(0);
+      expect(x.world.booking.get(m.id)?.status).toBe("confirmed");
+      expect(x.world.google.event(m.cal, m.eventId)?.status).toBe("confirmed");
+    },
+  );
+
+  it("writeback held --apply: an Undo while the cancel waits out a 429 is not followed by the cancel, and --apply says so", async () => {
+    h = await world({ writeback_guard: { floor: 0, max_ratio: 0 } }); // every write-back held
+    const m = await mirrored(h);
+    const x = h;
+    x.world.google.userDelete(m.cal, m.eventId);
+    await settle(x);
+    expect((await x.app.sync.guard.held("th_1")).map((w) => w.appointmentId)).toEqual([m.id]);
+    failWrite(x, /\/cancel$/, "POST", 429, () => x.world.google.userUndoDelete(m.cal, m.eventId));
+    const r = await writebackHeld(x.app, { decision: "apply" });
+    expect(r.decided).toEqual([
+      { appointmentId: m.id, ok: false, did: expect.stringMatching(/^not sent: there is nothing to send now/) },
+    ]);
+    expect(taken(x, CANCEL)).toBe(0);
+    expect(x.world.booking.get(m.id)?.status).toBe("confirmed");
+    expect(x.world.google.event(m.cal, m.eventId)?.status).toBe("confirmed");
+    expect(await x.app.sync.guard.held("th_1")).toEqual([]);
+  });
+});
+
+describe("a move dragged back while its reschedule is on its way", () => {
+  it.each(["last look", 503, 429] as const)("dragged back at the %s: the booking keeps its time", async (moment) => {
+    h = await world();
+    const m = await mirrored(h);
+    const x = h;
+    const path = `/v1/appointments/${m.id}`;
+    let back = false;
+    const dragBack = () => {
+      x.world.google.userEdit(m.cal, m.eventId, at(m.start));
+      back = true;
+    };
+    if (moment === "last look") {
+      // The sync's read of the appointment is the first GET after the move, the last look the second.
+      const gets = () => x.world.booking.requests.filter((r) => r.method === "GET" && r.path === path).length;
+      const base = gets();
+      x.world.booking.faults.raceNext({ method: "GET", path, when: () => gets() === base + 2 }, dragBack);
+    } else failWrite(x, /^\/v1\/appointments\/[^/]+$/, "PATCH", moment, dragBack);
+    x.world.google.userEdit(m.cal, m.eventId, at(m.start + 2 * HOUR));
+    await settle(x);
+    expect(back).toBe(true);
+    expect(taken(x, PATCH)).toBe(0);
+    expect(sent(x, PATCH)).toBe(moment === "last look" ? 0 : 1);
+    expect(Date.parse(String(x.world.booking.get(m.id)?.start_time))).toBe(m.start);
+    expect(startOf(x.world.google.event(m.cal, m.eventId))).toBe(m.start);
+    // Quiet afterwards.
+    await x.app.reconcile();
+    await settle(x);
+    expect(taken(x, PATCH)).toBe(0);
+  });
+});
