@@ -510,13 +510,16 @@ export class BookingClient {
     // leader, which takes the write-back up, is the only one to send it.
     const guard = input.method === "GET" ? undefined : writeGuard();
     guard?.();
+    // What the write is for still stands (CallOptions.beforeSend): looked at before the gate, holding no permit, and
+    // again after a wait there (a 429's pause, a spent budget). The lease is checked last, after that look, which may
+    // take long (Google's retries): right before the send.
+    await spec.beforeSend?.();
     const permit = await this.gate.acquire(spec.priority, input.signal);
     try {
+      if (permit.waitedMs > 0) await spec.beforeSend?.();
       guard?.();
-      // After the gate's wait, which may be long (a 429's pause, a spent budget): what the write is for still stands.
-      await spec.beforeSend?.();
     } catch (err) {
-      permit.done();
+      permit.done({ unsent: true });
       throw err;
     }
     this.#stats.gateWaitedMs += permit.waitedMs;

@@ -71,8 +71,11 @@ export interface GatePermit {
   readonly priority: Priority;
   /** Milliseconds (of the gate's clock) this request waited for its permit. */
   readonly waitedMs: number;
-  /** Hands the permit back with what the response said; exactly once, also when no response came. */
-  done(response?: ResponseInfo): void;
+  /**
+   * Hands the permit back with what the response said; exactly once, also when no response came. `unsent`: nothing
+   * went out (a check right before the send stopped it), so it does not count toward the client's window.
+   */
+  done(response?: ResponseInfo | { unsent: true }): void;
 }
 
 export interface GateSnapshot {
@@ -360,6 +363,10 @@ export class RateLimitGate {
         if (returned) return;
         returned = true;
         this.#inFlight--;
+        if (response && "unsent" in response) {
+          this.#pump();
+          return;
+        }
         this.#sent.push(this.#clock.now());
         if (response) this.#learn(response);
         this.#pump();

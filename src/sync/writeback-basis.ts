@@ -7,6 +7,9 @@ import { changedMeanwhile } from "../booking/errors.ts";
 import { bookingInstant } from "../booking/instant.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
+import { describeError, isUnavailable } from "./errors.ts";
+import { CalendarUnavailableError } from "./mapping.ts";
+import { EngineStoppedError } from "./stopped.ts";
 import type { CalEvent, Snapshot } from "./types.ts";
 import type { Ctx, WritebackInput } from "./writeback-steps.ts";
 
@@ -62,11 +65,11 @@ export class ChangeTakenBack extends Error {
 /**
  * Reads the linked event right before the cancel is sent (and before each resend: CallOptions.beforeSend); throws
  * ChangeTakenBack when it is live. The look-ups before (other therapists' calendars, the account's own ones: seconds),
- * a backoff or a 429's pause leave time for a person's Undo. A read that fails throws: a cancellation is never sent on
- * an event not looked at. A 404 (purged from the Bin) is as deleted.
+ * a backoff or a 429's pause leave time for a person's Undo. A read that fails throws (lookAtEvent): a cancellation is
+ * never sent on an event not looked at. A 404 (purged from the Bin) is as deleted.
  */
 export async function stillDeleted(ctx: Ctx, w: WritebackInput): Promise<void> {
-  const event = await ctx.fx.calendar(w.link.therapistId).get(w.link.eventId);
+  const event = await lookAtEvent(ctx, w);
   if (event && event.status !== "cancelled") {
     w.log.info({ event_id: w.link.eventId }, "the deleted event is back in the calendar: cancellation not sent");
     throw new ChangeTakenBack(event, "the deleted event is back in the calendar");
@@ -75,8 +78,25 @@ export async function stillDeleted(ctx: Ctx, w: WritebackInput): Promise<void> {
 
 /** As stillDeleted, for a move: the linked event still starts at `startTime` (a reschedule is sent only then). */
 export async function stillMoved(ctx: Ctx, w: WritebackInput, startTime: string): Promise<void> {
-  const event = await ctx.fx.calendar(w.link.therapistId).get(w.link.eventId);
+  const event = await lookAtEvent(ctx, w);
   if (event && event.status !== "cancelled" && instantOf(event.start) === Date.parse(startTime)) return;
   w.log.info({ event_id: w.link.eventId }, "the moved event is no longer at the time to send: reschedule not sent");
   throw new ChangeTakenBack(event, "the moved event is no longer at that time");
+}
+
+/**
+ * The linked event, read for the last look. A read that fails (Google's 5xx outlasting its retries, say) says nothing
+ * about the change: the write-back is not sent and waits as for an unavailable calendar (no attempt spent, nothing
+ * put back with a "not applied" note, as the look-ups in other calendars wait: moved-out.ts).
+ */
+async function lookAtEvent(ctx: Ctx, w: WritebackInput): Promise<CalEvent | null> {
+  try {
+    return await ctx.fx.calendar(w.link.therapistId).get(w.link.eventId);
+  } catch (err) {
+    if (err instanceof EngineStoppedError || isUnavailable(err)) throw err;
+    throw new CalendarUnavailableError(
+      w.link.therapistId,
+      `the event could not be read right before the write-back was sent (${describeError(err)}); nothing was sent, it waits`,
+    );
+  }
 }

@@ -5,7 +5,9 @@
 // before each send of the cancel or the PATCH (CallOptions.beforeSend), and a change taken back is decided again.
 import { afterEach, describe, expect, it } from "vitest";
 import { writebackHeld } from "../../src/cli/writeback-held.ts";
-import { daemonHarness, type Harness, mirrored, settle } from "./support.ts";
+import { WORLD_WEBHOOK_SECRET } from "../../src/simulator/world.ts";
+import { captureLog } from "../support/log-capture.ts";
+import { daemonHarness, type Harness, harness, liveOf, mirrored, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -157,4 +159,104 @@ describe("a move dragged back while its reschedule is on its way", () => {
     await settle(x);
     expect(taken(x, PATCH)).toBe(0);
   });
+});
+
+describe("the last look at the event", () => {
+  /** The therapist deletes or moves the event; `atLastLook` runs when the booking's last look (second GET) arrives. */
+  function change(
+    x: Harness,
+    m: Awaited<ReturnType<typeof mirrored>>,
+    kind: "cancel" | "reschedule",
+    atLastLook: () => void,
+  ) {
+    const path = `/v1/appointments/${m.id}`;
+    const gets = () => x.world.booking.requests.filter((r) => r.method === "GET" && r.path === path).length;
+    const base = gets();
+    x.world.booking.faults.raceNext({ method: "GET", path, when: () => gets() === base + 2 }, atLastLook);
+    if (kind === "cancel") x.world.google.userDelete(m.cal, m.eventId);
+    else x.world.google.userEdit(m.cal, m.eventId, at(m.start + 2 * HOUR));
+  }
+
+  it.each(["cancel", "reschedule"] as const)(
+    "%s: a replica that loses the lease while it reads the event sends nothing",
+    async (kind) => {
+      let lead = true;
+      h = await harness({
+        therapists: 1,
+        configure: (c) => {
+          c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } } as typeof c.sync;
+        },
+        engine: { maxAttempts: 1, baseMs: 10 },
+        app: { leading: () => lead } as never,
+      });
+      await h.app.start();
+      h.world.booking.addWebhookEndpoint({
+        url: `${h.app.http!.url}${h.world.config.webhooks.path}`,
+        secret: WORLD_WEBHOOK_SECRET,
+        events: ["*"],
+      });
+      const m = await mirrored(h);
+      const x = h;
+      let lost = false;
+      change(x, m, kind, () => {
+        // The next read of the linked event is the last look's: the lease is lost while it is out.
+        x.world.google.faults.holdNext(new RegExp(`^GET .*/events/${m.eventId}`), async () => {
+          lead = false;
+          lost = true;
+        });
+      });
+      await settle(x).catch(() => {}); // calendar writes after the loss are refused too (LeadershipLostError)
+      expect(lost).toBe(true);
+      expect(sent(x, CANCEL) + sent(x, PATCH)).toBe(0);
+      expect(x.world.booking.get(m.id)?.status).toBe("confirmed");
+      expect(Date.parse(String(x.world.booking.get(m.id)?.start_time))).toBe(m.start);
+    },
+  );
+
+  it.each(["cancel", "reschedule"] as const)(
+    "%s: a read of the event that fails waits (nothing put back with a 'not applied' note), then is sent",
+    async (kind) => {
+      const log = captureLog("info");
+      h = await daemonHarness({
+        therapists: 1,
+        logger: log.logger,
+        configure: (c) => {
+          c.sync = { ...c.sync, writeback: { cancel_grace_seconds: 0, reschedule_grace_seconds: 0 } } as typeof c.sync;
+        },
+        engine: { maxAttempts: 1, baseMs: 10 },
+      });
+      const m = await mirrored(h);
+      const x = h;
+      // Google fails the last look's read with an error the call does not retry (a 5xx outlasting the call's six
+      // tries, half a minute of backoff, takes the same way).
+      change(x, m, kind, () =>
+        x.world.google.faults.next(1, {
+          status: 400,
+          reason: "badRequest",
+          match: new RegExp(`^GET .*/events/${m.eventId}`),
+        }),
+      );
+      await settle(x);
+      expect(log.lines.find((l) => l.msg === "calendar not available; the sync waits")).toBeDefined();
+      expect(
+        log.lines.find((l) => l.msg === "write-back not applied; event restored from the booking"),
+      ).toBeUndefined();
+      // Once Google answers, the change that still stands is written back, once.
+      await x.app.engine.idle();
+      for (let i = 0; i < 50 && taken(x, kind === "cancel" ? CANCEL : PATCH) === 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        await x.app.engine.idle();
+      }
+      expect(taken(x, kind === "cancel" ? CANCEL : PATCH)).toBe(1);
+      const live = liveOf(x, m.cal, m.id);
+      if (kind === "cancel") {
+        expect(x.world.booking.get(m.id)?.status).toBe("cancelled");
+        expect(live).toEqual([]);
+      } else {
+        expect(Date.parse(String(x.world.booking.get(m.id)?.start_time))).toBe(m.start + 2 * HOUR);
+        expect(startOf(live[0])).toBe(m.start + 2 * HOUR);
+      }
+      expect(live.map((e) => String(e.description ?? ""))).not.toContainEqual(expect.stringContaining("not applied"));
+    },
+  );
 });
