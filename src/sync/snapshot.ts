@@ -91,25 +91,29 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
 }
 
 /**
- * Two hints about the same appointment as one. The state is kept only when one of the two is clearly the newer:
- * hints from one source compare by their own clock (a webhook's created_at, our clock at a listing); hints from
- * different sources cannot be ordered, and a request that carries no state at all asks for a read, which beats both.
+ * Two hints about the same appointment as one. The state is kept only when one of the two is clearly the newer: a
+ * creation's payload is older than any other state of the appointment; otherwise hints from one source compare by
+ * their own clock (a webhook's created_at, our clock at a listing), and the same clock orders nothing (a booking
+ * created and cancelled in one go stamps both webhooks with the same millisecond, delivered in either order); hints
+ * from different sources cannot be ordered, and a request that carries no state at all asks for a read, which beats
+ * both.
  */
 export function mergeHints(a: BookingHint | undefined, b: BookingHint | undefined): BookingHint | undefined {
   if (!a && !b) return undefined;
   const at = Math.max(a?.at ?? Number.NEGATIVE_INFINITY, b?.at ?? Number.NEGATIVE_INFINITY);
   const out: BookingHint = Number.isFinite(at) ? { at } : {};
   if (a?.appt && b?.appt) {
+    const later = (x: number, y: number) => (y > x ? b : x > y ? a : undefined);
     const newer =
-      a.at !== undefined && b.at !== undefined
-        ? b.at >= a.at
+      a.first !== b.first
+        ? a.first
           ? b
           : a
-        : a.readAt !== undefined && b.readAt !== undefined
-          ? b.readAt >= a.readAt
-            ? b
-            : a
-          : undefined;
+        : a.at !== undefined && b.at !== undefined
+          ? later(a.at, b.at)
+          : a.readAt !== undefined && b.readAt !== undefined
+            ? later(a.readAt, b.readAt)
+            : undefined;
     if (newer?.appt) {
       out.appt = newer.appt;
       if (newer.readAt !== undefined) out.readAt = newer.readAt;
