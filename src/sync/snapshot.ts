@@ -46,16 +46,6 @@ export interface BookingState {
   readAt?: number;
 }
 
-/** Whether two booking states agree on what a link keeps (times compared as instants, whatever their notation). */
-function sameCore(a: BookingCore, b: BookingCore): boolean {
-  return (
-    Object.is(bookingInstant(a.start_time), bookingInstant(b.start_time)) &&
-    Object.is(bookingInstant(a.end_time), bookingInstant(b.end_time)) &&
-    a.status === b.status &&
-    a.therapist_id === b.therapist_id
-  );
-}
-
 /**
  * The booking state the hint gives, when it is complete and newer than what was applied; undefined when the booking
  * must be read instead. A payload whose times cannot be rendered is no hint at all: reading the booking beats failing
@@ -69,8 +59,9 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
   const end = bookingInstant(merged.end_time);
   const usable = end > start && merged.therapist_id && merged.status;
   // A webhook no newer than what was applied, or a listing read before the link was last written, may be older
-  // than what calbridge already did: read instead. So is a creation's payload once the link holds another state: that
-  // state came later, whatever the clocks say (a listing's items carry no updated_at, so its link keeps sourceAt 0).
+  // than what calbridge already did: read instead. So is a creation's payload once there is a link at all: whatever
+  // the link holds came later, whatever the clocks say (a listing's items carry no updated_at, so its link keeps
+  // sourceAt 0), also with the same times and status (a customer renamed since: the old name came back).
   // A cancellation removes the event: checked with a read first when the link holds a live state. A delivery retried
   // for hours arrives after staff restored the appointment and a listing synced it (list items carry no updated_at,
   // so its clock still looks newer than what was applied), and the event of a confirmed appointment went.
@@ -79,7 +70,7 @@ export function hintState(link: Link | undefined, hint: BookingHint | undefined)
     !removes &&
     (hint.at === undefined || !link || hint.at > applied) &&
     (hint.readAt === undefined || !link || link.syncedAt <= hint.readAt) &&
-    !(hint.first && link && !sameCore(link.booking, merged));
+    !(hint.first && link);
   return usable && fresh
     ? {
         appt: merged,

@@ -66,9 +66,16 @@ export function toPending(request: SyncRequest, waiter: Settle, customerId?: str
 
 const RANK: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2, enrich: 3 };
 
-/** A pending request and a newer one for the same appointment as one: the older one's retry standing is kept. */
+/**
+ * A pending request and a newer one for the same appointment as one: the older one's retry standing is kept, but for
+ * a webhook's, which brings new facts from the booking service and gets tries of its own: a cancellation joining a
+ * move's chain on its last try (an outage of a few seconds) went to the dead letters on one try run at once, and its
+ * event stayed until the next reconciliation. Webhooks of one appointment are few, so a chain still ends.
+ */
 export function mergeRequests(older: Pending, newer: Pending): Pending {
-  return pending(mergeRequest(older.request, newer.request), [...older.waiters, ...newer.waiters], older);
+  const merged = pending(mergeRequest(older.request, newer.request), [...older.waiters, ...newer.waiters], older);
+  if (newer.request.priority === "webhook" && newer.request.origin === "booking") merged.counted = 0;
+  return merged;
 }
 
 export function mergeRequest(a: SyncRequest, b: SyncRequest): SyncRequest {

@@ -1,0 +1,85 @@
+// Webhooks that come late, or into a sync already failing: a creation's payload delivered again hours later is never
+// applied over what calbridge knows since, and a webhook joining a chain of retries gets tries of its own.
+import { afterEach, expect, it } from "vitest";
+import { DAY, daemonHarness, type Harness, liveOf, mirrored, quiet } from "./support.ts";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const HOUR = 3_600_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const endpoints = (x: Harness, on: boolean) => {
+  for (const e of x.world.booking.webhookEndpoints()) x.world.booking.setWebhookEndpointEnabled(e.id, on);
+};
+
+it("a late appointment.created does not bring back the customer's old name", async () => {
+  h = await daemonHarness({
+    therapists: 1,
+    configure: (c) => {
+      c.event = { ...c.event, preset: "initials" };
+    },
+  });
+  const x = h;
+  const cal = x.world.calendarOf("th_1");
+  endpoints(x, false);
+  const mark = x.world.booking.events.length;
+  const start = new Date(Date.now() + 3 * DAY);
+  start.setUTCHours(10, 0, 0, 0);
+  const booked = x.world.booking.create(
+    {
+      therapist_id: "th_1",
+      start_time: start.toISOString(),
+      customer: { name: "Anna Berg", email: "anna@example.test" },
+    },
+    { force: true },
+  );
+  const id = String(booked.id);
+  const created = x.world.booking.events
+    .slice(mark)
+    .find((e) => (e as { type?: string }).type === "appointment.created") as Record<string, unknown>;
+  expect(created).toBeDefined();
+  // The endpoint is down: the reconciliation mirrors it from its list item (no updated_at: the link's clock is 0).
+  await x.app.reconcile();
+  expect(String(liveOf(x, cal, id)[0]?.summary)).toMatch(/A\.? ?B/);
+  endpoints(x, true);
+  x.world.booking.updateCustomer(String(booked.customer_id), { name: "Clara Dorn" });
+  await quiet(x);
+  expect(String(liveOf(x, cal, id)[0]?.summary)).toMatch(/C\.? ?D/);
+  // The service's retry of the first delivery, hours later (same id, same created_at): read, not applied.
+  x.world.booking.sendEvent(created);
+  await quiet(x);
+  expect(String(liveOf(x, cal, id)[0]?.summary)).toMatch(/C\.? ?D/);
+});
+
+it("a cancellation joining a failing move's retries gets tries of its own: the event goes once the service answers", async () => {
+  h = await daemonHarness({
+    therapists: 1,
+    engine: { maxAttempts: 3, baseMs: 600, maxDelayMs: 5_000 },
+    app: { bookingMaxRetries: 0 } as never,
+  });
+  const x = h;
+  const m = await mirrored(x);
+  let outage = true;
+  x.world.booking.faults.failNext(1000, 503, {
+    method: "GET",
+    path: new RegExp(`^/v1/appointments/${m.id}$`),
+    when: () => outage,
+  });
+  const failedGets = () =>
+    x.world.booking.requests.filter((r) => r.route === "GET /v1/appointments/:id" && r.status === 503).length;
+  x.world.booking.move(m.id, new Date(m.start + 2 * HOUR).toISOString(), { force: true });
+  for (let i = 0; i < 300 && failedGets() < 2; i++) await sleep(5);
+  expect(failedGets()).toBe(2); // the move's sync failed twice; its last try waits out its backoff
+  x.world.booking.cancel(m.id, "customer cancelled");
+  for (let i = 0; i < 300 && failedGets() < 3; i++) await sleep(5);
+  outage = false; // a moment later the service answers again
+  await sleep(2_000);
+  await quiet(x);
+  await x.app.engine.drained();
+  expect(x.world.booking.get(m.id)?.status).toBe("cancelled");
+  expect(liveOf(x, m.cal, m.id)).toEqual([]);
+  expect(await x.app.sync.dead.get(`appt:${m.id}`)).toBeUndefined();
+});
