@@ -76,11 +76,13 @@ export async function applyAction(action: Action, c: ApplyContext, fx: Effects, 
         }
         if (link.present && action.enrich) next.enrich = true;
         if (canonicalJson(next) !== canonicalJson(link)) await fx.links.save(next);
-      } else if (!link && appt && target) {
-        // A tombstone: an older webhook arriving later cannot resurrect this state.
+      } else if (!link && appt && (target || appt.therapist_id)) {
+        // A tombstone: an older webhook arriving later cannot resurrect this state. Also for a therapist not synced:
+        // a creation's payload retried late (naming a synced therapist it was given away from, or its state before a
+        // cancellation) would otherwise find no record, and be applied.
         await fx.record({
           appointmentId: id,
-          therapistId: target.therapist_id,
+          therapistId: target?.therapist_id ?? String(appt.therapist_id),
           eventId: eventIdFor(id),
           booking: appt,
           sourceAt,

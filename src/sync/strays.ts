@@ -75,8 +75,10 @@ export function strayFate(stray: Stray, link: Link | undefined, facts: StrayFact
   // client no longer theirs, for good once the appointment's own event was gone. calbridge's event under the
   // appointment's own id, with its mark, in a calendar not the appointment's therapist's is that copy.
   // A listing that does not show the therapist says nothing of whose it is: the appointment is read by id.
-  if (!link && !listed.therapist_id) return LOOK_UP;
-  if (!link && mapping.therapist(listed.therapist_id)?.therapist_id !== stray.therapistId) {
+  // A tombstone naming a therapist calbridge does not sync says no more of this calendar than no record does.
+  const unrecorded = !link || (!link.present && link.removedBy === "booking" && !mapping.therapist(link.therapistId));
+  if (unrecorded && !listed.therapist_id) return LOOK_UP;
+  if (unrecorded && mapping.therapist(listed.therapist_id)?.therapist_id !== stray.therapistId) {
     return carriesMarks(stray.event, stray.id) ? STRAY_REASONS.copy : undefined;
   }
   return undefined;

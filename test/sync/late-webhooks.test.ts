@@ -1,7 +1,7 @@
 // Webhooks that come late, or into a sync already failing: a creation's payload delivered again hours later is never
 // applied over what calbridge knows since, and a webhook joining a chain of retries gets tries of its own.
-import { afterEach, expect, it } from "vitest";
-import { DAY, daemonHarness, type Harness, liveOf, mirrored, quiet } from "./support.ts";
+import { afterEach, describe, expect, it } from "vitest";
+import { DAY, daemonHarness, type Harness, liveOf, mirrored, quiet, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -82,4 +82,60 @@ it("a cancellation joining a failing move's retries gets tries of its own: the e
   expect(x.world.booking.get(m.id)?.status).toBe("cancelled");
   expect(liveOf(x, m.cal, m.id)).toEqual([]);
   expect(await x.app.sync.dead.get(`appt:${m.id}`)).toBeUndefined();
+});
+
+describe("a late appointment.created after the appointment went to a therapist calbridge does not sync", () => {
+  it.each([false, true])(
+    "leaves no event in the first therapist's calendar (cancelled as well: %s)",
+    async (cancel) => {
+      h = await daemonHarness({
+        therapists: 2,
+        mapped: ["th_1"],
+        configure: (c) => {
+          c.event = { ...c.event, preset: "booking_only" }; // the payload covers the templates: no enrichment read
+        },
+      });
+      const x = h;
+      endpoints(x, false);
+      const mark = x.world.booking.events.length;
+      const start = new Date(Date.now() + 3 * DAY);
+      start.setUTCHours(10, 0, 0, 0);
+      const id = String(
+        x.world.booking.create({ therapist_id: "th_1", start_time: start.toISOString() }, { force: true }).id,
+      );
+      x.world.booking.reassign(id, "th_2", { force: true });
+      if (cancel) x.world.booking.cancel(id, "customer cancelled");
+      const [created, ...later] = x.world.booking.events.slice(mark) as Record<string, unknown>[];
+      expect(created?.type).toBe("appointment.created");
+      endpoints(x, true);
+      // The creation's first delivery failed; the later ones got through, then the service retried the creation.
+      for (const e of later) x.world.booking.sendEvent(e);
+      await quiet(x);
+      x.world.booking.sendEvent(created!);
+      await settle(x);
+      await x.app.engine.drained();
+      expect(x.world.booking.get(id)?.therapist_id).toBe("th_2");
+      expect(liveOf(x, x.world.calendarOf("th_1"), id)).toEqual([]);
+    },
+  );
+});
+
+it("an event whose record was lost, of an appointment given to a therapist calbridge does not sync, is removed by the reconciliation", async () => {
+  // The record of th_1's event is lost (a crash between the calendar write and the store write); the appointment then
+  // goes to th_2, whom calbridge does not sync: its webhook's sync records that (a tombstone naming th_2), and the
+  // reconciliation still removes th_1's event, as it did with no record at all.
+  h = await daemonHarness({ therapists: 2, mapped: ["th_1"] });
+  const x = h;
+  const m = await mirrored(x);
+  const link = await x.app.sync.links.get(m.id);
+  expect(link?.present).toBe(true);
+  await x.app.sync.links.forget(link!);
+  x.world.booking.reassign(m.id, "th_2", { force: true });
+  await quiet(x);
+  expect((await x.app.sync.links.get(m.id))?.present).toBe(false);
+  expect(liveOf(x, m.cal, m.id)).toHaveLength(1);
+  await x.app.reconcile();
+  await quiet(x);
+  expect(liveOf(x, m.cal, m.id)).toEqual([]);
+  expect(x.world.booking.get(m.id)?.therapist_id).toBe("th_2");
 });
