@@ -199,3 +199,13 @@ function calendarOf(mapping: Mapping, therapistId: string): string {
   const t = mapping.therapist(therapistId);
   return t ? calendarKey(t) : "";
 }
+
+/**
+ * The link, unless it is a tombstone naming a therapist calbridge does not sync (apply.ts, "none"): such a record keeps
+ * a creation's payload retried late from being applied (snapshot.ts), and says nothing of any calendar, so wherever
+ * events are looked for or decided about it is taken as no record (an orphan of a lost record is still removed).
+ */
+export function recordOfEvents(link: Link | undefined, mapping: Pick<Mapping, "therapist">): Link | undefined {
+  if (link && !link.present && link.removedBy === "booking" && !mapping.therapist(link.therapistId)) return undefined;
+  return link;
+}

@@ -9,6 +9,7 @@ import { type Clock, systemClock } from "../clock.ts";
 import type { TherapistConfig } from "../config/schema.ts";
 import { type AsWritten, bookingChanged, type Desired, decide } from "./decide.ts";
 import { judge, NeedsFullRead, type RenderSettings, renderSettings } from "./inputs.ts";
+import { recordOfEvents } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import type { Action, CalEvent, CalendarHint, Link, Rendered, Snapshot } from "./types.ts";
 
@@ -78,8 +79,13 @@ export class Planner {
    * The event a calendar hint says something about: the one in the link's calendar (or, without a link, the target
    * calendar). Undefined when the hint is about another calendar, or there is none.
    */
-  eventOf(link: Link | undefined, appt: Snapshot | null, hint: CalendarHint | undefined): CalEvent | null | undefined {
+  eventOf(
+    stored: Link | undefined,
+    appt: Snapshot | null,
+    hint: CalendarHint | undefined,
+  ): CalEvent | null | undefined {
     if (!hint || "reread" in hint) return undefined;
+    const link = recordOfEvents(stored, this.#mapping);
     const mapped = this.#mapping.therapist(appt?.therapist_id);
     const where = link?.therapistId ?? mapped?.therapist_id;
     // A deleted event under another id than the link's is an earlier generation of the appointment's event (Google
@@ -118,11 +124,12 @@ export class Planner {
   plan(
     id: string,
     known: Known | null,
-    link: Link | undefined,
+    stored: Link | undefined,
     event: CalEvent | null | undefined,
     seenIn: string | undefined,
     priority: Priority,
   ): Action {
+    const link = recordOfEvents(stored, this.#mapping);
     const appt = known?.appt ?? null;
     const target = this.#mapping.therapist(appt?.therapist_id);
     if (link?.present && !this.#mapping.therapist(link.therapistId)) {

@@ -1,11 +1,13 @@
 // Owns the stray events a reconciliation removes itself: managed events that are not the appointment's own event and
 // say nothing about the booking (no write-back, no change to the appointment's link); which strays those are, and
 // which are left alone or have their appointment read by id.
+
 import type { Appointment } from "../booking/schemas.ts";
 import { carriesMarks, eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
 import { describeError } from "./errors.ts";
 import type { HistoryRecorder } from "./history.ts";
+import { recordOfEvents } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import { misplaced } from "./placement.ts";
 import type { CalEvent, CalendarPort, Link, PlanEntry, SyncRequest } from "./types.ts";
@@ -76,7 +78,7 @@ export function strayFate(stray: Stray, link: Link | undefined, facts: StrayFact
   // appointment's own id, with its mark, in a calendar not the appointment's therapist's is that copy.
   // A listing that does not show the therapist says nothing of whose it is: the appointment is read by id.
   // A tombstone naming a therapist calbridge does not sync says no more of this calendar than no record does.
-  const unrecorded = !link || (!link.present && link.removedBy === "booking" && !mapping.therapist(link.therapistId));
+  const unrecorded = recordOfEvents(link, mapping) === undefined;
   if (unrecorded && !listed.therapist_id) return LOOK_UP;
   if (unrecorded && mapping.therapist(listed.therapist_id)?.therapist_id !== stray.therapistId) {
     return carriesMarks(stray.event, stray.id) ? STRAY_REASONS.copy : undefined;

@@ -29,6 +29,8 @@ export interface Pending {
   runs: number;
   /** Our clock at the first failure of this chain of retries. */
   failingSince?: number;
+  /** A webhook joining the chain gave it a fresh attempt budget already (once per chain: mergeRequests). */
+  refreshed?: true;
   /** The write-back gate's state (the grace period running, and the write-back it is for). */
   gate: GateState;
   resolveAll(outcome: SyncOutcome): void;
@@ -43,6 +45,7 @@ function pending(request: SyncRequest, waiters: Settle[], from?: Pending): Pendi
     counted: from?.counted ?? 0,
     runs: from?.runs ?? 0,
     ...(from?.failingSince !== undefined ? { failingSince: from.failingSince } : {}),
+    ...(from?.refreshed ? { refreshed: true as const } : {}),
     gate: from?.gate ?? {},
     resolveAll(outcome) {
       const all = p.waiters;
@@ -70,11 +73,20 @@ const RANK: Record<Priority, number> = { webhook: 0, writeback: 1, reconcile: 2,
  * A pending request and a newer one for the same appointment as one: the older one's retry standing is kept, but for
  * a webhook's, which brings new facts from the booking service and gets tries of its own: a cancellation joining a
  * move's chain on its last try (an outage of a few seconds) went to the dead letters on one try run at once, and its
- * event stayed until the next reconciliation. Webhooks of one appointment are few, so a chain still ends.
+ * event stayed until the next reconciliation. Once per chain: webhooks arriving often (a customer's re-renders, a
+ * sender's retries) would otherwise keep a failing sync from ever ending, its webhooks unacknowledged.
  */
 export function mergeRequests(older: Pending, newer: Pending): Pending {
   const merged = pending(mergeRequest(older.request, newer.request), [...older.waiters, ...newer.waiters], older);
-  if (newer.request.priority === "webhook" && newer.request.origin === "booking") merged.counted = 0;
+  if (
+    newer.request.priority === "webhook" &&
+    newer.request.origin === "booking" &&
+    older.counted > 0 &&
+    !older.refreshed
+  ) {
+    merged.counted = 0;
+    merged.refreshed = true;
+  }
   return merged;
 }
 

@@ -120,22 +120,52 @@ describe("a late appointment.created after the appointment went to a therapist c
   );
 });
 
-it("an event whose record was lost, of an appointment given to a therapist calbridge does not sync, is removed by the reconciliation", async () => {
-  // The record of th_1's event is lost (a crash between the calendar write and the store write); the appointment then
-  // goes to th_2, whom calbridge does not sync: its webhook's sync records that (a tombstone naming th_2), and the
-  // reconciliation still removes th_1's event, as it did with no record at all.
-  h = await daemonHarness({ therapists: 2, mapped: ["th_1"] });
+it.each([
+  ["in the sync window", 0],
+  ["moved out of the sync window", 120],
+])(
+  "an event whose record was lost, of an appointment given to a therapist calbridge does not sync (%s), is removed by the reconciliation",
+  async (_, days) => {
+    // The record of th_1's event is lost (a crash between the calendar write and the store write); the appointment then
+    // goes to th_2, whom calbridge does not sync: its webhook's sync records that (a tombstone naming th_2), and the
+    // reconciliation still removes th_1's event, as it did with no record at all (out of the window: read by id).
+    h = await daemonHarness({ therapists: 2, mapped: ["th_1"] });
+    const x = h;
+    const m = await mirrored(x);
+    const link = await x.app.sync.links.get(m.id);
+    expect(link?.present).toBe(true);
+    await x.app.sync.links.forget(link!);
+    x.world.booking.reassign(m.id, "th_2", { force: true });
+    if (days > 0) x.world.booking.move(m.id, new Date(m.start + days * DAY).toISOString(), { force: true });
+    await quiet(x);
+    expect((await x.app.sync.links.get(m.id))?.present).toBe(false);
+    expect(liveOf(x, m.cal, m.id)).toHaveLength(1);
+    await x.app.reconcile();
+    await quiet(x);
+    expect(liveOf(x, m.cal, m.id)).toEqual([]);
+    expect(x.world.booking.get(m.id)?.therapist_id).toBe("th_2");
+  },
+);
+
+it("webhooks arriving often do not keep a failing sync out of the dead letters: one fresh budget per chain", async () => {
+  h = await daemonHarness({
+    therapists: 1,
+    engine: { maxAttempts: 3, baseMs: 200, maxDelayMs: 1_000 }, // a chain of 3 tries lasts at most ~0.6 s
+    app: { bookingMaxRetries: 0 } as never,
+  });
   const x = h;
   const m = await mirrored(x);
-  const link = await x.app.sync.links.get(m.id);
-  expect(link?.present).toBe(true);
-  await x.app.sync.links.forget(link!);
-  x.world.booking.reassign(m.id, "th_2", { force: true });
-  await quiet(x);
-  expect((await x.app.sync.links.get(m.id))?.present).toBe(false);
-  expect(liveOf(x, m.cal, m.id)).toHaveLength(1);
-  await x.app.reconcile();
-  await quiet(x);
-  expect(liveOf(x, m.cal, m.id)).toEqual([]);
-  expect(x.world.booking.get(m.id)?.therapist_id).toBe("th_2");
+  // From now on the booking service cannot serve this appointment (a 503, every time).
+  x.world.booking.faults.failNext(1_000_000, 503, { method: "GET", path: new RegExp(`^/v1/appointments/${m.id}$`) });
+  const mark = x.world.booking.events.length;
+  // One appointment.updated every 200 ms for 3 s: several times a chain's budget, even refreshed once.
+  for (let i = 0; i < 15; i++) {
+    x.world.booking.setNotes(m.id, `note ${i}`);
+    await sleep(200);
+  }
+  const first = x.world.booking.events
+    .slice(mark)
+    .find((e) => (e as { type?: string }).type === "appointment.updated") as { id: string };
+  expect(await x.app.sync.dead.get(`appt:${m.id}`)).toBeDefined();
+  expect(await x.app.inbox.get(first.id)).toBeUndefined(); // acknowledged: its chain ended
 });
