@@ -634,7 +634,9 @@ export const ConfigSchema = z
               .int()
               .positive()
               .default(5)
-              .describe("Tries of one appointment's sync (backing off from 5 s to 5 min) before it is a dead letter."),
+              .describe(
+                "Tries of one appointment's sync (backing off from 5 s to 5 min) before it is a dead letter; a webhook joining a failing sync gives it these tries once more.",
+              ),
             unavailable_grace_minutes: z
               .number()
               .int()
