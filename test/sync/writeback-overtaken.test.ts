@@ -48,6 +48,16 @@ function overtake(x: Harness, method: string, route: RegExp, change: () => void)
   x.world.booking.faults.raceNext({ method, path: route }, change);
 }
 
+/** The therapist moves the event two hours on; the customer cancels just before calbridge's PATCH reaches the service. */
+async function moveOvertakenByCancel(x: Harness, m: Awaited<ReturnType<typeof mirrored>>): Promise<void> {
+  overtake(x, "PATCH", /^\/v1\/appointments\/[^/]+$/, () => x.world.booking.cancel(m.id, "customer cancelled online"));
+  x.world.google.userEdit(m.cal, m.eventId, {
+    start: { dateTime: iso(m.start + 2 * HOUR) },
+    end: { dateTime: iso(m.start + 3 * HOUR) },
+  });
+  await settle(x);
+}
+
 async function history(x: Harness, id: string): Promise<HistoryEntry[]> {
   await x.app.sync.history.log.flush();
   return (await x.app.sync.history.log.read(id)).entries;
@@ -97,14 +107,7 @@ describe("a write-back the booking side overtook", () => {
   it("a move sent after the customer cancelled removes the event instead of putting it back as booked", async () => {
     h = await world();
     const m = await mirrored(h);
-    overtake(h, "PATCH", /^\/v1\/appointments\/[^/]+$/, () =>
-      h!.world.booking.cancel(m.id, "customer cancelled online"),
-    );
-    h.world.google.userEdit(m.cal, m.eventId, {
-      start: { dateTime: iso(m.start + 2 * HOUR) },
-      end: { dateTime: iso(m.start + 3 * HOUR) },
-    });
-    await settle(h);
+    await moveOvertakenByCancel(h, m);
     expect(sent(h, "PATCH", /:id$/)).toBe(1);
     // The appointment is cancelled: its event goes (a cancelled appointment is shown as none, as the mirror does),
     // never put back "as booked" at 10:00 with a note that the move was not applied.
@@ -159,14 +162,7 @@ describe("a write-back the booking side overtook", () => {
     it("a move sent after the customer cancelled leaves the marker, and the history does not say the event is removed", async () => {
       h = await world({}, { cancelled_events: "keep" });
       const m = await mirrored(h);
-      overtake(h, "PATCH", /^\/v1\/appointments\/[^/]+$/, () =>
-        h!.world.booking.cancel(m.id, "customer cancelled online"),
-      );
-      h.world.google.userEdit(m.cal, m.eventId, {
-        start: { dateTime: iso(m.start + 2 * HOUR) },
-        end: { dateTime: iso(m.start + 3 * HOUR) },
-      });
-      await settle(h);
+      await moveOvertakenByCancel(h, m);
       expect(live(h, m)).toHaveLength(1); // the "Cancelled" marker
       const wb = (await history(h, m.id)).filter((e) => e.kind === "writeback");
       expect(wb.at(-1)).toMatchObject({ writeback: "reschedule", result: "failed", status: "cancelled" });
