@@ -7,7 +7,7 @@ import type { Store } from "../store/store.ts";
 import { LeftBehindEvents } from "../sync/left-behind.ts";
 import type { LinkStore } from "../sync/links.ts";
 import { purgeCommand } from "../sync/mapping-report.ts";
-import { purgeLinks } from "../sync/purge.ts";
+import { neverMirrored, purgeLinks } from "../sync/purge.ts";
 
 export interface GoneTarget {
   therapistId: string;
@@ -31,6 +31,9 @@ export async function purgeCalendarGone(
 ): Promise<{ ok: boolean; text: string }> {
   const { therapistId: id, calendarId } = t;
   const own = await purgeLinks({ therapistId: id, calendarId, links });
+  const records = own.filter((l) => neverMirrored(l)).length;
+  // "N links and the record of events left there", and the records never mirrored apart when there are any.
+  const what = forgotten(own.length, records) + (records ? "," : "");
   const lines = [
     `calbridge purge ${id}: calendar ${calendarId}, as ${t.as}; the booking service is not called`,
     `  calendar ${calendarId} not found (deleted, or not shared with these credentials): nothing deleted`,
@@ -38,14 +41,14 @@ export async function purgeCalendarGone(
   const done = (ok: boolean) => ({ ok, text: lines.join("\n") });
   if (!o.forgetLinks) {
     lines.push(
-      `  if it was deleted, \`${purgeCommand(id, calendarId)} --forget-links\` forgets its ${own.length} links and the record of events left there, deleting nothing; ` +
+      `  if it was deleted, \`${purgeCommand(id, calendarId)} --forget-links\` forgets its ${what} and the record of events left there, deleting nothing; ` +
         `if it still exists, share it with ${t.as} (or give --impersonate) and run it again`,
     );
     if (o.dryRun) lines.push("  dry run: nothing was deleted or forgotten.");
     return done(false);
   }
   if (o.dryRun) {
-    lines.push(`  --forget-links: ${own.length} links to forget, and the record of events left there`);
+    lines.push(`  --forget-links: ${forgotten(own.length, records)} to forget, and the record of events left there`);
     lines.push("  dry run: nothing was deleted or forgotten.");
     return done(true);
   }
@@ -56,6 +59,14 @@ export async function purgeCalendarGone(
   }
   for (const link of own) await links.forget(link);
   await new LeftBehindEvents(store, systemClock).clear(id, calendarId);
-  lines.push(`  forgot ${own.length} links and the record of events left there; nothing was deleted`);
+  lines.push(`  forgot ${what} and the record of events left there; nothing was deleted`);
   return done(true);
+}
+
+/**
+ * What a purge forgets, `all` in all: its links, and apart the records of appointments calbridge never mirrored (of a
+ * therapist it did not sync when it saw them), which are no links to an event.
+ */
+export function forgotten(all: number, records: number): string {
+  return `${all - records} links` + (records ? ` and ${records} records of appointments calbridge never mirrored` : "");
 }

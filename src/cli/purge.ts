@@ -17,7 +17,7 @@ import { Mapping } from "../sync/mapping.ts";
 import { calendarKey, isUserAddress } from "../sync/placement.ts";
 import { applyPurge, type PurgePlan, planPurge } from "../sync/purge.ts";
 import { describeHolder, type HeldLease, takeCommandLease } from "./command-lease.ts";
-import { purgeCalendarGone } from "./purge-gone.ts";
+import { forgotten, purgeCalendarGone } from "./purge-gone.ts";
 import { ownersNow, PurgeRefusedError, refuseWatched } from "./purge-owners.ts";
 
 export { PurgeRefusedError };
@@ -256,7 +256,7 @@ async function purgeOne(
   const r = await applyPurge(plan, { ...o, goOn }, log.child({ therapist_id: id, calendar_id: t.calendarId }));
   if (r.failed.length === 0 && !r.stopped) await new LeftBehindEvents(store, systemClock).clear(id, t.calendarId);
   lines.push(
-    `  deleted ${r.deleted} events (${r.alreadyGone} were gone already), forgot ${r.forgotten} links` +
+    `  deleted ${r.deleted} events (${r.alreadyGone} were gone already), forgot ${forgotten(r.forgotten, r.records)}` +
       (r.failed.length ? `; ${r.failed.length} not deleted (${r.failed[0]!.error}); run it again` : ""),
   );
   if (r.stopped) lines.push(`  stopped with ${r.stopped.left} events left (not deleted): ${r.stopped.reason}`);
@@ -271,8 +271,13 @@ function guardText(plan: PurgePlan): string {
 function describePlan(plan: PurgePlan, t: Target): string {
   const lines = [
     `calbridge purge ${plan.therapistId}: calendar ${plan.calendarId}, as ${t.as}; the booking service is not called`,
-    `  ${plan.events.length} calbridge events to delete (past and future), ${plan.links.length} links to forget`,
+    `  ${plan.events.length} calbridge events to delete (past and future), ${plan.links.length - plan.records} links to forget`,
   ];
+  if (plan.records > 0) {
+    lines.push(
+      `  and ${plan.records} records to forget of appointments calbridge saw while ${plan.therapistId} was not mapped: it never mirrored them`,
+    );
+  }
   if (plan.events.length > 0) {
     const width = Math.max(5, ...plan.events.map((e) => e.eventId.length));
     const appt = Math.max(11, ...plan.events.map((e) => e.appointmentId.length));

@@ -51,6 +51,8 @@ export interface PurgePlan {
   skipped: { eventId: string; reason: string }[];
   /** The therapist's links in that calendar, to forget. */
   links: Link[];
+  /** Of `links`, the records of appointments calbridge never mirrored (neverMirrored): forgotten, and no link. */
+  records: number;
   guard: { tripped: boolean; destructive: number; managed: number; limit: number };
 }
 
@@ -89,6 +91,7 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
   }
   const links = [...all.values()].filter(mine);
   await unmarked(o, links, events, new Set(skipped.map((s) => s.eventId)));
+  const withEvent = appointmentsOf(events.values());
   // Events found that no live link counts are calbridge's events too.
   const counted = new Set([...all.values()].filter((l) => l.present).map((l) => l.eventId));
   managed += [...events.keys()].filter((id) => !counted.has(id)).length;
@@ -100,6 +103,7 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
     events: [...events.values()].sort((a, b) => (a.start ?? "").localeCompare(b.start ?? "")),
     skipped,
     links,
+    records: links.filter((l) => neverMirrored(l, withEvent)).length,
     guard: { tripped: destructive > limit, destructive, managed, limit },
   };
 }
@@ -107,6 +111,20 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
 /** A link of the therapist purged in the calendar purged (or made while they were not mapped: no calendar). */
 function ownLink(o: Pick<PurgeOptions, "therapistId" | "calendarId">): (l: Link) => boolean {
   return (l) => l.therapistId === o.therapistId && (l.calendarId === o.calendarId || l.calendarId === "");
+}
+
+/**
+ * Whether a link is only the record of an appointment calbridge saw while its therapist was not mapped (the tombstone
+ * apply.ts keeps, naming no calendar) and never mirrored: no live event, none of its events in the calendar purged
+ * (`withEvent`: the appointments whose events the purge found). A purge forgets it with the links, and counts it apart:
+ * calling it a link would tell an admin that calbridge had mirrored a therapist it never synced.
+ */
+export function neverMirrored(link: Link, withEvent: ReadonlySet<string> = new Set()): boolean {
+  return link.calendarId === "" && !purgeable(link) && !withEvent.has(link.appointmentId);
+}
+
+function appointmentsOf(events: Iterable<PurgeEvent>): Set<string> {
+  return new Set([...events].map((e) => e.appointmentId));
 }
 
 /** The links a purge of the calendar would forget, read without the calendar (one Google does not find). */
@@ -151,7 +169,10 @@ export interface PurgeResult {
   deleted: number;
   alreadyGone: number;
   failed: { eventId: string; error: string }[];
+  /** Links forgotten, the records of `records` among them. */
   forgotten: number;
+  /** Of `forgotten`, the records of appointments calbridge never mirrored (neverMirrored). */
+  records: number;
   /** Why the purge stopped before its last deletion (`goOn`), and how many events it left. */
   stopped?: { reason: string; left: number };
 }
@@ -169,7 +190,7 @@ export async function applyPurge(
   o: Pick<PurgeOptions, "calendar" | "links"> & { goOn?: () => Promise<string | undefined>; clock?: Clock },
   log: Logger,
 ): Promise<PurgeResult> {
-  const result: PurgeResult = { deleted: 0, alreadyGone: 0, failed: [], forgotten: 0 };
+  const result: PurgeResult = { deleted: 0, alreadyGone: 0, failed: [], forgotten: 0, records: 0 };
   /** Appointments with an event left in the calendar: their links are kept. */
   const left = new Set<string>();
   /** The live links still to mark before their first event goes. */
@@ -199,10 +220,12 @@ export async function applyPurge(
       log.warn({ event_id: ev.eventId, err: describeError(err) }, "event not deleted; its link is kept");
     }
   }
+  const withEvent = appointmentsOf(plan.events);
   for (const link of plan.links) {
     if (left.has(link.appointmentId)) continue;
     await o.links.forget(link);
     result.forgotten++;
+    if (neverMirrored(link, withEvent)) result.records++;
   }
   return result;
 }
