@@ -53,8 +53,13 @@ export function strayFate(stray: Stray, link: Link | undefined, facts: StrayFact
   if (mapping.sharesCalendar?.(stray.therapistId)) return undefined;
   if (link?.present && link.therapistId !== stray.therapistId) {
     // A copy left in another calendar after a reassignment: removed, unless its own calendar lost the event (the
-    // therapist moved it: the appointment's decision handles it).
-    return facts.planned?.kind === "writeback_cancel" ? undefined : STRAY_REASONS.copy;
+    // therapist moved it: the appointment's decision handles it), or it is the event this run's move writes (the
+    // process died after writing it, before the link named its calendar): the move takes it over. Deleted beside the
+    // move and landing after it, it left the link naming a deleted event: taken for the new therapist's deletion, it
+    // cancelled the appointment (a kept "Cancelled" marker: cleared away for good).
+    const p = facts.planned;
+    const movedHere = p?.kind === "move" && p.to.therapistId === stray.therapistId && p.to.eventId === stray.event.id;
+    return movedHere || p?.kind === "writeback_cancel" ? undefined : STRAY_REASONS.copy;
   }
   // A tombstone naming another calendar, of an appointment cancelled that wants no event (cancelled_events: delete):
   // the old event of one reassigned and cancelled at once, whose deletion the process died before (the tombstone is
