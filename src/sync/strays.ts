@@ -1,7 +1,6 @@
 // Owns the stray events a reconciliation removes itself: managed events that are not the appointment's own event and
 // say nothing about the booking (no write-back, no change to the appointment's link); which strays those are, and
 // which are left alone or have their appointment read by id.
-
 import type { Appointment } from "../booking/schemas.ts";
 import { carriesMarks, eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
