@@ -1,6 +1,9 @@
 // Owns the note on an event whose text a person edited and calbridge wrote over: the title, description and colour
 // are calbridge's (written from the booking), and a therapist's session notes typed into the description vanished
-// without a word. The event now says what was undone and quotes the lines they added, so nothing is lost unseen.
+// without a word. The event now says what was undone and quotes the lines they added, so nothing is lost unseen. A
+// change of the time zone alone (Google's editor has a "Time zone" control; the same instants shown in another zone)
+// is put back too, as calbridge writes its zone, and says that instead: it was told its title, description and
+// colour had been edited, none of which was touched.
 import { fingerprint, type Ownership } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import { unescapeHtml } from "../calendar/template.ts";
@@ -11,6 +14,8 @@ const NOTE =
 // Typographic quotes: the description is HTML-escaped (inert), which would show plain ones as &quot; in places.
 const QUOTED = " The text you added: “";
 const UNQUOTED = "”";
+const zoneNote = (zone: string) =>
+  `calbridge: the time zone of this event was set back to ${zone}, the one calbridge writes appointments in; its time did not change.`;
 /** Characters of added text quoted at most (the notice itself is held to half the description's limit). */
 const QUOTE_MAX = 1000;
 
@@ -43,6 +48,9 @@ export function editNotice(
   wanted: RenderedEvent,
 ): { notice?: string } {
   if (!edited || fingerprint(current, owned) === link.fingerprint) return {};
+  const zone = wanted.start.timeZone;
+  const inZone = { ...current, start: { ...current.start, timeZone: zone }, end: { ...current.end, timeZone: zone } };
+  if (current.start?.dateTime && fingerprint(inZone, owned) === link.fingerprint) return { notice: zoneNote(zone) };
   const ours = new Set(lines(wanted.description));
   const added = lines(current.description).filter((l) => !ours.has(l) && !l.startsWith("calbridge:"));
   const quote = [quotedBefore(link.notice?.text), ...added].filter((q) => q !== undefined && q !== "").join(" / ");
