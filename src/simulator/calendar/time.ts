@@ -4,6 +4,7 @@ import { ApiError } from "./http.ts";
 const OFFSET_SUFFIX = /(Z|[+-]\d{2}:\d{2})$/i;
 const LOCAL_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$/;
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+const DAY_MS = 86_400_000;
 
 /** One formatter per zone: Intl formatters hold native memory the garbage collector does not see. */
 const offsetFormatters = new Map<string, Intl.DateTimeFormat>();
@@ -52,15 +53,26 @@ export function formatInZone(ms: number, zone: string): string {
   return `${local}${sign}${String(Math.floor(abs / 60)).padStart(2, "0")}:${String(abs % 60).padStart(2, "0")}`;
 }
 
-/** A local wall time (no offset) in `zone` as an instant. */
+/**
+ * A local wall time (no offset) in `zone` as an instant. Around a daylight-saving change, as RFC 5545 (3.3.5) and
+ * java.time's ZonedDateTime.ofLocal read such times: one that occurs twice (the hour the clocks go back) is its first
+ * occurrence, and one that does not occur (the hour they skip) is read with the offset before the gap (02:30 on a
+ * spring-forward night is 03:30 of the new offset). Not confirmed against Google, which at least reads one way in every
+ * zone: two guesses from the offset at the wall time read as UTC gave 03:30 in Berlin but 01:30 in New York for the
+ * same skipped 02:30, and the second 02:30 in Berlin but the first 01:30 in New York (tz audit).
+ */
 export function localToInstant(text: string, zone: string): number {
   const m = LOCAL_DATE_TIME.exec(text);
   if (!m) return Number.NaN;
   const [, y, mo, d, h, mi, s, frac] = m;
-  const guess = Date.UTC(+y!, +mo! - 1, +d!, +h!, +mi!, +(s ?? 0), Number(`0.${frac ?? 0}`) * 1000);
-  let ms = guess - offsetMinutes(guess, zone) * 60_000;
-  ms = guess - offsetMinutes(ms, zone) * 60_000;
-  return ms;
+  const wall = Date.UTC(+y!, +mo! - 1, +d!, +h!, +mi!, +(s ?? 0), Number(`0.${frac ?? 0}`) * 1000);
+  // The offsets a day either side: a change of offset near the wall time lies between them.
+  const before = offsetMinutes(wall - DAY_MS, zone);
+  const after = offsetMinutes(wall + DAY_MS, zone);
+  const reads = [wall - before * 60_000, wall - after * 60_000].filter(
+    (ms) => wall - offsetMinutes(ms, zone) * 60_000 === ms,
+  );
+  return reads.length > 0 ? Math.min(...reads) : wall - before * 60_000;
 }
 
 /** A strict RFC 3339 timestamp with offset (as list bounds must be), or NaN. */
