@@ -100,7 +100,9 @@ export async function planPurge(o: PurgeOptions): Promise<PurgePlan> {
   return {
     therapistId: o.therapistId,
     calendarId: o.calendarId,
-    events: [...events.values()].sort((a, b) => (a.start ?? "").localeCompare(b.start ?? "")),
+    // In time order: Google writes each start with the offset in force then (or its own zone's), so the text order
+    // was not the time order on the night the clocks go back, nor across zones (tz audit).
+    events: [...events.values()].sort((a, b) => timeOf(a.start) - timeOf(b.start) || (a.eventId < b.eventId ? -1 : 1)),
     skipped,
     links,
     records: links.filter((l) => neverMirrored(l, withEvent)).length,
@@ -159,6 +161,9 @@ async function unmarked(
     }
   }
 }
+
+/** An event's start as milliseconds (an all-day date as midnight UTC); one without a start sorts first. */
+const timeOf = (start: string | undefined): number => (start ? Date.parse(start) : Number.NaN) || 0;
 
 function startOf(start: { dateTime?: string | null; date?: string | null } | undefined): { start?: string } {
   const at = start?.dateTime ?? start?.date;
