@@ -206,12 +206,11 @@ export class SyncEngine {
   async between<T>(fn: () => T | Promise<T>): Promise<T> {
     const queue = this.#queue;
     await queue.pause();
-    try {
-      return await fn();
-    } finally {
-      queue.resume();
-    }
+    return (async () => fn())().finally(() => queue.resume());
   }
+
+  /** Runs `fn` while no sync of appointment `id` runs, as one more in its turn (a stray's deletion: reconcile.ts). */
+  exclusive = <T>(id: string, fn: () => Promise<T>): Promise<T> => this.#serial.run(`a:${id}`, fn);
 
   /**
    * A stop begins: syncs' Google calls waiting for quota or a retry, nothing sent, give up, and so do syncs waiting for

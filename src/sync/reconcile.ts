@@ -17,10 +17,11 @@ import { type GuardReport, type ReconcileOptions, type ReconcileReport, reportOf
 import { listBookings, listCalendars, unclaimed } from "./reconcile-sides.ts";
 import { shareLimit } from "./share-limit.ts";
 import { LeadershipLostError } from "./stopped.ts";
-import { deleteStray, isStrayReason, LOOK_UP, removeStray, strayFate } from "./strays.ts";
+import { deleteStrayInTurn, isStrayReason, LOOK_UP, removeStray, strayFate } from "./strays.ts";
 import {
   type BookingPort,
   isDestructive,
+  type Link,
   leavesEnrichment,
   type PlanEntry,
   planEntry,
@@ -35,7 +36,7 @@ export interface ReconcileContext {
   mapping: Mapping;
   booking: BookingPort;
   links: LinkReader;
-  sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints" | "enrich" | "leading">;
+  sync: Pick<SyncEngine, "syncAppointment" | "plan" | "planFromHints" | "enrich" | "leading" | "exclusive">;
   /** Requests a minute enrichments may use (the plan's limit less the gate's reserve), for the report's estimate. */
   enrichPerMinute: () => number;
   metrics: Pick<SyncMetrics, "guardTripped" | "reconcileDuration" | "lastReconcileSuccess">;
@@ -182,11 +183,15 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
   // Stray events (appointment gone, reassigned, out of the window): too many at once is held before any request.
   const limit = shareLimit(config.sync.max_delete_ratio, managed, GUARD_FLOOR);
   const strayOverLimit = strays.length > limit && !options.force;
+  /** The link each stray's fate was read from: its deletion is sent only while the link is still that one. */
+  const strayLinks = new Map<string, Link | undefined>();
   if (!strayOverLimit) {
     await Promise.all(
       strays.map(async (s) => {
         const facts = { mapping, listed: appointments.get(s.id), planned: planned.get(s.id) };
-        const fate = strayFate(s, await ctx.links.get(s.id), facts);
+        const link = await ctx.links.get(s.id);
+        strayLinks.set(s.id, link);
+        const fate = strayFate(s, link, facts);
         if (fate !== LOOK_UP) {
           if (fate) removeStray(plan, planned, s, fate);
           return;
@@ -228,7 +233,11 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       if (tripped && isDestructive(action)) return;
       if (action.kind === "delete" && isStrayReason(action.reason)) {
         if (!ctx.sync.leading) throw new LeadershipLostError(); // the lease was lost: the next leader decides
-        if (!(await deleteStray(mapping.calendar(action.therapistId), action, log, ctx))) failed++;
+        const read = strayLinks.get(action.appointmentId);
+        if (
+          !(await deleteStrayInTurn(ctx.sync, ctx.links, read, mapping.calendar(action.therapistId), action, log, ctx))
+        )
+          failed++;
         return;
       }
       const source = inUse.take(action.appointmentId);

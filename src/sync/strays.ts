@@ -2,11 +2,13 @@
 // say nothing about the booking (no write-back, no change to the appointment's link); which strays those are, and
 // which are left alone or have their appointment read by id.
 import type { Appointment } from "../booking/schemas.ts";
+import { canonicalJson } from "../calendar/fingerprint.ts";
 import { carriesMarks, eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
+import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
 import type { HistoryRecorder } from "./history.ts";
-import { recordOfEvents } from "./links.ts";
+import { type LinkReader, recordOfEvents } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import { misplaced } from "./placement.ts";
 import type { CalEvent, CalendarPort, Link, PlanEntry, SyncRequest } from "./types.ts";
@@ -137,4 +139,32 @@ export async function deleteStray(
   if (deleted === "deleted") told.removed?.(action.therapistId);
   told.history?.applied(action.appointmentId, STRAY, action, { deleted }, { link: undefined, appt: null });
   return true;
+}
+
+/**
+ * deleteStray in the appointment's turn (no sync of it runs meanwhile), and only while its link is still `read`, the
+ * one the stray's fate was decided from; true when it was left for the next reconciliation for that reason. A sync
+ * since (a webhook's reassignment writing its event in this calendar after the listing, linking it after the stray
+ * pass read the link) may have made the "stray" the appointment's own event: deleted, it read as the therapist's
+ * deletion, and the appointment was cancelled in the booking service (race3 audit).
+ */
+export async function deleteStrayInTurn(
+  sync: Pick<SyncEngine, "exclusive">,
+  links: Pick<LinkReader, "get">,
+  read: Link | undefined,
+  cal: Pick<CalendarPort, "delete">,
+  action: Extract<PlanEntry, { kind: "delete" }>,
+  log: Logger,
+  told: Parameters<typeof deleteStray>[3],
+): Promise<boolean> {
+  return sync.exclusive(action.appointmentId, async () => {
+    if (canonicalJson(await links.get(action.appointmentId)) !== canonicalJson(read)) {
+      log.info(
+        { appointment_id: action.appointmentId, therapist_id: action.therapistId, event_id: action.eventId },
+        "stray event left for the next reconciliation: its appointment was synced since this one read it",
+      );
+      return true;
+    }
+    return deleteStray(cal, action, log, told);
+  });
 }
