@@ -720,6 +720,14 @@ export class PushChannels {
     req.resume();
     res.writeHead(200).end();
     const state = header(req, "x-goog-resource-state");
+    // A channel left on a calendar its therapist's mapping no longer names (a reload re-pointed them and the stop
+    // failed: kept aside until it is stopped, or until it expires): its changes are no therapist's here. Taken as
+    // theirs, each one listed their new calendar (Google quota) and counted as a notification for it (push2 audit).
+    const now = this.#calendars.get(channel.therapistId);
+    if (channel.calendarId !== undefined && now && channel.calendarId !== now.calendarId) {
+      this.#notifications.inc({ result: "elsewhere" });
+      return true;
+    }
     this.#notifications.inc({ result: state === "sync" ? "sync" : "accepted" });
     if (state === "sync") void this.#confirm(channel);
     if (this.#isLeader()) {
