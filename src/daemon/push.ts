@@ -443,6 +443,12 @@ export class PushChannels {
           await this.#withdraw(channel, gw, now, "lease");
           return undefined;
         }
+        // A reload took the calendar from this therapist (removed, re-pointed) while Google answered: retire() stopped
+        // the channel it found, not this one. Recorded, it notified for a week under a therapist no check walks (push2).
+        if (this.#calendars.get(therapistId) !== gw) {
+          await this.#withdraw(channel, gw, now, "retired");
+          return undefined;
+        }
         try {
           await this.#channels.setMany([
             { key: therapistId, value: channel },
@@ -533,7 +539,7 @@ export class PushChannels {
     try {
       await gw.stopChannel(channel.channelId, channel.resourceId);
       if (this.#notices) await this.#channels.delete(byId(channel.channelId)).catch(() => false); // else it expires
-      this.#logger[why === "lease" ? "info" : "warn"](fields, WITHDRAWN[why].stopped);
+      this.#logger[why === "unrecorded" ? "warn" : "info"](fields, WITHDRAWN[why].stopped);
     } catch (err) {
       // Known (its notifications are acknowledged) and kept under `left:`, where the next leader's start finds it.
       this.#remember(channel);
@@ -752,6 +758,10 @@ const WITHDRAWN = {
   lease: {
     stopped: "push channel opened while the lease was lost: stopped; the leader opens its own",
     kept: "push channel opened while the lease was lost: not stopped; kept for a leader's start to stop, else it expires",
+  },
+  retired: {
+    stopped: "push channel opened for a calendar a reload took from its therapist meanwhile: stopped",
+    kept: "push channel opened for a calendar a reload took from its therapist meanwhile: not stopped; tried again at the next check, else it expires",
   },
   unrecorded: {
     stopped: "push channel opened but not recorded (the store did not take it): stopped; the next check opens another",

@@ -4,51 +4,17 @@
 // their NEW calendar (one events.list each, Google quota) and counting as a notification for it. It is acknowledged
 // and nothing else; the new calendar's own channel still has its changes listed.
 import { afterEach, expect, it } from "vitest";
-import { type App, createApp } from "../../src/daemon/app.ts";
-import { silentLogger } from "../../src/log.ts";
-import { startWorld, type World } from "../../src/simulator/world.ts";
-import { freePort } from "../support/ports.ts";
+import { listings, liveDaemon, sleep, until } from "./push-live.ts";
 
-let world: World | undefined;
-let app: App | undefined;
+let d: Awaited<ReturnType<typeof liveDaemon>> | undefined;
 afterEach(async () => {
-  await app?.stop(3000).catch(() => {});
-  await world?.close();
-  app = undefined;
-  world = undefined;
+  await d?.close();
+  d = undefined;
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(done: () => boolean, ms = 10_000): Promise<boolean> {
-  for (let t = 0; t < ms && !done(); t += 10) await sleep(10);
-  return done();
-}
-/** events.list calls on a calendar so far. */
-const listings = (w: World, cal: string) =>
-  w.google.requestLog.filter(
-    (r) => r.method === "GET" && r.path.endsWith(`/calendars/${encodeURIComponent(cal)}/events`),
-  ).length;
-
 it("notifications on a re-pointed therapist's old calendar's channel are acknowledged and list nothing", async () => {
-  const port = await freePort();
-  const w = await startWorld({
-    therapists: 1,
-    configure: (c) => {
-      c.google.push = { public_url: `http://127.0.0.1:${port}/webhooks/google` };
-      c.sync = { ...c.sync, calendar_poll_seconds: 300 };
-    },
-  });
-  world = w;
-  w.google.requireHttpsChannels = false;
-  const a = await createApp(structuredClone(w.config), {
-    logger: silentLogger,
-    listen: `127.0.0.1:${port}`,
-    adminListen: "127.0.0.1:0",
-  });
-  app = a;
-  await a.start();
-  expect(await until(() => w.google.channels.size === 1)).toBe(true);
-  await w.google.settleNotifications();
+  d = await liveDaemon(1);
+  const { world: w, app: a } = d;
 
   const oldCal = w.calendarOf("th_1")!;
   const newCal = "th_1-new@clinic.test";

@@ -1,0 +1,51 @@
+// A real daemon for push tests: not one-shot (it leads, polls, renews and reloads as in production), push on, the
+// emulator delivering its notifications to the daemon's own listener over plain HTTP on loopback.
+import { type App, createApp } from "../../src/daemon/app.ts";
+import { silentLogger } from "../../src/log.ts";
+import { startWorld, type World } from "../../src/simulator/world.ts";
+import { freePort } from "../support/ports.ts";
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits (real time) until `done()` holds; says whether it does. */
+export async function until(done: () => boolean, ms = 10_000): Promise<boolean> {
+  for (let t = 0; t < ms && !done(); t += 10) await sleep(10);
+  return done();
+}
+
+/** events.list calls on a calendar so far. */
+export const listings = (w: World, cal: string) =>
+  w.google.requestLog.filter(
+    (r) => r.method === "GET" && r.path.endsWith(`/calendars/${encodeURIComponent(cal)}/events`),
+  ).length;
+
+/** The daemon started, one channel open and confirmed per therapist. */
+export async function liveDaemon(therapists: number): Promise<{ world: World; app: App; close(): Promise<void> }> {
+  const port = await freePort();
+  const world = await startWorld({
+    therapists,
+    configure: (c) => {
+      c.google.push = { public_url: `http://127.0.0.1:${port}/webhooks/google` };
+      c.sync = { ...c.sync, calendar_poll_seconds: 300 };
+    },
+  });
+  world.google.requireHttpsChannels = false;
+  const app = await createApp(structuredClone(world.config), {
+    logger: silentLogger,
+    listen: `127.0.0.1:${port}`,
+    adminListen: "127.0.0.1:0",
+  });
+  const close = async () => {
+    await app.stop(3000).catch(() => {});
+    await world.close();
+  };
+  try {
+    await app.start();
+    if (!(await until(() => world.google.channels.size === therapists))) throw new Error("channels not opened");
+    await world.google.settleNotifications();
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { world, app, close };
+}
