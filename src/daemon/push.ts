@@ -130,6 +130,14 @@ export class PushChannels {
    */
   #nextForget = Number.NEGATIVE_INFINITY;
   /**
+   * channelId → the highest X-Goog-Message-Number acted on. Google numbers a channel's messages upwards and repeats a
+   * number only when retrying a delivery not answered 2xx; one at or below it is a replay (a request a proxy sends
+   * twice, or one captured with its token and sent again), answered 200 without the listing each one cost, and counted
+   * (result="replayed"). One out of order is covered by the later one's poll. The number is not signed: whoever holds
+   * the token can still invent one, as they can invent any notification (each costs at most one queued listing).
+   */
+  readonly #lastMessage = new Map<string, number>();
+  /**
    * channelId → a channel this replica is opening. Google may send the channel's first message before it answers the
    * watch call (its guide says nothing of their order), and a notification that found no channel would be answered 404 and
    * never repeated: the channel would stay unconfirmed, its calendar polled at the short interval.
@@ -335,6 +343,7 @@ export class PushChannels {
     if (now >= this.#nextForget) {
       this.#nextForget = now + CHECK_EVERY_MS;
       for (const [id, known] of this.#known) if (known.expiration <= now) this.#known.delete(id);
+      for (const id of this.#lastMessage.keys()) if (!this.#known.has(id)) this.#lastMessage.delete(id);
     }
     this.#known.set(channel.channelId, channel);
   }
@@ -733,6 +742,14 @@ export class PushChannels {
     if (channel.calendarId !== undefined && now && channel.calendarId !== now.calendarId) {
       this.#notifications.inc({ result: "elsewhere" });
       return true;
+    }
+    const number = Number(header(req, "x-goog-message-number"));
+    if (Number.isSafeInteger(number) && number > 0) {
+      if (number <= (this.#lastMessage.get(channel.channelId) ?? 0)) {
+        this.#notifications.inc({ result: "replayed" });
+        return true;
+      }
+      this.#lastMessage.set(channel.channelId, number);
     }
     this.#notifications.inc({ result: state === "sync" ? "sync" : "accepted" });
     if (state === "sync") void this.#confirm(channel);

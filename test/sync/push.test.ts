@@ -133,6 +133,46 @@ describe("push channels", () => {
     expect(h.world.google.requestLog.length).toBe(before);
   });
 
+  it("a notification sent again (its message number at or below the last acted on) is acknowledged and lists nothing", async () => {
+    // A request a proxy sends twice, or one captured with its token and replayed: each cost a listing of the calendar.
+    h = await pushing({ therapists: 1 });
+    await h.world.google.settleNotifications();
+    const cal = h.world.calendarOf("th_1")!;
+    const [channel] = [...h.world.google.channels.values()];
+    const listings = () =>
+      h!.world.google.requestLog.filter(
+        (r) => r.method === "GET" && r.path.endsWith(`/calendars/${encodeURIComponent(cal)}/events`),
+      ).length;
+    const send = async (number: string) => {
+      const headers = {
+        "x-goog-channel-id": channel!.id,
+        "x-goog-channel-token": "channel-token-0123456789",
+        "x-goog-resource-state": "exists",
+        "x-goog-message-number": number,
+      };
+      const res = await request(`${h!.app.http!.url}/webhooks/google`, { method: "POST", headers });
+      await res.body.dump();
+      return res.statusCode;
+    };
+    const settled = async () => {
+      await new Promise((r) => setTimeout(r, 150));
+      await h!.app.engine.idle();
+    };
+    let before = listings();
+    expect(await send("7")).toBe(200);
+    await settled();
+    expect(listings()).toBeGreaterThan(before); // the genuine one is listed
+    before = listings();
+    for (const n of ["7", "7", "5", "1"]) expect(await send(n)).toBe(200); // acknowledged: Google would retry others
+    await settled();
+    expect(listings()).toBe(before);
+    expect(await send("9")).toBe(200); // the next one is acted on
+    await settled();
+    expect(listings()).toBeGreaterThan(before);
+    const metrics = await h.app.registry.getSingleMetricAsString("calbridge_push_notifications_total");
+    expect(metrics).toMatch(/result="replayed"} 4$/m);
+  });
+
   it("refuses a body unread and headers over Google's limits, and logs a flood of forged notifications in one line", async () => {
     const log = captureLog("debug");
     h = await pushing({ therapists: 1, logger: log.logger });
