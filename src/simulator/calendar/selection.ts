@@ -5,7 +5,7 @@ import { ApiError } from "./http.ts";
 import { occurrences } from "./recurrence.ts";
 import { findInstance, HORIZON_MS, instancesOf, ruleOf, vanishedSince } from "./series.ts";
 import type { CalendarRecord } from "./store.ts";
-import { parseRfc3339 } from "./time.ts";
+import { localToInstant, type ParsedTime, parseRfc3339 } from "./time.ts";
 
 export type Query = Record<string, string | string[]>;
 
@@ -24,6 +24,16 @@ export function bound(q: Query, key: string): number | undefined {
   const ms = parseRfc3339(text);
   if (Number.isNaN(ms)) throw new ApiError(400, "badRequest", `Bad Request: ${key} must be RFC 3339 with an offset.`);
   return ms;
+}
+
+/**
+ * Where an event time lies for timeMin and timeMax: an all-day date from midnight in the calendar's zone. Google applies
+ * the bounds to all-day events in the calendar's zone (or the request's timeZone, which changes the range returned,
+ * not only how times are written: googleapis/google-api-dotnet-client #1778); the emulator placed them at midnight UTC,
+ * an hour or more off in any other zone.
+ */
+function placed(t: ParsedTime, cal: CalendarRecord): number {
+  return t.allDay && t.stored.date ? localToInstant(`${t.stored.date}T00:00:00`, cal.timeZone) : t.ms;
 }
 
 function propertyFilter(specs: string[], props: Record<string, string> | undefined): boolean {
@@ -85,8 +95,8 @@ export function selectEvents(cal: CalendarRecord, q: Query, now: number): EventR
       if (!seriesOverlaps(cal, r, timeMin, until)) return false;
     } else {
       // timeMin bounds the end, timeMax the start, both exclusive.
-      if (timeMin !== undefined && !(r.end.ms > timeMin)) return false;
-      if (timeMax !== undefined && !(r.start.ms < timeMax)) return false;
+      if (timeMin !== undefined && !(placed(r.end, cal) > timeMin)) return false;
+      if (timeMax !== undefined && !(placed(r.start, cal) < timeMax)) return false;
     }
     if (updatedMin !== undefined && r.updated < updatedMin) return false;
     if (iCalUID !== undefined && `${r.recurringEventId ?? r.id}@google.com` !== iCalUID) return false;
