@@ -5,12 +5,14 @@ import type { Appointment } from "../booking/schemas.ts";
 import { canonicalJson } from "../calendar/fingerprint.ts";
 import { carriesMarks, eventIdFor } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
+import { guardingWrites } from "../write-guard.ts";
 import type { SyncEngine } from "./engine.ts";
 import { describeError } from "./errors.ts";
 import type { HistoryRecorder } from "./history.ts";
 import { type LinkReader, recordOfEvents } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
 import { misplaced } from "./placement.ts";
+import { LeadershipLostError } from "./stopped.ts";
 import type { CalEvent, CalendarPort, Link, PlanEntry, SyncRequest } from "./types.ts";
 
 export interface Stray {
@@ -132,9 +134,10 @@ export async function deleteStray(
   log: Logger,
   told: { removed?(therapistId: string): void; history?: Pick<HistoryRecorder, "applied"> | undefined },
 ): Promise<boolean> {
-  const deleted = await cal
-    .delete(action.eventId)
-    .catch((err: unknown) => void log.warn({ err: describeError(err) }, "stray event not removed"));
+  const deleted = await cal.delete(action.eventId).catch((err: unknown) => {
+    if (err instanceof LeadershipLostError) throw err; // the next leader decides
+    log.warn({ err: describeError(err) }, "stray event not removed");
+  });
   if (!deleted) return false;
   if (deleted === "deleted") told.removed?.(action.therapistId);
   told.history?.applied(action.appointmentId, STRAY, action, { deleted }, { link: undefined, appt: null });
@@ -149,7 +152,7 @@ export async function deleteStray(
  * deletion, and the appointment was cancelled in the booking service (race3 audit).
  */
 export async function deleteStrayInTurn(
-  sync: Pick<SyncEngine, "exclusive">,
+  sync: Pick<SyncEngine, "exclusive" | "leading">,
   links: Pick<LinkReader, "get">,
   read: Link | undefined,
   cal: Pick<CalendarPort, "delete">,
@@ -165,6 +168,12 @@ export async function deleteStrayInTurn(
       );
       return true;
     }
-    return deleteStray(cal, action, log, told);
+    // The turn may have come long after the run's own check (a sync of the appointment in Google's retries or a
+    // quota pause): a replica that lost the lease meanwhile deletes nothing, at no attempt (review5).
+    const mayWrite = () => {
+      if (!sync.leading) throw new LeadershipLostError();
+    };
+    mayWrite();
+    return guardingWrites(mayWrite, () => deleteStray(cal, action, log, told));
   });
 }
