@@ -300,7 +300,12 @@ export class PushChannels {
       // The standby could not store the confirmation when it only knew the channel as opening: stored here.
       else if (known) void this.#confirm(known);
       else this.#health?.confirmed(notice.t, channelId);
-    } else this.changed(notice.t, channelId);
+      return;
+    }
+    // A standby's notice of a channel this leader knows left on a calendar the therapist no longer has: nobody's here.
+    const known = channelId === undefined ? undefined : this.#known.get(channelId);
+    if (known && this.#isLeader() && this.#elsewhere(known)) return;
+    this.changed(notice.t, channelId);
   }
 
   /** Google's first message arrived on `channel`: it is trusted from now on, here and (through the store) elsewhere. */
@@ -361,6 +366,20 @@ export class PushChannels {
   }
 
   /** Whether Google delivers the channel's notifications to the configured address (not known for an earlier build's). */
+  /**
+   * Whether a change on `channel` is no therapist's here: a channel left on a calendar its therapist's mapping no longer
+   * names (a reload re-pointed them and the stop failed: kept aside until stopped, or until it expires). Taken as
+   * theirs, each one listed their new calendar (Google quota) and counted as a notification for it (push2 audit).
+   * Counted, and judged by the leader only: a standby whose reload is still to come (each replica reloads its own
+   * file) took the leader's new channel for an old one and dropped its changes (review5).
+   */
+  #elsewhere(channel: Channel): boolean {
+    const now = this.#calendars.get(channel.therapistId);
+    if (channel.calendarId === undefined || !now || channel.calendarId === now.calendarId) return false;
+    this.#notifications.inc({ result: "elsewhere" });
+    return true;
+  }
+
   #here(channel: Channel): boolean {
     return channel.address !== undefined && channel.address === this.#config.google.push?.public_url;
   }
@@ -735,14 +754,6 @@ export class PushChannels {
     req.resume();
     res.writeHead(200).end();
     const state = header(req, "x-goog-resource-state");
-    // A channel left on a calendar its therapist's mapping no longer names (a reload re-pointed them and the stop
-    // failed: kept aside until it is stopped, or until it expires): its changes are no therapist's here. Taken as
-    // theirs, each one listed their new calendar (Google quota) and counted as a notification for it (push2 audit).
-    const now = this.#calendars.get(channel.therapistId);
-    if (channel.calendarId !== undefined && now && channel.calendarId !== now.calendarId) {
-      this.#notifications.inc({ result: "elsewhere" });
-      return true;
-    }
     const number = Number(header(req, "x-goog-message-number"));
     if (Number.isSafeInteger(number) && number > 0) {
       if (number <= (this.#lastMessage.get(channel.channelId) ?? 0)) {
@@ -751,9 +762,11 @@ export class PushChannels {
       }
       this.#lastMessage.set(channel.channelId, number);
     }
+    const leading = this.#isLeader();
+    if (leading && state !== "sync" && this.#elsewhere(channel)) return true;
     this.#notifications.inc({ result: state === "sync" ? "sync" : "accepted" });
     if (state === "sync") void this.#confirm(channel);
-    if (this.#isLeader()) {
+    if (leading) {
       if (state !== "sync") this.changed(channel.therapistId, channel.channelId);
       return true;
     }
