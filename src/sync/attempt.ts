@@ -207,6 +207,7 @@ async function attemptIn(
       }
       // A write-back not sent: the therapist took the calendar change back meanwhile. Decided again from the event read.
       if (round < 2 && err instanceof ChangeTakenBack) {
+        if (err.relinked) link = err.relinked.link; // another process's record: decided from it
         event = err.event;
         continue;
       }

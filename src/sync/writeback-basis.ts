@@ -10,7 +10,7 @@ import { instantOf } from "../calendar/fingerprint.ts";
 import { describeError, isUnavailable } from "./errors.ts";
 import { CalendarUnavailableError } from "./mapping.ts";
 import { EngineStoppedError } from "./stopped.ts";
-import type { CalEvent, Snapshot } from "./types.ts";
+import type { CalEvent, Link, Snapshot } from "./types.ts";
 import type { Ctx, WritebackInput } from "./writeback-steps.ts";
 
 /**
@@ -55,10 +55,13 @@ export function sameState(decided: Snapshot, now: Appointment): boolean {
  */
 export class ChangeTakenBack extends Error {
   readonly event: CalEvent | null;
-  constructor(event: CalEvent | null, what: string) {
+  /** The appointment's record as read at the last look, when it was no longer the one decided from. */
+  readonly relinked: { link: Link | undefined } | undefined;
+  constructor(event: CalEvent | null, what: string, relinked?: { link: Link | undefined }) {
     super(`${what}: the write-back was not sent`);
     this.name = "ChangeTakenBack";
     this.event = event;
+    this.relinked = relinked;
   }
 }
 
@@ -90,8 +93,15 @@ export async function stillMoved(ctx: Ctx, w: WritebackInput, startTime: string)
  * put back with a "not applied" note, as the look-ups in other calendars wait: moved-out.ts).
  */
 async function lookAtEvent(ctx: Ctx, w: WritebackInput): Promise<CalEvent | null> {
+  // The record first: another process may have changed it since this sync read it (`writeback held --restore` beside
+  // the daemon writes the event again and links it; a replica), and the event the old record names stays deleted: the
+  // appointment just put back was cancelled (race4). Decided again from the record and the event it names now.
+  const now = await ctx.fx.links.get(w.id);
+  const relinked = sameEvent(now, w.link) ? undefined : { link: now };
+  const look = relinked ? (now?.present ? now : undefined) : w.link;
+  let event: CalEvent | null = null;
   try {
-    return await ctx.fx.calendar(w.link.therapistId).get(w.link.eventId);
+    if (look) event = await ctx.fx.calendar(look.therapistId).get(look.eventId);
   } catch (err) {
     if (err instanceof EngineStoppedError || isUnavailable(err)) throw err;
     throw new CalendarUnavailableError(
@@ -99,4 +109,20 @@ async function lookAtEvent(ctx: Ctx, w: WritebackInput): Promise<CalEvent | null
       `the event could not be read right before the write-back was sent (${describeError(err)}); nothing was sent, it waits`,
     );
   }
+  if (relinked) {
+    w.log.info({ event_id: now?.eventId }, "the appointment's record changed meanwhile: write-back not sent");
+    throw new ChangeTakenBack(event, "the appointment's record changed meanwhile", relinked);
+  }
+  return event;
+}
+
+/** Whether two records name the same event in the same state (what a write-back is decided from). */
+function sameEvent(a: Link | undefined, b: Link): boolean {
+  return (
+    a !== undefined &&
+    a.therapistId === b.therapistId &&
+    a.eventId === b.eventId &&
+    a.present === b.present &&
+    (a.generation ?? 0) === (b.generation ?? 0)
+  );
 }
