@@ -45,6 +45,7 @@ import { createHttpServer, type HttpServer, isLoopback } from "./http.ts";
 import { MappingUpkeep } from "./mapping-upkeep.ts";
 import { createMetrics, type DaemonMetrics } from "./metrics.ts";
 import { PUSH_CHANGED_CHANNEL, PushChannels } from "./push.ts";
+import { pushStatus, registerPushMetrics } from "./push-status.ts";
 import { applyReload } from "./reload.ts";
 import type { StatusSnapshot } from "./status-page.ts";
 
@@ -331,6 +332,14 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     clock,
     credentialsOf: (channel) => gateways.forChannel(channel),
   });
+  registerPushMetrics({
+    registry,
+    health: pushHealth,
+    enabled: () => push.enabled,
+    isLeader: () => lease.isLeader,
+    therapists: () => config.therapists.map((t) => t.therapist_id),
+    now: () => clock.now(),
+  });
 
   const notifier = new Notifier({
     config,
@@ -537,6 +546,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
           },
           pausedUntil: iso(health?.pausedUntil),
           writebacksHeld: sync.guard.counts.get(t.therapist_id) ?? 0,
+          // The leader's channels (a standby opens none).
+          ...(push.enabled && lease.isLeader ? { push: pushStatus(pushHealth, t.therapist_id, clock.now()) } : {}),
         };
       }),
       history: { retentionDays: config.history.retention_days, recent: recentWithLinks(sync.history.log.recent()) },

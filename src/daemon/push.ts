@@ -24,7 +24,7 @@ import { PUSH_PATH } from "../public-paths.ts";
 import { matchesDigest, tokenDigest } from "../store/secrets.ts";
 import type { Notices, Store, Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
-import { describeError } from "../sync/errors.ts";
+import { describeError, errorWithoutApiText } from "../sync/errors.ts";
 import { KeyedSerial } from "../sync/keyed.ts";
 import type { PushHealth } from "../sync/push-health.ts";
 import { RejectionLog } from "../webhooks/rejection-log.ts";
@@ -490,6 +490,7 @@ export class PushChannels {
           throw err;
         }
         this.#health?.opened(therapistId, channel);
+        this.#health?.renewal(therapistId, { result: "opened" });
         // Known from here on (the `finally` below forgets it as opening, with no await in between); what its
         // notifications brought while it was opening is acted on now, so a confirmation is stored after the channel,
         // not overwritten by it.
@@ -531,14 +532,21 @@ export class PushChannels {
           { therapist_id: therapistId, address: push.public_url, reason: err.reason, err: describeError(err) },
           "push refused for this address; polling covers it",
         );
+        this.#renewalFailed(therapistId, "refused_address", err);
         return undefined;
       }
+      this.#renewalFailed(therapistId, "failed", err);
       this.#logger.warn(
         { therapist_id: therapistId, err: describeError(err) },
         "push channel not opened; polling covers this calendar",
       );
       return undefined;
     }
+  }
+
+  /** For /status and calbridge_push_renewals_total: kept until a later renewal opens a channel. */
+  #renewalFailed(therapistId: string, result: "failed" | "refused_address", err: unknown): void {
+    this.#health?.renewal(therapistId, { result, at: this.#clock.now(), message: errorWithoutApiText(err) });
   }
 
   /**

@@ -1,6 +1,23 @@
 // Owns what GET /status reports (the StatusSnapshot shape) and its small HTML rendering for people; every value
 // that reaches the page is escaped.
 import type { MappingStatus } from "../sync/mapping-report.ts";
+import type { ChannelHealth, RenewalResult } from "../sync/push-health.ts";
+
+/** A therapist's Google push channel, on the leader when google.push is configured. */
+export interface TherapistPushStatus {
+  /**
+   * confirmed: open, and Google's first message (or a notification) reached us; unconfirmed: open, not confirmed yet
+   * (polled at the short interval meanwhile); suspect: it missed a change, being replaced; none: no open channel
+   * (never opened, expired, or not reopened after a failed renewal): polling covers the calendar.
+   */
+  state: ChannelHealth;
+  /** The channel's expiration (past when it expired without a renewal), or null when none was opened. */
+  expiresAt: string | null;
+  /** The last change notification for the calendar (not Google's first message), or null. */
+  lastNotificationAt: string | null;
+  /** The last renewal that failed, until a later one opens a channel; the API's code and status, never its text. */
+  lastRenewalError: { at: string; message: string; result: Exclude<RenewalResult, "opened"> } | null;
+}
 
 /** Times are ISO 8601 strings (UTC), or null when unknown / never. */
 export interface TherapistStatus {
@@ -25,6 +42,8 @@ export interface TherapistStatus {
   pausedUntil: string | null;
   /** Calendar changes held by the write-back guard (`calbridge writeback held`). */
   writebacksHeld: number;
+  /** With google.push, on the leader (a standby opens no channels): the therapist's push channel. */
+  push?: TherapistPushStatus;
 }
 
 export interface RateLimitStatus {
@@ -70,7 +89,26 @@ function row(cells: string[], tag = "td"): string {
   return `<tr>${cells.map((c) => `<${tag}>${c}</${tag}>`).join("")}</tr>`;
 }
 
-function therapistRow(t: TherapistStatus): string {
+/** The push cell: the channel's state and expiry, the last notification, and a renewal failing, if one is. */
+function pushCell(p: TherapistPushStatus | undefined): string {
+  if (!p) return "—";
+  const state =
+    p.state === "confirmed"
+      ? `<span class="ok">confirmed</span>`
+      : p.state === "unconfirmed"
+        ? "unconfirmed"
+        : `<span class="bad">${p.state === "none" ? "none: polled" : escapeHtml(p.state)}</span>`;
+  return (
+    state +
+    (p.expiresAt ? `, ${p.state === "none" ? "expired" : "expires"} ${escapeHtml(p.expiresAt)}` : "") +
+    (p.lastNotificationAt ? `<br>last notification ${escapeHtml(p.lastNotificationAt)}` : "") +
+    (p.lastRenewalError
+      ? `<br><span class="bad">renewal failed: ${escapeHtml(p.lastRenewalError.message)}</span> (${escapeHtml(p.lastRenewalError.at)})`
+      : "")
+  );
+}
+
+function therapistRow(t: TherapistStatus, withPush: boolean): string {
   const who = t.name
     ? `${escapeHtml(t.name)} <small>(${escapeHtml(t.therapistId)})</small>`
     : escapeHtml(t.therapistId);
@@ -94,6 +132,7 @@ function therapistRow(t: TherapistStatus): string {
     creds,
     dash(t.pausedUntil),
     error,
+    ...(withPush ? [pushCell(t.push)] : []),
   ]);
 }
 
@@ -147,8 +186,19 @@ export function renderStatusHtml(s: StatusSnapshot, more = ""): string {
   ]
     .map(([k, v]) => row([escapeHtml(k), escapeHtml(v)]))
     .join("\n");
+  const withPush = s.therapists.some((t) => t.push !== undefined);
   const head = row(
-    ["Therapist", "Calendar", "Last sync", "Events", "Write-backs", "Credentials", "Paused until", "Last error"],
+    [
+      "Therapist",
+      "Calendar",
+      "Last sync",
+      "Events",
+      "Write-backs",
+      "Credentials",
+      "Paused until",
+      "Last error",
+      ...(withPush ? ["Push channel"] : []),
+    ],
     "th",
   );
   return `<!doctype html>
@@ -165,7 +215,7 @@ ${row([escapeHtml("Queues"), queues || "—"])}
 </table>
 <table>
 ${head}
-${s.therapists.map(therapistRow).join("\n")}
+${s.therapists.map((t) => therapistRow(t, withPush)).join("\n")}
 </table>
 ${mappingHtml(s.mapping)}${more}
 </body></html>

@@ -16,10 +16,33 @@ export interface ChannelState {
 
 export type PushHealthListener = (therapistId: string, why: "opened" | "confirmed" | "suspect" | "closed") => void;
 
+/**
+ * What a calendar's channel is at a moment: open and confirmed by Google's first message (or a notification); open,
+ * not confirmed yet (the address may not reach us: the calendar is polled at the short interval); open but caught
+ * missing a change (being replaced); none (never opened, not opened since a failure, or expired).
+ */
+export type ChannelHealth = "confirmed" | "unconfirmed" | "suspect" | "none";
+
+/**
+ * How a renewal's events.watch ended: a channel opened; Google refused the address itself (push.*: a domain not
+ * verified, not HTTPS); or it failed otherwise (Google's 4xx/5xx, usageLimits, no answer, the store).
+ */
+export type RenewalResult = "opened" | "refused_address" | "failed";
+
+/** The last renewal that failed for a calendar, kept until one succeeds: when (our clock), and a line on why. */
+export interface RenewalFailure {
+  at: number;
+  result: Exclude<RenewalResult, "opened">;
+  /** The API's code and HTTP status (never its text), or calbridge's own message. */
+  message: string;
+}
+
 export class PushHealth {
   readonly #channels = new Map<string, ChannelState>();
   readonly #notifiedAt = new Map<string, number>();
   readonly #listeners: PushHealthListener[] = [];
+  readonly #renewalFailures = new Map<string, RenewalFailure>();
+  readonly #renewalListeners: ((therapistId: string, result: RenewalResult) => void)[] = [];
 
   /** Called when a calendar's trust changes (its poll interval may change with it). */
   onChange(listener: PushHealthListener): void {
@@ -64,12 +87,42 @@ export class PushHealth {
     this.#emit(therapistId, "suspect");
   }
 
+  /** Called at each renewal's end (the renewal counter). */
+  onRenewal(listener: (therapistId: string, result: RenewalResult) => void): void {
+    this.#renewalListeners.push(listener);
+  }
+
+  /**
+   * A renewal of the calendar's channel ended: a failure is kept (for /status) until a later renewal opens a channel.
+   * Not a change of trust: the channel it was to replace, if any, goes on until it expires.
+   */
+  renewal(therapistId: string, outcome: { result: "opened" } | RenewalFailure): void {
+    if (outcome.result === "opened") this.#renewalFailures.delete(therapistId);
+    else this.#renewalFailures.set(therapistId, { at: outcome.at, result: outcome.result, message: outcome.message });
+    for (const l of this.#renewalListeners) l(therapistId, outcome.result);
+  }
+
+  /** The last renewal failure since a channel was last opened for the calendar, if any. */
+  lastRenewalFailure(therapistId: string): Readonly<RenewalFailure> | undefined {
+    return this.#renewalFailures.get(therapistId);
+  }
+
+  /** The calendar is no longer watched (a reload removed its therapist or re-pointed them): its past goes with it. */
   closed(therapistId: string): void {
+    this.#renewalFailures.delete(therapistId);
     if (this.#channels.delete(therapistId)) this.#emit(therapistId, "closed");
   }
 
   channel(therapistId: string): Readonly<ChannelState> | undefined {
     return this.#channels.get(therapistId);
+  }
+
+  /** The calendar's channel at `now` (see ChannelHealth). */
+  state(therapistId: string, now: number): ChannelHealth {
+    const ch = this.#channels.get(therapistId);
+    if (!ch || ch.expiration <= now) return "none";
+    if (ch.suspect !== undefined) return "suspect";
+    return ch.confirmed ? "confirmed" : "unconfirmed";
   }
 
   /** Whether the calendar's changes are announced by push at `now`; until when, if so (the channel's expiry). */
