@@ -357,6 +357,10 @@ export class CalendarEmulator {
   set syncBeforeWatchAnswer(value: boolean) {
     this.#push.syncBeforeAnswer = value;
   }
+  /** Whether each channel gets a resourceId of its own (default false: one per calendar; see PushChannels). */
+  set resourceIdPerChannel(value: boolean) {
+    this.#push.resourceIdPerChannel = value;
+  }
 
   async close(): Promise<void> {
     this.#push.close();

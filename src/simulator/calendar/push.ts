@@ -1,4 +1,5 @@
 // Owns the emulator's push channels: events.watch registration, channels.stop, and Google-style notification delivery.
+import { randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.ts";
 import { ApiError } from "./http.ts";
 import type { CalendarRecord } from "./store.ts";
@@ -59,6 +60,14 @@ export class PushChannels {
    * default; false delivers the two concurrently.
    */
   syncBeforeAnswer = true;
+  /**
+   * Whether each channel gets a resourceId of its own. Google's reference calls it "an opaque ID that identifies the
+   * resource being watched on this channel" ("Channels: stop", "Events: watch") and says no more; channels of one
+   * calendar were seen sharing it (googleapis/google-api-nodejs-client#1402), which the emulator does by default.
+   * True shows that a client does not borrow one channel's resourceId to stop another: channels.stop needs the
+   * channel's own, given in the watch answer and in every notification's X-Goog-Resource-ID.
+   */
+  resourceIdPerChannel = false;
   readonly #clock: Clock;
   #inflight = new Set<Promise<unknown>>();
   /** Ends the retries waiting for their time (close()). */
@@ -98,7 +107,7 @@ export class PushChannels {
     if (body.expiration !== undefined) expiration = Math.min(expiration, Number(body.expiration));
     const channel: Channel = {
       id,
-      resourceId: cal.resourceId,
+      resourceId: this.resourceIdPerChannel ? randomBytes(12).toString("base64url") : cal.resourceId,
       calendarId: cal.id,
       address: address.toString(),
       token,
@@ -118,6 +127,11 @@ export class PushChannels {
     return { resource, sync };
   }
 
+  /**
+   * channels.stop: the channel's id and its resourceId. One unknown, or named with another resourceId, is answered 404
+   * "Channel not found" (reported as "Channel '...' not found for project", googleapis/google-api-nodejs-client#627 and
+   * #3025, the latter for a stop naming a wrong resourceId).
+   */
   stop(body: Record<string, unknown>): void {
     const channel = this.channels.get(String(body.id ?? ""));
     if (!channel || channel.resourceId !== body.resourceId) throw new ApiError(404, "notFound", "Channel not found.");
