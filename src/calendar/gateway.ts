@@ -737,6 +737,9 @@ export class CalendarGateway {
   /**
    * Opens a push channel for this calendar's events. Its failure never touches the credentials' standing: Google
    * refuses a watch for its address too (401 push.webhookUrlUnauthorized), and polling covers the calendar anyway.
+   * A failure is `ambiguous` when the channel may be open all the same: an attempt went unanswered (lost answer,
+   * timeout) or met a 5xx, even when its retry was then refused (400 channelIdNotUnique: the first one opened it), or
+   * Google answered without a resourceId.
    */
   async watch(channel: {
     channelId: string;
@@ -744,27 +747,41 @@ export class CalendarGateway {
     token?: string;
     ttlSeconds?: number;
   }): Promise<{ resourceId: string; expiration: number }> {
-    const res = await this.#runner.run(
-      "events.watch",
-      "calendar",
-      (attempt) =>
-        this.#api.events.watch(
-          {
-            calendarId: this.calendarId,
-            quotaUser: this.#quotaUser,
-            requestBody: {
-              id: channel.channelId,
-              type: "web_hook",
-              address: channel.address,
-              ...(channel.token ? { token: channel.token } : {}),
-              ...(channel.ttlSeconds ? { params: { ttl: String(channel.ttlSeconds) } } : {}),
+    const state: CallState = { ambiguous: false };
+    let res: calendar_v3.Schema$Channel;
+    try {
+      res = await this.#runner.run(
+        "events.watch",
+        "calendar",
+        (attempt) =>
+          this.#api.events.watch(
+            {
+              calendarId: this.calendarId,
+              quotaUser: this.#quotaUser,
+              requestBody: {
+                id: channel.channelId,
+                type: "web_hook",
+                address: channel.address,
+                ...(channel.token ? { token: channel.token } : {}),
+                ...(channel.ttlSeconds ? { params: { ttl: String(channel.ttlSeconds) } } : {}),
+              },
             },
-          },
-          attempt,
-        ),
-      { detached: true },
-    );
-    if (!res.resourceId) throw new CalendarError("events.watch: answer without resourceId", { kind: "unknown" });
+            attempt,
+          ),
+        { detached: true, state },
+      );
+    } catch (err) {
+      if (!state.ambiguous || !(err instanceof CalendarError) || err.ambiguous) throw err;
+      throw new CalendarError(`${err.message} (after an attempt that may have opened the channel)`, {
+        kind: err.kind,
+        ...(err.status !== undefined ? { status: err.status } : {}),
+        ...(err.reason !== undefined ? { reason: err.reason } : {}),
+        ambiguous: true,
+      });
+    }
+    if (!res.resourceId) {
+      throw new CalendarError("events.watch: answer without resourceId", { kind: "unknown", ambiguous: true });
+    }
     return { resourceId: res.resourceId, expiration: Number(res.expiration ?? 0) };
   }
 
