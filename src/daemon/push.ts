@@ -12,6 +12,11 @@
 // A channel left behind (its therapist no longer mapped, or mapped to another calendar, by a reload or while the daemon
 // was stopped) is stopped with the credentials that opened it; one that cannot be stopped now is kept under
 // `left:<channel id>` and tried again at the next check, until it expires.
+// A channel whose events.watch call may have been carried out at Google without its answer reaching this daemon (a
+// lost answer, a timeout, a 5xx; or the daemon stopped while waiting) is kept as "lost" under its by-id entry: its
+// token is known, its resourceId (which channels.stop needs) is not. Its notifications are acknowledged and poll
+// nothing, and the first one, which carries X-Goog-Resource-ID, gets it stopped; if none comes it is forgotten when its
+// lifetime ends (see #keepLost).
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, type Registry } from "prom-client";
@@ -81,11 +86,17 @@ export interface Channel {
   /** Google's first message (or a notification) arrived on it: the address reaches this daemon. */
   confirmed?: boolean;
   /**
-   * Stored (by id, with replicas) before Google answered the watch call that opens it, so that any replica recognises
-   * Google's first message, which may come first; replaced by the channel once Google answered. Its `resourceId` is
-   * not known yet.
+   * Stored (by id) before Google answered the watch call that opens it, so that any replica recognises Google's first
+   * message, which may come first; replaced by the channel once Google answered, and taken for a lost one (below) by
+   * a start that finds it (its daemon stopped while waiting for the answer). Its `resourceId` is not known yet.
    */
   opening?: true;
+  /**
+   * Its watch call went unanswered (or its daemon stopped while waiting): it may be open at Google, recorded under no
+   * therapist. `resourceId` is empty until a notification brings it (X-Goog-Resource-ID); it is then stopped. Its
+   * notifications are acknowledged and poll nothing (#keepLost).
+   */
+  lost?: true;
 }
 
 /**
@@ -97,6 +108,25 @@ interface Opening {
   tokenHash: string;
   synced: boolean;
   changed: boolean;
+  /** X-Goog-Resource-ID of a notification it got meanwhile: what stops it should Google's answer be lost. */
+  resourceId?: string;
+}
+
+/**
+ * The longest X-Goog-Resource-ID taken from a notification (Google documents no length for this opaque id; the ones
+ * seen are about 27 characters): a longer one is not Google's, and is not stored.
+ */
+const MAX_RESOURCE_ID = 256;
+
+/**
+ * Whether a failed watch may have opened its channel all the same: no definite answer from Google (a lost answer, a
+ * timeout, a 5xx, even when a retry was then refused, see CalendarGateway.watch). A 4xx refusal, or a failure to get an
+ * access token, means no channel was opened.
+ */
+function maybeOpened(err: unknown): boolean {
+  if (!(err instanceof CalendarError)) return true;
+  if (err.tokenEndpoint) return false;
+  return err.ambiguous || err.status === undefined || err.status >= 500;
 }
 
 /** Whether a notification's token is the channel's. */
@@ -155,6 +185,10 @@ export class PushChannels {
   readonly #left = new Map<string, { channel: Channel; key: string }>();
   /** Channels left behind whose stop failed once: logged at warn once, then at debug. */
   readonly #leftFailed = new Set<string>();
+  /** channelId → the store write of a lost channel's entry (#keepLost), which its stop waits for before deleting it. */
+  readonly #lostStored = new Map<string, Promise<void>>();
+  /** Lost channels being stopped (a sync message and a change may arrive together). */
+  readonly #stoppingLost = new Set<string>();
 
   constructor(options: {
     config: Config;
@@ -215,7 +249,12 @@ export class PushChannels {
         // An earlier build kept channel tokens in clear, and the generated one in meta: only the digest stays.
         if (channel !== ch)
           await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
-        if (channel.opening) continue; // a replica's watch call in flight, or lost with it: expires by itself
+        if (channel.opening || (channel.lost && !channel.resourceId)) {
+          // A watch call whose answer was lost, or one in flight when its daemon stopped (or a replica's that lost the
+          // lease: its answer, should it come, stops the channel): kept as lost until a notification names it.
+          if (key.startsWith(byId("")) && !this.#opening.has(channel.channelId)) await this.#foundLost(channel);
+          continue;
+        }
         this.#remember(channel);
         if (key.startsWith(leftKey(""))) {
           this.#left.set(channel.channelId, { channel, key });
@@ -278,7 +317,7 @@ export class PushChannels {
    * change). The leader polls after a change; Google's first message only confirms the channel.
    */
   noticed(message: string): void {
-    let notice: { t?: unknown; s?: unknown; c?: unknown } | undefined;
+    let notice: { t?: unknown; s?: unknown; c?: unknown; r?: unknown } | undefined;
     try {
       const parsed: unknown = message.startsWith("{") ? JSON.parse(message) : undefined;
       if (parsed && typeof parsed === "object") notice = parsed;
@@ -291,12 +330,20 @@ export class PushChannels {
     }
     if (typeof notice.t !== "string") return;
     const channelId = typeof notice.c === "string" ? notice.c : undefined;
+    const resourceId = resourceIdOf(notice.r);
     if (notice.s === "sync") {
       if (!this.#isLeader()) return;
       const opening = channelId === undefined ? undefined : this.#opening.get(channelId);
       const known = channelId === undefined ? undefined : this.#known.get(channelId);
-      // A standby answered the first message of a channel this leader is still opening: confirmed once it is stored.
-      if (opening) opening.synced = true;
+      // A standby answered the first message of a channel this leader is still opening: confirmed once it is stored
+      // (and stopped with the resourceId it carried, should Google's answer to the watch be lost).
+      if (opening) {
+        opening.synced = true;
+        if (resourceId) opening.resourceId ??= resourceId;
+      } else if (known?.lost) {
+        // The answer was lost meanwhile: the channel is stopped with it.
+        if (resourceId && !known.resourceId) void this.#stopLost(known, resourceId);
+      }
       // The standby could not store the confirmation when it only knew the channel as opening: stored here.
       else if (known) void this.#confirm(known);
       else this.#health?.confirmed(notice.t, channelId);
@@ -310,6 +357,7 @@ export class PushChannels {
 
   /** Google's first message arrived on `channel`: it is trusted from now on, here and (through the store) elsewhere. */
   async #confirm(channel: Channel): Promise<void> {
+    if (channel.lost) return; // not the calendar's channel: says nothing of its own
     this.#health?.confirmed(channel.therapistId, channel.channelId);
     // An opening channel's entry lacks Google's answer (its resourceId): the replica opening it stores the confirmation.
     if (channel.confirmed || channel.opening) return;
@@ -390,6 +438,8 @@ export class PushChannels {
    */
   async renew(now = this.#clock.now()): Promise<void> {
     if (!this.#config.google.push) return;
+    // A lost channel no notification named (#keepLost) is forgotten once its lifetime ended: Google sends nothing more.
+    for (const [id, known] of this.#known) if (known.lost && known.expiration <= now) this.#known.delete(id);
     await this.#stopLeft(now);
     let next: number | undefined;
     for (const therapistId of this.#calendars.keys()) {
@@ -418,6 +468,7 @@ export class PushChannels {
     if (!push || !gw) return undefined;
     // Renew a day ahead, or a quarter of the lifetime ahead for short-lived channels.
     const renewBefore = Math.min(RENEW_BEFORE_MS, (push.ttl_seconds * 1000) / 4);
+    let lostAnswer = false;
     try {
       const current = await this.#channels.get(therapistId);
       // A channel on a calendar the therapist's mapping no longer names (changed while stopped) is replaced too.
@@ -434,28 +485,39 @@ export class PushChannels {
       const opening: Opening = { therapistId, tokenHash, synced: false, changed: false };
       this.#opening.set(channelId, opening);
       let answer: { resourceId: string; expiration: number };
+      const mapped = this.#config.therapists.find((t) => t.therapist_id === therapistId);
+      const credentials = {
+        ...(mapped?.impersonate ? { subject: mapped.impersonate } : {}),
+        ...(mapped ? { oauth: usesOAuth(this.#config, mapped) } : {}),
+      };
       try {
-        // With replicas, Google's first message may reach another one, which knows channels from the store only.
-        if (this.#notices) {
-          const provisional: Channel = {
-            therapistId,
-            calendarId: gw.calendarId,
-            address: push.public_url,
-            channelId,
-            resourceId: "",
-            tokenHash,
-            expiration: now + push.ttl_seconds * 1000,
-            opening: true,
-          };
-          await this.#channels.set(byId(channelId), provisional, byIdTtl(provisional, now));
-        }
+        // With replicas, Google's first message may reach another one, which knows channels from the store only; and
+        // a start that finds this entry (the daemon stopped before Google answered) knows what may be open at Google.
+        const provisional: Channel = {
+          therapistId,
+          calendarId: gw.calendarId,
+          address: push.public_url,
+          channelId,
+          resourceId: "",
+          tokenHash,
+          ...credentials,
+          expiration: now + push.ttl_seconds * 1000,
+          opening: true,
+        };
+        await this.#channels.set(byId(channelId), provisional, byIdTtl(provisional, now));
         try {
           answer = await gw.watch({ channelId, address: push.public_url, token, ttlSeconds: push.ttl_seconds });
         } catch (err) {
-          if (this.#notices) await this.#channels.delete(byId(channelId)).catch(() => false); // else it expires
+          if (maybeOpened(err)) {
+            lostAnswer = true;
+            // Carried out at Google perhaps, its answer lost: forgotten, the channel notified (each answered 404) for a
+            // week beside the next check's, and every lost answer added one (push2 audit). Kept as lost instead.
+            const { opening: _, ...rest } = provisional;
+            this.#opening.delete(channelId); // its notifications from here on find it as lost (no await in between)
+            await this.#keepLost({ ...rest, resourceId: opening.resourceId ?? "", lost: true }, now);
+          } else await this.#channels.delete(byId(channelId)).catch(() => false); // else it expires
           throw err;
         }
-        const mapped = this.#config.therapists.find((t) => t.therapist_id === therapistId);
         const channel: Channel = {
           therapistId,
           calendarId: gw.calendarId,
@@ -464,8 +526,7 @@ export class PushChannels {
           resourceId: answer.resourceId,
           tokenHash,
           expiration: answer.expiration,
-          ...(mapped?.impersonate ? { subject: mapped.impersonate } : {}),
-          ...(mapped ? { oauth: usesOAuth(this.#config, mapped) } : {}),
+          ...credentials,
         };
         if (!this.#isLeader()) {
           await this.#withdraw(channel, gw, now, "lease");
@@ -538,7 +599,9 @@ export class PushChannels {
       this.#renewalFailed(therapistId, "failed", err);
       this.#logger.warn(
         { therapist_id: therapistId, err: describeError(err) },
-        "push channel not opened; polling covers this calendar",
+        lostAnswer
+          ? "push channel not opened: Google's answer to the watch was lost (it may be open all the same: stopped at its first notification, else it expires); polling covers this calendar"
+          : "push channel not opened; polling covers this calendar",
       );
       return undefined;
     }
@@ -574,7 +637,7 @@ export class PushChannels {
     const fields = { therapist_id: channel.therapistId, channel_id: channel.channelId };
     try {
       await gw.stopChannel(channel.channelId, channel.resourceId);
-      if (this.#notices) await this.#channels.delete(byId(channel.channelId)).catch(() => false); // else it expires
+      await this.#channels.delete(byId(channel.channelId)).catch(() => false); // else it expires
       this.#logger[why === "unrecorded" ? "warn" : "info"](fields, WITHDRAWN[why].stopped);
     } catch (err) {
       // Known (its notifications are acknowledged) and kept under `left:`, where the next leader's start finds it.
@@ -587,6 +650,101 @@ export class PushChannels {
         ])
         .catch(() => {}); // the store did not answer: the channel expires by itself
       this.#logger.warn({ ...fields, err: describeError(err) }, WITHDRAWN[why].kept);
+    }
+  }
+
+  /**
+   * A channel whose watch call may have been carried out at Google without its answer reaching this daemon (#renewNow),
+   * or whose daemon stopped while waiting for it (#foundLost). channels.stop needs its resourceId, "an opaque ID that
+   * identifies the resource being watched on this channel" (Calendar API reference, "Channels: stop"). Google does not
+   * document it as the same for every channel of a calendar (it was in googleapis/google-api-nodejs-client#1402, an
+   * observation), and a stop naming a wrong one is answered "channel not found" (google-api-nodejs-client#3025), which
+   * stopChannel takes for "already stopped": so it is not borrowed from the calendar's other channel, but read from
+   * the channel's own notification, whose X-Goog-Resource-ID carries it ("Push notifications" guide). Google sends the
+   * first one, `sync`, when it opens the channel: when it came while the watch was out, the channel is stopped now.
+   * Otherwise it is kept by id for its requested lifetime (and the by-id entries' day of grace), so that a restart or
+   * another replica recognises it too, and forgotten when that ends. Its notifications are acknowledged (any other
+   * answer is a delivery failure at Google) and poll nothing: Google sends the same change to the calendar's own
+   * channel, and a calendar without one is polled every calendar_poll_seconds.
+   */
+  async #keepLost(channel: Channel, now: number): Promise<void> {
+    this.#remember(channel);
+    if (channel.resourceId) return this.#stopLost(channel, channel.resourceId);
+    const stored = this.#channels.set(byId(channel.channelId), channel, byIdTtl(channel, now)).catch((err: unknown) => {
+      this.#logger.warn(
+        { therapist_id: channel.therapistId, channel_id: channel.channelId, err: describeError(err) },
+        "push channel whose watch answer was lost not stored: only this daemon, until it restarts, recognises its notifications",
+      );
+    });
+    this.#lostStored.set(channel.channelId, stored);
+    await stored;
+    this.#lostStored.delete(channel.channelId);
+  }
+
+  /** A start found a channel stored as lost, or as opening (its daemon stopped, or lost the lease, while waiting). */
+  async #foundLost(channel: Channel): Promise<void> {
+    const now = this.#clock.now();
+    if (channel.expiration <= now) return;
+    if (channel.lost) {
+      this.#remember(channel);
+      return;
+    }
+    const { opening: _, ...rest } = channel;
+    this.#logger.info(
+      { therapist_id: channel.therapistId, channel_id: channel.channelId },
+      "push channel whose watch call was not answered before its daemon stopped: stopped at its first notification, else it expires",
+    );
+    await this.#keepLost({ ...rest, lost: true }, now);
+  }
+
+  /**
+   * A lost channel's notification named its resource: the channel is stopped with the credentials that opened it, and
+   * forgotten. A stop that fails keeps it aside under `left:` like any channel left behind (#stopLeft tries again at
+   * the leader's next check; another replica's at the next leader's start). Never throws.
+   */
+  async #stopLost(channel: Channel, resourceId: string): Promise<void> {
+    const channelId = channel.channelId;
+    if (this.#stoppingLost.has(channelId)) return;
+    this.#stoppingLost.add(channelId);
+    const found: Channel = { ...channel, resourceId };
+    const fields = { therapist_id: channel.therapistId, channel_id: channelId, calendar_id: channel.calendarId };
+    let gw: CalendarGateway | undefined;
+    let own = false;
+    try {
+      if (this.#credentialsOf) {
+        gw = await this.#credentialsOf(found);
+        own = gw !== undefined;
+      } else gw = this.#calendars.get(channel.therapistId);
+      if (!gw) {
+        this.#logger.info(
+          { ...fields, expiration: new Date(channel.expiration).toISOString() },
+          "push channel whose watch answer was lost not stopped: the credentials that opened it are gone; Google stops it at its expiration",
+        );
+        return;
+      }
+      await gw.stopChannel(channelId, resourceId);
+      this.#known.delete(channelId);
+      this.#lastMessage.delete(channelId);
+      await this.#lostStored.get(channelId);
+      await this.#channels.delete(byId(channelId)).catch(() => false); // else it expires
+      this.#logger.info(fields, "push channel whose watch answer was lost: stopped");
+    } catch (err) {
+      this.#remember(found);
+      this.#left.set(channelId, { channel: found, key: leftKey(channelId) });
+      const ttlMs = byIdTtl(found, this.#clock.now());
+      await this.#channels
+        .setMany([
+          { key: leftKey(channelId), value: found, ttlMs },
+          { key: byId(channelId), value: found, ttlMs },
+        ])
+        .catch(() => {}); // the store did not answer: this daemon tries again, or the channel expires by itself
+      this.#logger.warn(
+        { ...fields, err: describeError(err) },
+        "push channel whose watch answer was lost not stopped; tried again at the next check, else it expires",
+      );
+    } finally {
+      if (own) gw?.close();
+      this.#stoppingLost.delete(channelId);
     }
   }
 
@@ -736,6 +894,8 @@ export class PushChannels {
       this.#notifications.inc({ result: sync ? "sync" : "accepted" });
       if (sync) opening.synced = true;
       else opening.changed = true;
+      const resourceId = resourceIdOf(header(req, "x-goog-resource-id"));
+      if (resourceId) opening.resourceId ??= resourceId;
       return true;
     }
     let channel: Channel | undefined;
@@ -762,6 +922,14 @@ export class PushChannels {
     req.resume();
     res.writeHead(200).end();
     const state = header(req, "x-goog-resource-state");
+    const resourceId = resourceIdOf(header(req, "x-goog-resource-id"));
+    // A channel whose watch answer was lost (#keepLost): not the calendar's channel, so nothing is polled for it; its
+    // notification names its resource, and it is stopped (by whichever replica got it).
+    if (channel.lost) {
+      this.#notifications.inc({ result: "lost" });
+      if (!channel.resourceId && resourceId) void this.#stopLost(channel, resourceId);
+      return true;
+    }
     const number = Number(header(req, "x-goog-message-number"));
     if (Number.isSafeInteger(number) && number > 0) {
       if (number <= (this.#lastMessage.get(channel.channelId) ?? 0)) {
@@ -780,7 +948,13 @@ export class PushChannels {
     }
     // A standby never polls: the leader does, told by a notice; its periodic poll covers a lost one.
     const therapistId = channel.therapistId;
-    const notice = JSON.stringify({ t: therapistId, s: state === "sync" ? "sync" : "exists", c: channel.channelId });
+    const notice = JSON.stringify({
+      t: therapistId,
+      s: state === "sync" ? "sync" : "exists",
+      c: channel.channelId,
+      // What stops a channel the leader is opening, should Google's answer to its watch be lost.
+      ...(channel.opening && resourceId ? { r: resourceId } : {}),
+    });
     this.#notices?.publish(PUSH_CHANGED_CHANNEL, notice).catch((err: unknown) => {
       this.#logger.debug(
         { err: describeError(err), therapist_id: therapistId },
@@ -810,6 +984,12 @@ const WITHDRAWN = {
 /** How long a channel's by-id entry lives: until its expiration, and a day more. */
 function byIdTtl(channel: Channel, now = Date.now()): number {
   return Math.max(channel.expiration - now, 0) + BY_ID_GRACE_MS;
+}
+
+/** A resource id from a notification's X-Goog-Resource-ID (or a standby's notice), if it looks like one. */
+function resourceIdOf(value: unknown): string | undefined {
+  if (typeof value !== "string" || value.length === 0 || value.length > MAX_RESOURCE_ID) return undefined;
+  return /^[\x21-\x7e]+$/.test(value) ? value : undefined;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
