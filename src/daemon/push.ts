@@ -681,10 +681,28 @@ export class PushChannels {
     this.#lostStored.delete(channel.channelId);
   }
 
+  /**
+   * Whether a channel taken for lost is recorded after all: its therapist's record names it, or its by-id entry is no
+   * longer the provisional or lost one read (its watch was answered and stored meanwhile). Then it is remembered as
+   * stored, never as lost.
+   */
+  async #recorded(channel: Channel): Promise<boolean> {
+    const [own, byIdNow] = await this.#channels.getMany([channel.therapistId, byId(channel.channelId)]);
+    const stored =
+      own?.channelId === channel.channelId ? own : byIdNow && !byIdNow.opening && !byIdNow.lost ? byIdNow : undefined;
+    if (!stored) return false;
+    this.#remember(stored);
+    return true;
+  }
+
   /** A start found a channel stored as lost, or as opening (its daemon stopped, or lost the lease, while waiting). */
   async #foundLost(channel: Channel): Promise<void> {
     const now = this.#clock.now();
     if (channel.expiration <= now) return;
+    // Read a page before: a renewal running beside this start (the lease lost and won again, the start's own renewal)
+    // may have had its answer and stored the channel since. Taken for lost, the calendar's own channel was stopped at
+    // its first notification, which polled nothing, while /status still said confirmed (review6).
+    if (await this.#recorded(channel)) return;
     if (channel.lost) {
       this.#remember(channel);
       return;
@@ -706,6 +724,11 @@ export class PushChannels {
     const channelId = channel.channelId;
     if (this.#stoppingLost.has(channelId)) return;
     this.#stoppingLost.add(channelId);
+    if (await this.#recorded(channel).catch(() => false)) {
+      this.#stoppingLost.delete(channelId);
+      this.changed(channel.therapistId, channelId); // the notification taken for a lost channel's: polled after all
+      return;
+    }
     const found: Channel = { ...channel, resourceId };
     const fields = { therapist_id: channel.therapistId, channel_id: channelId, calendar_id: channel.calendarId };
     let gw: CalendarGateway | undefined;
