@@ -3,7 +3,6 @@
 // lease while a sync of the appointment held its key (a slow Google read here; Google retries, quota waits, booking
 // 429 pauses in general) still deleted the event once its turn came, beside a new leader that may be moving the
 // appointment back into that calendar. It now checks after the wait and before each attempt (review5).
-import { performance } from "node:perf_hooks";
 import { createClient } from "redis";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
@@ -13,16 +12,9 @@ import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { LEADER_KEY } from "../../src/store/lease.ts";
 import { redisTestsEnabled, useRedisServer } from "../support/redis.ts";
+import { waitFor } from "../support/wait-for.ts";
 
 const HOUR = 3_600_000;
-
-async function waitFor(what: string, predicate: () => boolean | Promise<boolean>, timeoutMs: number) {
-  const start = performance.now();
-  while (!(await predicate())) {
-    if (performance.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 async function world(storeUrl: string, cleanups: (() => Promise<void>)[]) {
   const w = await startWorld({

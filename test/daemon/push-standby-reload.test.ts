@@ -4,13 +4,14 @@
 // mapping (still the old calendar), took it for a channel left on a calendar the therapist no longer has, and dropped
 // it: the therapist's change waited for the next periodic poll. Only the leader judges that now; the standby passes
 // the notice on as before (review5 of 28e732a).
-import { performance } from "node:perf_hooks";
+
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
+import { waitFor } from "../support/wait-for.ts";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -18,14 +19,6 @@ const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
 });
-
-async function waitFor(what: string, predicate: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const start = performance.now();
-  while (!(await predicate())) {
-    if (performance.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function daemon(config: Config): Promise<App> {
   const app = await createApp(config, { logger: silentLogger, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0" });

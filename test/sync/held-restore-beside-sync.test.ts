@@ -12,6 +12,7 @@ import { writebackHeld } from "../../src/cli/writeback-held.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
+import { waitFor } from "../support/wait-for.ts";
 import { cancels, daemonHarness, type Harness, liveOf, mirroredMany, pollAll, quiet } from "./support.ts";
 
 let h: Harness | undefined;
@@ -19,13 +20,6 @@ afterEach(async () => {
   await h?.close();
   h = undefined;
 });
-
-const until = async (f: () => boolean | Promise<boolean>, ms = 10_000) => {
-  for (const end = Date.now() + ms; !(await f()); ) {
-    if (Date.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
 
 it("writeback held --restore beside a daemon sync of the same appointment: the restored appointment is not cancelled", async () => {
   const clock = new ManualClock(Date.now());
@@ -72,7 +66,7 @@ it("writeback held --restore beside a daemon sync of the same appointment: the r
     priority: "webhook",
     calendar: { reread: true },
   });
-  await until(() => daemonRead);
+  await waitFor("the daemon's sync to read the link", () => daemonRead, 10_000);
 
   // `calbridge writeback held --therapist th_1 --restore`, its own App on the daemon's store.
   const cli = await createApp(x.world.config, { logger: silentLogger, oneShot: true, clock });

@@ -8,6 +8,7 @@
 // appointment's turn and is sent only while the link is the one the stray pass read (strays.ts, deleteStrayInTurn).
 // The hooks only delay: th_2's listing waits for the webhook's write, the move's link save is slow.
 import { afterEach, expect, it } from "vitest";
+import { waitFor } from "../support/wait-for.ts";
 import { cancels, type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
 
 let h: Harness | undefined;
@@ -15,13 +16,6 @@ afterEach(async () => {
   await h?.close();
   h = undefined;
 });
-
-const until = async (f: () => boolean | Promise<boolean>, ms = 10_000) => {
-  for (const end = Date.now() + ms; !(await f()); ) {
-    if (Date.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
 
 for (const lands of ["after the link save", "before the link save"] as const) {
   it(`a reassignment webhook's move during a reconciliation: th_2's new event is not deleted as a copy, nothing cancelled (the DELETE lands ${lands})`, async () => {
@@ -58,7 +52,7 @@ for (const lands of ["after the link save", "before the link save"] as const) {
         if (!reassigned) {
           reassigned = true;
           x.world.booking.reassign(m.id, "th_2", { force: true }); // its webhook is delivered to the daemon
-          await until(() => th2Written);
+          await waitFor("the move to write th_2's event", () => th2Written, 10_000);
         }
         yield* list(...a);
       };
@@ -76,7 +70,11 @@ for (const lands of ["after the link save", "before the link save"] as const) {
         return r;
       }
       release();
-      await until(async () => (await x.app.sync.links.get(m.id))?.therapistId === "th_2");
+      await waitFor(
+        "the link to name th_2",
+        async () => (await x.app.sync.links.get(m.id))?.therapistId === "th_2",
+        10_000,
+      );
       return del(eventId);
     };
 
