@@ -731,13 +731,10 @@ export class PushChannels {
     }
     const found: Channel = { ...channel, resourceId };
     const fields = { therapist_id: channel.therapistId, channel_id: channelId, calendar_id: channel.calendarId };
-    let gw: CalendarGateway | undefined;
-    let own = false;
+    let opener: Opener = { gw: undefined, own: false };
     try {
-      if (this.#credentialsOf) {
-        gw = await this.#credentialsOf(found);
-        own = gw !== undefined;
-      } else gw = this.#calendars.get(channel.therapistId);
+      opener = await this.#openerOf(found);
+      const gw = opener.gw;
       if (!gw) {
         this.#logger.info(
           { ...fields, expiration: new Date(channel.expiration).toISOString() },
@@ -766,7 +763,7 @@ export class PushChannels {
         "push channel whose watch answer was lost not stopped; tried again at the next check, else it expires",
       );
     } finally {
-      if (own) gw?.close();
+      if (opener.own) opener.gw?.close();
       this.#stoppingLost.delete(channelId);
     }
   }
@@ -814,6 +811,16 @@ export class PushChannels {
   }
 
   /**
+   * A gateway with the credentials that opened `channel` (`own`: made for it, closed after use), or the therapist's
+   * current one where no such lookup is configured; none when those credentials are gone.
+   */
+  async #openerOf(channel: Channel): Promise<Opener> {
+    if (!this.#credentialsOf) return { gw: this.#calendars.get(channel.therapistId), own: false };
+    const gw = await this.#credentialsOf(channel);
+    return { gw, own: gw !== undefined };
+  }
+
+  /**
    * Stops the channels left behind, each with the credentials that opened it (leader only: start and every check).
    * Forgotten once stopped, expired, or when those credentials are gone (Google stops it at its expiration meanwhile;
    * its notifications are acknowledged and ignored). A failure is logged and tried again at the next check. Never
@@ -822,14 +829,11 @@ export class PushChannels {
   async #stopLeft(now: number): Promise<void> {
     for (const [channelId, { channel, key }] of [...this.#left]) {
       const fields = { therapist_id: channel.therapistId, channel_id: channelId, calendar_id: channel.calendarId };
-      let gw: CalendarGateway | undefined;
-      let own = false;
+      let opener: Opener = { gw: undefined, own: false };
       try {
         if (channel.expiration > now) {
-          if (this.#credentialsOf) {
-            gw = await this.#credentialsOf(channel);
-            own = gw !== undefined;
-          } else gw = this.#calendars.get(channel.therapistId);
+          opener = await this.#openerOf(channel);
+          const gw = opener.gw;
           if (!gw) {
             this.#logger.info(
               { ...fields, expiration: new Date(channel.expiration).toISOString() },
@@ -838,7 +842,7 @@ export class PushChannels {
           } else await gw.stopChannel(channelId, channel.resourceId);
         }
         // Its by-id entry stays while Google may still notify on it (it expires with the channel): acknowledged, ignored.
-        const stopped = gw !== undefined;
+        const stopped = opener.gw !== undefined;
         const current = key === channel.therapistId ? await this.#channels.get(key) : undefined;
         await this.#channels.deleteMany([
           ...(key !== channel.therapistId || current?.channelId === channelId ? [key] : []),
@@ -853,7 +857,7 @@ export class PushChannels {
       } catch (err) {
         await this.#keepLeft(channel, key, err);
       } finally {
-        if (own) gw?.close();
+        if (opener.own) opener.gw?.close();
       }
     }
   }
@@ -989,6 +993,9 @@ export class PushChannels {
 }
 
 /** What #withdraw logs, by why the channel is stopped at once. */
+/** The gateway a channel is stopped with (#openerOf). */
+type Opener = { gw: CalendarGateway | undefined; own: boolean };
+
 const WITHDRAWN = {
   lease: {
     stopped: "push channel opened while the lease was lost: stopped; the leader opens its own",
