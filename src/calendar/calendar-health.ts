@@ -107,7 +107,13 @@ export class CalendarHealth {
     throw new CalendarError(
       `${operation}: Google credentials of therapist ${this.#o.therapistId} are broken ` +
         `(${this.#brokenError?.message ?? "rejected"}); nothing was sent. ${this.#fixHint()}`,
-      { kind: "auth", status: this.#brokenError?.status, reason: this.#brokenError?.reason },
+      {
+        kind: "auth",
+        status: this.#brokenError?.status,
+        reason: this.#brokenError?.reason,
+        // Refused at the token endpoint: said so wherever it shows (/status), as the refusal itself was.
+        tokenEndpoint: this.#brokenError?.tokenEndpoint === true,
+      },
     );
   }
 

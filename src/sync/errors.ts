@@ -55,11 +55,22 @@ export function safeErrorSummary(err: unknown): string {
   if (err instanceof BookingApiError) {
     return `the booking API answered ${err.code}${err.status ? ` (HTTP ${err.status})` : ""}`;
   }
-  if (err instanceof CalendarError) {
-    return `Google answered ${err.reason ?? err.kind}${err.status ? ` (HTTP ${err.status})` : ""}`;
-  }
+  if (err instanceof CalendarError) return calendarErrorSummary(err);
   if (err instanceof Error && /^(Abort|Timeout)Error$/.test(err.name)) return "a request timed out";
   return "an unexpected error";
+}
+
+/**
+ * Who failed, Google's API or its token endpoint (then no API request was sent: a push renewal's watch among them), and
+ * its reason and status; or that it did not answer at all (a network error, a time limit), which has neither and was
+ * said "Google answered transient".
+ */
+function calendarErrorSummary(err: CalendarError): string {
+  const who = err.tokenEndpoint ? "Google's token endpoint" : "Google";
+  if (err.kind === "transient" && err.status === undefined && err.reason === undefined) {
+    return `no answer from ${who} (a network error or a timeout)`;
+  }
+  return `${who} answered ${err.reason ?? err.kind}${err.status ? ` (HTTP ${err.status})` : ""}`;
 }
 
 /** As safeErrorSummary for the APIs' answers; any other error (calbridge's own, the network's) as its message. */

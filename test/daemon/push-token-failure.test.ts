@@ -3,7 +3,9 @@
 // credentials were already known broken and nothing was sent. Nothing is kept as lost (push-lost.test.ts), and the
 // warning does not say that Google's answer to the watch was lost. The call runner marks a token failure
 // (CalendarError.tokenEndpoint), which has no HTTP status when the endpoint did not answer, and the token endpoint's
-// 5xx when it failed: either would otherwise read as a watch that may have been carried out.
+// 5xx when it failed: either would otherwise read as a watch that may have been carried out. /status says the token
+// endpoint failed (push.lastRenewalError): it said "Google answered transient" when nothing answered, and a token
+// endpoint's 503 as if the watch had met it.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { request } from "undici";
@@ -58,24 +60,35 @@ async function tokenProxy(): Promise<{ url: string; reachable: boolean; target: 
   return state;
 }
 
-const failures: Record<string, (x: Harness, token: { reachable: boolean }) => unknown> = {
-  "the token endpoint unreachable": (_, token) => {
-    token.reachable = false;
-  },
-  "the token endpoint answering 503": (x) => {
-    x.world.google.faults.next(100, { target: "token", status: 503, reason: "backendError" });
-  },
-  "the credentials refused (delegation revoked)": (x) => x.world.google.revokeTokens(),
-  "the credentials already found broken by a sync (nothing is sent)": async (x) => {
-    x.world.google.revokeTokens();
-    const gw = x.app.calendars.get("th_1")!;
-    await gw.get("abcdef0123").catch(() => {});
-    expect(gw.health().credentials).toBe("broken");
-  },
+const REFUSED = "Google's token endpoint answered unauthorized_client (HTTP 401)";
+/** Each failure, and what /status says of it (push.lastRenewalError.message). */
+const failures: Record<string, [(x: Harness, token: { reachable: boolean }) => unknown, string]> = {
+  "the token endpoint unreachable": [
+    (_, token) => {
+      token.reachable = false;
+    },
+    "no answer from Google's token endpoint (a network error or a timeout)",
+  ],
+  "the token endpoint answering 503": [
+    (x) => {
+      x.world.google.faults.next(100, { target: "token", status: 503, reason: "backendError" });
+    },
+    "Google's token endpoint answered backendError (HTTP 503)",
+  ],
+  "the credentials refused (delegation revoked)": [(x) => x.world.google.revokeTokens(), REFUSED],
+  "the credentials already found broken by a sync (nothing is sent)": [
+    async (x) => {
+      x.world.google.revokeTokens();
+      const gw = x.app.calendars.get("th_1")!;
+      await gw.get("abcdef0123").catch(() => {});
+      expect(gw.health().credentials).toBe("broken");
+    },
+    REFUSED,
+  ],
 };
 
-for (const [name, fail] of Object.entries(failures)) {
-  it(`a watch that no access token could be had for (${name}) is not kept as a lost channel`, async () => {
+for (const [name, [fail, shown]] of Object.entries(failures)) {
+  it(`a watch that no access token could be had for (${name}) is not kept as a lost channel; /status names the token endpoint`, async () => {
     const log = captureLog();
     const token = await tokenProxy();
     const x = await harness({
@@ -106,5 +119,10 @@ for (const [name, fail] of Object.entries(failures)) {
     for await (const [key] of x.app.store.table<Channel>("channels").entries()) stored.push(key);
     expect(stored).toEqual([]);
     expect(x.app.push.knownChannels).toBe(0);
+    // /status says what failed: the token endpoint, not Google's answer to the watch (there was none).
+    expect((await x.app.status()).therapists[0]?.push?.lastRenewalError).toMatchObject({
+      result: "failed",
+      message: shown,
+    });
   }, 30_000);
 }
