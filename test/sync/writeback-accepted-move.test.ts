@@ -63,6 +63,10 @@ it.each(["booking_wins", "calendar_wins"] as const)(
       configure: (c) => {
         c.google.quota = { user_per_minute: 600, project_per_minute: 1_000 };
         c.sync = { ...c.sync, conflict } as typeof c.sync;
+        // The description shows the time, so the move taken needs an update of the event after the PATCH. A drag
+        // keeps the event's zone (the emulator's userEdit, as Google's UI): the event is otherwise as calbridge
+        // writes it, and needs none.
+        c.event = { ...c.event, description: "Booking {id} at {start_local}" };
       },
     });
     h = x;

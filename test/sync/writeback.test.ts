@@ -528,7 +528,14 @@ describe("errors are never taken for a therapist's deletion", () => {
   });
 
   it("a second move while the first one's write-back is in flight is written back too, not silently undone", async () => {
-    h = await twoWay(undefined, { maxAttempts: 5, baseMs: 10 });
+    h = await twoWay(
+      (c) => {
+        // The description shows the time, so the move taken needs a write of the event (a drag keeps the event's
+        // zone, as in Google's UI: the event is otherwise as calbridge writes it).
+        c.event = { ...c.event, description: "Booking {id} at {start_local}" };
+      },
+      { maxAttempts: 5, baseMs: 10 },
+    );
     const m = await mirrored(h, "th_1");
     // The therapist drags the event again right after the booking service took the first move: calbridge's write of
     // the event then meets a newer etag (412) and must re-read the linked event.
@@ -565,6 +572,9 @@ describe("errors are never taken for a therapist's deletion", () => {
           conflict: "calendar_wins",
           writeback: { cancel_grace_seconds: CANCEL_GRACE_MS / 1000, reschedule_grace_seconds: 2 },
         };
+        // The description shows the time, so the move taken needs a write of the event (a drag keeps the event's
+        // zone, as in Google's UI: the event is otherwise as calbridge writes it).
+        c.event = { ...c.event, description: "Booking {id} at {start_local}" };
       },
       { maxAttempts: 5, baseMs: 10 },
     );
