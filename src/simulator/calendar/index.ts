@@ -249,7 +249,13 @@ export class CalendarEmulator {
     return this.#store.kind;
   }
 
-  /** A person edits an event in Google's UI (patch semantics): etag and `updated` change (not for reminders alone). */
+  /**
+   * A person edits an event in Google's UI (patch semantics): etag and `updated` change (not for reminders alone). A
+   * drag or a new time changes the time only: `{start: {dateTime}, end: {dateTime}}` without timeZone keeps each end's
+   * zone (a wall time without offset is read in it). A timeZone given is the person's pick in the editor's "Time zone"
+   * control, the way to change the zone itself. `{start: {date}, end: {date}}` is the "All day" toggle; times given to
+   * an all-day event are read in the calendar's zone. person.ts (uiTimes) says what Google does.
+   */
   userEdit(calendarId: string, eventId: string, changes: object): Record<string, unknown> {
     const cal = this.#calendar(calendarId);
     const resource = toResource(this.#person.edit(cal, eventId, changes as Record<string, unknown>), cal);
