@@ -179,6 +179,11 @@ export function validateEvent(body: Record<string, unknown>, calendarZone: strin
   }
   const start = parseEventTime(body.start, "start");
   const end = parseEventTime(body.end, "end");
+  // Both ends all-day, or both timed: Google answers 400 invalid "Start and end times must either both be date or both
+  // be dateTime." (t4t5/caldir #20, 2026, shows the whole answer; phw198/OutlookGoogleCalendarSync #609 and #844).
+  if (start.allDay !== end.allDay) {
+    throw new ApiError(400, "invalid", "Start and end times must either both be date or both be dateTime.");
+  }
   // An event must end after it starts: Google answers 400 timeRangeEmpty to a zero-length one as to an inverted one
   // (ridafkih/keeper.sh #614, 2026: "it answers 400 timeRangeEmpty for any event that does not end after it starts").
   if (end.ms <= start.ms) throw new ApiError(400, "timeRangeEmpty");
@@ -204,13 +209,27 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
-/** Patch semantics: objects merge per key, arrays and scalars replace, null clears; start and end replace whole. */
-export function mergePatch(target: Record<string, unknown>, patch: Record<string, unknown>, depth = 0) {
+/**
+ * Patch semantics, as Google's "Improve performance" guide for the Calendar API states them ("Patch", "Semantics of a
+ * patch request", developers.google.com/workspace/calendar/api/guides/performance): "The modified data you send is
+ * merged into the data for the parent object"; "To delete a field, specify the field and set it to null"; "Patch
+ * requests that contain arrays replace the existing array with the one you provide" (text shared word for word by
+ * Google's performance guides of other APIs, e.g. Tasks and BigQuery). So objects merge per key at every
+ * depth, start and end included: a patch of `{start: {dateTime}}` keeps the stored start.timeZone, and one of an
+ * all-day event that sends dateTime without `date: null` leaves start with both, which validateEvent refuses as Google
+ * does (parseEventTime). `wholeTop` names top-level keys replaced whole instead: a person's edit in the UI, whose times
+ * uiTimes (person.ts) has already made complete.
+ */
+export function mergePatch(
+  target: Record<string, unknown>,
+  patch: Record<string, unknown>,
+  wholeTop: readonly string[] = [],
+): Record<string, unknown> {
   const out: Record<string, unknown> = { ...target };
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete out[key];
-    else if (depth === 0 && (key === "start" || key === "end")) out[key] = value;
-    else if (isPlainObject(value) && isPlainObject(out[key])) out[key] = mergePatch(out[key], value, depth + 1);
+    else if (wholeTop.includes(key)) out[key] = value;
+    else if (isPlainObject(value) && isPlainObject(out[key])) out[key] = mergePatch(out[key], value);
     else out[key] = value;
   }
   return out;

@@ -23,6 +23,13 @@ function withSeriesZone(body: Record<string, unknown>, cal: CalendarRecord): Rec
 type TimeChange = { date?: unknown; dateTime?: unknown; timeZone?: unknown };
 
 /**
+ * The UI writes an edit's start and end whole, as uiTimes makes them (an API patch merges them field by field,
+ * event-model.ts mergePatch): the "All day" toggle turns a time into a date, which a field-by-field merge would leave
+ * beside the dateTime.
+ */
+const UI_TIMES = ["start", "end"] as const;
+
+/**
  * The start and end of an edit in the UI, as the UI writes them. Dragging an event, or typing another time, changes its
  * time and not its time zone: the zone belongs to each end of the event (EventDateTime.timeZone, Google's Events
  * reference: "For single events this field is optional and indicates a custom time zone for the event start/end"), it
@@ -113,7 +120,7 @@ export class PersonActions {
   edit(cal: CalendarRecord, eventId: string, changes: Record<string, unknown>): EventRecord {
     const rec = live(this.#store.get(cal, eventId), "userEdit");
     const times = uiTimes(rec, changes, cal.timeZone, `userEdit ${eventId}`);
-    const merged = withSeriesZone(mergePatch(writableBody(rec, cal.timeZone), times), cal);
+    const merged = withSeriesZone(mergePatch(writableBody(rec, cal.timeZone), times, UI_TIMES), cal);
     const v = validateEvent(merged, cal.timeZone);
     this.#store.apply(this.#store.writable(cal, rec), v, rec.status);
     this.#store.counters.userEdits += 1;
@@ -190,6 +197,7 @@ export class PersonActions {
     const tail = mergePatch(
       { ...body, recurrence: [line], start: at(fromMs, body.start), end: at(fromMs + duration, body.end) },
       times,
+      UI_TIMES,
     );
     const rec = this.#store.insert(cal, withSeriesZone(tail, cal), UI_SUPPORT, `${masterId}_R${stamp(fromMs)}`);
     this.#store.counters.inserts -= 1;

@@ -280,7 +280,9 @@ export class CalendarStore {
   /**
    * PATCH (Google's reference: "Fields that you don't specify in the request remain unchanged. Array fields, if
    * specified, overwrite the existing arrays"): objects merge per key, so extendedProperties.private/shared merge
-   * per property and a property set to null is deleted (Google's extended-properties guide).
+   * per property and a property set to null is deleted (Google's extended-properties guide), and start and end merge
+   * per field too (event-model.ts mergePatch): a new dateTime keeps the stored timeZone, and turning an all-day event
+   * into a timed one (or back) needs the other field sent as null.
    */
   patch(
     cal: CalendarRecord,

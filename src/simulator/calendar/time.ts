@@ -92,6 +92,16 @@ export interface ParsedTime {
 export function parseEventTime(value: unknown, which: "start" | "end"): ParsedTime {
   if (!value || typeof value !== "object") throw new ApiError(400, "required", `Missing ${which} time.`);
   const t = value as { date?: unknown; dateTime?: unknown; timeZone?: unknown };
+  // A time is a date (all-day) or a dateTime, not both: Google answers 400 invalid "Invalid start time." to a start
+  // that carries both, which is what a patch of an all-day event to a timed one (or back) leaves when it does not clear
+  // the other field with null, as patches merge start and end field by field (n8n-io/n8n #35800, 2026, the whole
+  // answer, "in either direction"; gemini-cli-extensions/workspace #435; googleapis/google-api-dotnet-client #740 and
+  // google-api-nodejs-client #1559: `date` "must be set to null" to make an all-day event timed by patch). The reports
+  // are all of patches, which Google checks once merged; an insert or update body with both is taken to be refused the
+  // same way (unreported), the strict reading.
+  if (typeof t.date === "string" && typeof t.dateTime === "string") {
+    throw new ApiError(400, "invalid", `Invalid ${which} time.`);
+  }
   const zone = typeof t.timeZone === "string" && t.timeZone ? t.timeZone : undefined;
   if (zone && !isValidZone(zone)) throw new ApiError(400, "invalid", `Invalid time zone definition for ${which} time.`);
   if (typeof t.date === "string" && t.dateTime === undefined) {
