@@ -136,6 +136,22 @@ describe("upsert", () => {
     expect(deleted.kind).toBe("precondition");
     expect(f.emulator.event(CALENDAR_ID, id)?.status).toBe("cancelled");
   });
+
+  it("writes an event a person made all-day back as a timed one: the patch clears start.date and end.date", async () => {
+    // events.patch merges start and end field by field: without `date: null` the event's date stays beside calbridge's
+    // dateTime and Google refuses the write 400 "Invalid start time." (emulator-patch-times.test.ts).
+    f = await setup();
+    const id = eventIdFor("apt_allday");
+    await f.gateway.upsert(id, rendered("apt_allday"));
+    f.emulator.userEdit(CALENDAR_ID, id, { start: { date: "2026-11-23" }, end: { date: "2026-11-24" } });
+    const restored = await f.gateway.upsert(id, rendered("apt_allday"));
+    expect(restored.action).toBe("updated");
+    expect(f.emulator.event(CALENDAR_ID, id)).toMatchObject({
+      start: { dateTime: "2026-11-23T10:00:00+01:00", timeZone: "Europe/Berlin" },
+      end: { dateTime: "2026-11-23T11:00:00+01:00", timeZone: "Europe/Berlin" },
+    });
+    expect(f.emulator.event(CALENDAR_ID, id)?.start).not.toHaveProperty("date");
+  });
 });
 
 /** Ben's calendar, shared with anna (whose credentials the fixture holds), and a gateway on it. */
