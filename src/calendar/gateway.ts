@@ -14,7 +14,7 @@ import { type AttemptOptions, attemptFailure, CallRunner, type CallState } from 
 import type { ReconnectRoute } from "./credential-hints.ts";
 import { CalendarError, classifyError, IdTakenError, RestoreRefusedError } from "./errors.ts";
 import { canonicalJson, fingerprint, ownershipOf } from "./fingerprint.ts";
-import { APPOINTMENT_ID_PROPERTY, isInvitation, MANAGED_FILTER } from "./ids.ts";
+import { APPOINTMENT_ID_PROPERTY, isInvitation, MANAGED_FILTER, TIMES_PROPERTY } from "./ids.ts";
 import { gatewayMetrics } from "./metrics.ts";
 import type { GoogleQuotaGate } from "./quota-gate.ts";
 import { type OwnedLike, ownedPatch } from "./render.ts";
@@ -365,9 +365,12 @@ export class CalendarGateway {
     if (existing.status === "cancelled")
       return { event: await this.#restore(eventId, body, ifMatch), action: "restored" };
     const owned = ownershipOf(body);
+    // The times mark is stamped anew by each write (times-mark.ts): an event that matches otherwise is not written for
+    // it, and the link records the mark the event has.
+    const { [TIMES_PROPERTY]: _, ...marks } = body.extendedProperties?.private ?? {};
     if (
       fingerprint(existing, owned) === fingerprint(body, owned) &&
-      mergedProperties(existing.extendedProperties?.private, body.extendedProperties?.private)
+      mergedProperties(existing.extendedProperties?.private, marks)
     ) {
       return { event: existing, action: state.ambiguous ? "inserted" : "unchanged" };
     }

@@ -6,6 +6,11 @@ export const APPOINTMENT_ID_PROPERTY = "calbridge_appointment_id";
 /** Private extended property marking an event as managed by calbridge; listings filter on `calbridge_managed=1`. */
 export const MANAGED_PROPERTY = "calbridge_managed";
 export const MANAGED_VALUE = "1";
+/**
+ * Private extended property naming the times calbridge wrote into the event, and when (times-mark.ts): an event at
+ * those times shows calbridge's own write even where the record of that write was lost. Instants only.
+ */
+export const TIMES_PROPERTY = "calbridge_times";
 /** The `privateExtendedProperty` filter value that selects managed events. */
 export const MANAGED_FILTER = `${MANAGED_PROPERTY}=${MANAGED_VALUE}`;
 

@@ -1,6 +1,6 @@
 // Owns the mapping of an appointment to the Google Calendar event body calbridge writes (a pure function).
 import { bookingInstant } from "../booking/instant.ts";
-import { APPOINTMENT_ID_PROPERTY, MANAGED_PROPERTY, MANAGED_VALUE } from "./ids.ts";
+import { APPOINTMENT_ID_PROPERTY, MANAGED_PROPERTY, MANAGED_VALUE, TIMES_PROPERTY } from "./ids.ts";
 import { PLACEHOLDER_NAMES, PLACEHOLDERS, type RenderableAppointment } from "./placeholders.ts";
 import { type EventReminders, type RemindersConfig, remindersBody, remindersPatch } from "./reminders.ts";
 import {
@@ -12,6 +12,7 @@ import {
   fillTemplate,
   placeholdersOf,
 } from "./template.ts";
+import { timesMark } from "./times-mark.ts";
 
 export { canonicalJson, type EventLike, fingerprint, instantOf, sameTime } from "./fingerprint.ts";
 export type { RenderableAppointment } from "./placeholders.ts";
@@ -71,6 +72,7 @@ export const OWNED_FIELDS = [
   "recurrence",
   "extendedProperties.private.calbridge_appointment_id",
   "extendedProperties.private.calbridge_managed",
+  "extendedProperties.private.calbridge_times",
 ] as const;
 
 /** Fields calbridge owns only where the configuration sets them: `reminders` with event.reminders (or a therapist's). */
@@ -323,15 +325,20 @@ export function renderEvent(
   else if (status === "completed") colorId = options.colors.completed;
   else if (status === "no_show") colorId = options.colors.no_show;
 
+  const start = rfc3339(times.start);
+  const end = rfc3339(times.end);
+  // The times are marked as calbridge's own (times-mark.ts): kept out of the fingerprint, so no event is rewritten for
+  // it; each write that happens anyway carries it.
+  const marks = { [APPOINTMENT_ID_PROPERTY]: appt.id, [MANAGED_PROPERTY]: MANAGED_VALUE };
   const event: RenderedEvent = {
     summary: cutToBytes(cancelled ? CANCELLED_PREFIX + title : title, SUMMARY_MAX_BYTES),
     description,
-    start: { dateTime: rfc3339(times.start), timeZone: mapping.timezone },
-    end: { dateTime: rfc3339(times.end), timeZone: mapping.timezone },
+    start: { dateTime: start, timeZone: mapping.timezone },
+    end: { dateTime: end, timeZone: mapping.timezone },
     visibility: "private",
     transparency: cancelled ? "transparent" : "opaque",
     status: "confirmed",
-    extendedProperties: { private: { [APPOINTMENT_ID_PROPERTY]: appt.id, [MANAGED_PROPERTY]: MANAGED_VALUE } },
+    extendedProperties: { private: { ...marks, [TIMES_PROPERTY]: timesMark(start, end) } },
   };
   if (colorId) event.colorId = colorId;
   if (options.reminders !== undefined) event.reminders = remindersBody(options.reminders);

@@ -4,16 +4,25 @@
 import { bookingInstant } from "../booking/instant.ts";
 import type { Appointment } from "../booking/schemas.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
+import { markedTimes } from "../calendar/times-mark.ts";
 import type { CalEvent, Link, Snapshot } from "./types.ts";
 
-/** Whether the booking side changed since the link was written, in anything that the calendar shows. */
-export function bookingChanged(link: Link, appt: Appointment | Snapshot): boolean {
+/**
+ * Whether the booking side changed since the link was written, in anything that the calendar shows. Given the live
+ * event, also when it shows calbridge's own write of other times that the link never recorded (lastSynced): the
+ * booking moved since the link's state, even if it is back there now (moved there and back while calbridge was down).
+ * The event is then brought to the booking as the booking's update, never written over as the therapist's edit with a
+ * note, and a move of the therapist's since that write meets the booking's as a conflict.
+ */
+export function bookingChanged(link: Link, appt: Appointment | Snapshot, event?: CalEvent | null): boolean {
   const before = link.booking;
+  const wrote = event?.status === "cancelled" ? {} : lastSynced(link, event);
   return (
     instant(before.start_time) !== instant(appt.start_time) ||
     instant(before.end_time) !== instant(appt.end_time) ||
     (before.status ?? "confirmed") !== (appt.status ?? "confirmed") ||
-    before.therapist_id !== appt.therapist_id
+    before.therapist_id !== appt.therapist_id ||
+    (wrote.start !== undefined && (wrote.start !== link.eventStart || wrote.end !== link.eventEnd))
   );
 }
 
@@ -31,6 +40,19 @@ function instant(iso: string | undefined | null): number | undefined {
 /** How the therapist changed the event since calbridge last wrote or accepted it. */
 export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day" | "repeating";
 
+/**
+ * The times calbridge last put the event at, which a therapist's move is told from: the link's, unless the event
+ * carries a times mark the link never recorded (times-mark.ts). That is a write of calbridge's whose record was lost
+ * (the process died, or the link's store write failed, once Google had it; an answer lost on the way): its times are
+ * calbridge's, not the therapist's move, whatever the link says. A person's move in Google's UI keeps the mark and
+ * changes the times; a write that failed changed nothing; an event without a mark (an earlier build's) has the link's.
+ */
+export function lastSynced(link: Link, event: CalEvent | null | undefined): { start?: number; end?: number } {
+  const own = markedTimes(event);
+  if (own && own.mark !== link.timesMark) return own;
+  return { start: link.eventStart, end: link.eventEnd };
+}
+
 export function calendarChange(link: Link, event: CalEvent | null | undefined): CalendarChange {
   // null: the calendar did not find the id (404), which is not a deletion (see DecideInput.event).
   if (event === undefined || event === null || !link.present) return "none";
@@ -40,11 +62,10 @@ export function calendarChange(link: Link, event: CalEvent | null | undefined): 
   if (event.start?.date || event.end?.date) return "all_day";
   const start = instantOf(event.start);
   const end = instantOf(event.end);
-  if (start === link.eventStart && end === link.eventEnd) return "none";
-  if (start === undefined || end === undefined || link.eventStart === undefined || link.eventEnd === undefined) {
-    return "resized";
-  }
-  return end - start === link.eventEnd - link.eventStart ? "moved" : "resized";
+  const was = lastSynced(link, event);
+  if (start === was.start && end === was.end) return "none";
+  if (start === undefined || end === undefined || was.start === undefined || was.end === undefined) return "resized";
+  return end - start === was.end - was.start ? "moved" : "resized";
 }
 
 /**

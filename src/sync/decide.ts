@@ -5,7 +5,7 @@ import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import type { WritebackConfig } from "../config/schema.ts";
-import { BEGUN_REASON, begun, bookingChanged, CANCEL_OFF, effectiveChange, sameStatus } from "./changes.ts";
+import { BEGUN_REASON, begun, bookingChanged, CANCEL_OFF, effectiveChange, lastSynced, sameStatus } from "./changes.ts";
 import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
 import { editNotice } from "./edit-notice.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
@@ -146,7 +146,7 @@ export function decide(input: DecideInput): Action {
     };
   }
 
-  const fromBooking = bookingChanged(link, appt);
+  const fromBooking = bookingChanged(link, appt, event);
   const change = effectiveChange(link, event, appt, fromBooking);
 
   // The therapist's change goes back, unless the booking changed too and wins, or it was reassigned (not theirs).
@@ -201,7 +201,7 @@ export function decide(input: DecideInput): Action {
     if (!wb.reschedule) return restore("event moved in the calendar, and rescheduling from the calendar is turned off");
     const start = instantOf(event?.start);
     // No calendar app moves an event by seconds: a script or another sync tool did, and nobody meant a reschedule.
-    if (Math.abs((start ?? 0) - (link.eventStart ?? 0)) < 60_000) {
+    if (Math.abs((start ?? 0) - (lastSynced(link, event).start ?? 0)) < 60_000) {
       return restore("moved by less than a minute, which is no reschedule; times restored");
     }
     return {

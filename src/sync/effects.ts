@@ -3,6 +3,7 @@
 import { IdTakenError, RestoreRefusedError } from "../calendar/errors.ts";
 import { eventIdFor } from "../calendar/ids.ts";
 import { ownedPatch, type RenderedEvent } from "../calendar/render.ts";
+import { stampWrite } from "../calendar/times-mark.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import type { Activity } from "./activity.ts";
@@ -92,12 +93,15 @@ export class Effects {
   async write(
     therapistId: string,
     kind: WriteKind,
-    body: RenderedEvent,
+    rendered: RenderedEvent,
     at: EventAt,
     ifMatch?: string,
     ifRefused?: () => RenderedEvent | undefined,
   ): Promise<Written> {
     const cal = this.calendar(therapistId);
+    // Each write stamps the times mark (times-mark.ts): should its record be lost, the event still shows it calbridge's.
+    const now = this.clock.now();
+    const body = stampWrite(rendered, now);
     let written: Written | undefined;
     if (kind === "update" && ifMatch) {
       try {
@@ -120,7 +124,10 @@ export class Effects {
         generation += 1;
         eventId = eventIdFor(at.appointmentId, generation);
         // A person's deletion Google would not undo is said in the event; a colleague's invitation under the id is not.
-        if (!taken) instead ??= ifRefused?.();
+        if (!taken && !instead) {
+          const noted = ifRefused?.();
+          if (noted) instead = stampWrite(noted, now);
+        }
         this.metrics.operations.inc({ kind: "new_generation", result: "ok" });
       }
     }

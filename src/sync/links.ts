@@ -4,6 +4,7 @@
 import { bookingInstant } from "../booking/instant.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
+import { markOf } from "../calendar/times-mark.ts";
 import type { Clock } from "../clock.ts";
 import type { Store, Table } from "../store/store.ts";
 import type { Mapping } from "./mapping.ts";
@@ -148,6 +149,9 @@ export class LinkStore implements LinkReader {
     const reminders = this.#ownsReminders(a.therapistId);
     const rendered = a.present ? a.rendered : undefined;
     const enrich = a.present && (a.enrich === true || (rendered?.pending?.length ?? 0) > 0);
+    // The times mark of the event as written or read back: an event carrying another one later shows a write of
+    // calbridge's this link does not record (changes.ts, lastSynced).
+    const mark = markOf(event);
     return {
       appointmentId: a.appointmentId,
       therapistId: a.therapistId,
@@ -164,6 +168,7 @@ export class LinkStore implements LinkReader {
           : undefined,
       eventStart: instantOf(event?.start) ?? instantOf(a.body?.start),
       eventEnd: instantOf(event?.end) ?? instantOf(a.body?.end),
+      ...(mark ? { timesMark: mark } : {}),
       booking: coreOf(a.booking),
       ...(rendered ? { rendered } : {}),
       ...(enrich ? { enrich: true as const } : {}),

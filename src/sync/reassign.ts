@@ -5,7 +5,7 @@ import { bookingInstant } from "../booking/instant.ts";
 import { instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks, namesNoOther } from "../calendar/ids.ts";
 import type { Logger } from "../log.ts";
-import { calendarChange, timeNotSent } from "./changes.ts";
+import { calendarChange, lastSynced, timeNotSent } from "./changes.ts";
 import type { Effects } from "./effects.ts";
 import { describeError, isNotFound, isRefusal, isUnavailable } from "./errors.ts";
 import { OtherCalendarUnavailableError } from "./mapping.ts";
@@ -152,7 +152,8 @@ function timeChange(link: Link, event: CalEvent, reschedule: boolean): { startTi
   if (!reschedule) return { notSent: "rescheduling from the calendar is turned off" };
   const start = instantOf(event.start) ?? 0;
   // No calendar app moves an event by seconds: a script or another sync tool did, and nobody meant a reschedule.
-  if (Math.abs(start - (link.eventStart ?? 0)) < 60_000) return { notSent: "moved by less than a minute" };
+  const was = lastSynced(link, event).start ?? 0;
+  if (Math.abs(start - was) < 60_000) return { notSent: "moved by less than a minute" };
   return { startTime: new Date(start).toISOString() };
 }
 

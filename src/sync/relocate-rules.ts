@@ -4,6 +4,7 @@
 import { instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
+import { lastSynced } from "./changes.ts";
 import type { CalEvent, Link } from "./types.ts";
 
 /**
@@ -49,11 +50,13 @@ export function unsentNotice(cancelling: boolean): string {
  * booking's) at the times of `was`, the live event in the old calendar, when a person moved or resized it since the
  * last sync, as events.move would have taken them. The link keeps the times last synced, so that change is still the
  * therapist's own (sent after its grace period, or put back saying why); written over with the booking's times, it
- * was lost without a word.
+ * was lost without a word. An event at calbridge's own write there whose record was lost (lastSynced) was not moved.
  */
 export function keptMove(link: Link, body: RenderedEvent, was: CalEvent | undefined): RenderedEvent {
   const start = was?.start?.dateTime;
   const end = was?.end?.dateTime;
-  if (!start || !end || was?.recurrence?.length || asSynced(link, was)) return body;
+  const synced = lastSynced(link, was);
+  const moved = instantOf(was?.start) !== synced.start || instantOf(was?.end) !== synced.end;
+  if (!start || !end || was?.recurrence?.length || !moved) return body;
   return { ...body, start: { ...body.start, dateTime: start }, end: { ...body.end, dateTime: end } };
 }

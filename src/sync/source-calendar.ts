@@ -1,6 +1,7 @@
 // Owns what moving events between calendars needs of a calendar besides the sync's port: events.move, a cheap check
 // that the calendar can be reached at all, which answers mean "no access" (not a passing fault), and putting
 // calbridge's marks back on an event that lost them on the way.
+import { TIMES_PROPERTY } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import { isCalendarKind } from "./errors.ts";
 import type { CalEvent, CalendarPort } from "./types.ts";
@@ -34,11 +35,12 @@ export async function firstPage(cal: Pick<CalendarPort, "listManaged">, now: num
 
 /**
  * A moved event keeps its extended properties (the emulator and Google's move keep the event whole); should the private
- * ones not have come along (they are "private to this copy of the event"), calbridge's marks are patched back.
+ * ones not have come along (they are "private to this copy of the event"), calbridge's marks are patched back. Its
+ * times mark is not: the event is not written at the body's times, and the one it keeps says what calbridge wrote there.
  */
 export async function ensureMarks(to: Pick<CalendarPort, "patch">, event: CalEvent, body: RenderedEvent) {
   const have = event.extendedProperties?.private ?? {};
-  const want = body.extendedProperties.private;
+  const { [TIMES_PROPERTY]: _, ...want } = body.extendedProperties.private;
   if (Object.entries(want).every(([k, v]) => have[k] === v) || !event.id) return event;
   return to.patch(event.id, { extendedProperties: { private: want } }, { ifMatch: event.etag ?? undefined });
 }

@@ -55,11 +55,12 @@ export interface Link {
    * "purge": `calbridge purge` deletes the event (or did), and forgets the link once done (purge.ts, purgeable).
    */
   removedBy?: "booking" | "calendar" | "refused" | "purge";
-  /** Calendar side, as last written or accepted: etag, fingerprint of the owned fields, instants. */
+  /** Calendar side, as last written or accepted: etag, owned fields' fingerprint, instants, times mark (changes.ts). */
   etag?: string;
   fingerprint?: string;
   eventStart?: number;
   eventEnd?: number;
+  timesMark?: string;
   /** Booking side, as last applied: times, status and therapist only. */
   booking: BookingCore;
   /** What the event's text was rendered from (digests); absent while no event was written from this link. */

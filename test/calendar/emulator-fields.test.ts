@@ -92,6 +92,27 @@ describe("PUT and PATCH", () => {
   });
 });
 
+describe("a person's edit in the UI", () => {
+  it("keeps the private extended properties when the event is moved: they are hidden, and no UI edits them", async () => {
+    // Google's extended-properties guide: "hidden key-value pairs" an application sets with an event through insert,
+    // update and patch requests; the Calendar UI neither shows nor edits them. calbridge lists a moved event by its
+    // mark, and reads its times mark (calbridge_times) against the times the person gave it.
+    const marks = { calbridge_appointment_id: "apt_1", calbridge_managed: "1", calbridge_times: "t" };
+    await f.api.events.insert({
+      calendarId,
+      requestBody: { ...body("Session", undefined, undefined, marks), id: "drag000001" },
+    });
+    const moved = f.emulator.userEdit(calendarId, "drag000001", {
+      start: { dateTime: "2026-11-24T09:00:00Z", timeZone: "Europe/Berlin" },
+      end: { dateTime: "2026-11-24T10:00:00Z", timeZone: "Europe/Berlin" },
+    });
+    expect(moved.extendedProperties).toEqual({ private: marks });
+    const read = await f.api.events.get({ calendarId, eventId: "drag000001" });
+    expect(read.data.start?.dateTime).toBe("2026-11-24T10:00:00+01:00");
+    expect(read.data.extendedProperties).toEqual({ private: marks });
+  });
+});
+
 describe("reminders", () => {
   it("validates as Google does: at most 5 overrides, not with useDefault; minutes clamped, unknown methods dropped", async () => {
     await f.api.events.insert({ calendarId, requestBody: { ...body("x"), id: "remind0001" } });

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type CalendarEvent, CalendarGateway } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { renderEvent } from "../../src/calendar/render.ts";
+import { markOf, stampWrite } from "../../src/calendar/times-mark.ts";
 import { type Clock, ManualClock } from "../../src/clock.ts";
 import { captureLog } from "../support/log-capture.ts";
 import {
@@ -63,6 +64,17 @@ describe("upsert", () => {
     expect(moved.action).toBe("updated");
     expect(moved.event.colorId).toBe("2");
     expect(f.emulator.events(CALENDAR_ID)).toHaveLength(1);
+  });
+
+  it("a body differing only in its times mark's stamp (another write of the same event) is unchanged, not written", async () => {
+    f = await setup();
+    const id = eventIdFor("apt_mark");
+    const first = stampWrite(rendered("apt_mark"), Date.UTC(2026, 10, 1));
+    expect((await f.gateway.upsert(id, first)).action).toBe("inserted");
+    const again = await f.gateway.upsert(id, stampWrite(rendered("apt_mark"), Date.UTC(2026, 10, 2)));
+    expect(again.action).toBe("unchanged");
+    expect(markOf(again.event)).toBe(markOf(first)); // the event keeps the mark of the write that put it there
+    expect(f.emulator.counters).toMatchObject({ inserts: 1, patches: 0 });
   });
 
   it("compares reminders where they are configured: a body differing only in them is written, not unchanged", async () => {

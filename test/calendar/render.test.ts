@@ -47,7 +47,14 @@ describe("renderEvent", () => {
       visibility: "private",
       transparency: "opaque",
       status: "confirmed",
-      extendedProperties: { private: { calbridge_appointment_id: "apt_1", calbridge_managed: "1" } },
+      extendedProperties: {
+        private: {
+          calbridge_appointment_id: "apt_1",
+          calbridge_managed: "1",
+          // The times calbridge writes (instants only): kept out of the fingerprint, stamped by each write.
+          calbridge_times: "2026-11-23T09:00:00Z/2026-11-23T10:00:00Z",
+        },
+      },
     });
     expect(e).not.toHaveProperty("attendees");
     expect(e).not.toHaveProperty("reminders");

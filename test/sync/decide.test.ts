@@ -573,3 +573,84 @@ describe("isEcho", () => {
     expect(isEcho(l2, "th_1", c.event, owned)).toBe(c.echo);
   });
 });
+
+describe("decide: the times mark of calbridge's own write (calbridge_times)", () => {
+  // The booking moved to +1h; calbridge wrote that into the event (its times mark says so) and its record was lost: the
+  // link still holds the write before it (mark "m0"). The booking moved again to +3h.
+  const mark = (start: number, end: number, at: string) =>
+    `${iso(start).replace(".000Z", "Z")}/${iso(end).replace(".000Z", "Z")}@${at}`;
+  const marked = (a: Snapshot, m: string, over: Partial<CalEvent> = {}) =>
+    event(a, {
+      etag: '"2"',
+      extendedProperties: {
+        private: { calbridge_appointment_id: "apt_1", calbridge_managed: "1", calbridge_times: m },
+      },
+      ...over,
+    });
+  const m0 = mark(T0, T0 + H, "s0");
+  const written = appt({ start_time: iso(T0 + H), end_time: iso(T0 + 2 * H) });
+  const again = appt({ start_time: iso(T0 + 3 * H), end_time: iso(T0 + 4 * H) });
+  const recorded = link(A, { timesMark: m0 });
+  const unrecorded = marked(written, mark(T0 + H, T0 + 2 * H, "s1"));
+  const run = (c: Omit<Case, "name" | "expect">) => decide(input({ name: "", expect: { kind: "none" }, ...c }));
+
+  it.each(["booking_wins", "calendar_wins"] as const)(
+    "%s: an event at its own unrecorded write's times is brought to the booking, without a note",
+    (conflict) => {
+      const action = run({ appt: again, link: recorded, event: unrecorded, conflict });
+      expect(action).toMatchObject({ kind: "update", reason: "booking changed", ifMatch: '"2"' });
+      expect(action.kind === "update" ? action.notice : "not an update").toBeUndefined();
+    },
+  );
+
+  it.each(["booking_wins", "calendar_wins"] as const)(
+    "%s: the booking moved back to the link's times meanwhile: the event is brought back, as the booking's, no note",
+    (conflict) => {
+      const action = run({ appt: A, link: recorded, event: unrecorded, conflict });
+      expect(action).toMatchObject({ kind: "update", reason: "booking changed" });
+      expect(action.kind === "update" ? action.notice : "not an update").toBeUndefined();
+    },
+  );
+
+  it("the booking not moved again: the event is adopted as calbridge's write", () => {
+    expect(run({ appt: written, link: recorded, event: unrecorded, conflict: "calendar_wins" }).kind).toBe("adopt");
+  });
+
+  it("moved by the therapist after that write (the mark kept, the times changed): their move, written back", () => {
+    const e = marked(written, mark(T0 + H, T0 + 2 * H, "s1"), at(T0 + 5 * H));
+    const action = run({ appt: written, link: recorded, event: e, conflict: "calendar_wins" });
+    expect(action).toMatchObject({ kind: "writeback_reschedule", startTime: iso(T0 + 5 * H) });
+  });
+
+  it("moved by seconds after that write: no reschedule, measured from the write's times", () => {
+    const e = marked(written, mark(T0 + H, T0 + 2 * H, "s1"), at(T0 + H + 30_000));
+    const action = run({ appt: written, link: recorded, event: e, conflict: "calendar_wins" });
+    expect(action).toMatchObject({ kind: "restore", reason: expect.stringContaining("less than a minute") });
+  });
+
+  it("a move the booking took (the link holds its times, the mark is older): moved back to the mark's times, sent", () => {
+    // The therapist moved the event to +2h and the booking took it, no write needed: the link records +2h and the
+    // event's mark (still the first write's). Moving it back to the first write's times is their move, not calbridge's.
+    const accepted = link(MOVED, { eventStart: T0 + 2 * H, eventEnd: T0 + 3 * H, timesMark: m0 });
+    const action = run({ appt: MOVED, link: accepted, event: marked(A, m0), conflict: "calendar_wins" });
+    expect(action).toMatchObject({ kind: "writeback_reschedule", startTime: iso(T0) });
+  });
+
+  it("a write at the times of the recorded one, its record lost: still calbridge's (each write's mark is its own)", () => {
+    // The link holds an accepted move to +2h over the first write (m0); the booking went back to T0, calbridge wrote it
+    // (a new mark, same times as m0) and its record was lost; the booking moved again to +3h.
+    const accepted = link(MOVED, { eventStart: T0 + 2 * H, eventEnd: T0 + 3 * H, timesMark: m0 });
+    const e = marked(A, mark(T0, T0 + H, "s2"));
+    const action = run({ appt: again, link: accepted, event: e, conflict: "calendar_wins" });
+    expect(action).toMatchObject({ kind: "update", reason: "booking changed" });
+  });
+
+  it("an event without a mark (an earlier build's) is read by the link's times", () => {
+    const e = event(written, {
+      etag: '"2"',
+      extendedProperties: { private: { calbridge_appointment_id: "apt_1", calbridge_managed: "1" } },
+    });
+    const action = run({ appt: again, link: recorded, event: e, conflict: "calendar_wins" });
+    expect(action).toMatchObject({ kind: "writeback_reschedule", startTime: iso(T0 + H) });
+  });
+});
