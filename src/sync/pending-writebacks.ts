@@ -15,12 +15,19 @@ interface Pending {
 const PREFIX = "writeback_pending:";
 /** A wait nobody ended within this long (its appointment failed for good, say) is forgotten. */
 const KEEP_MS = 14 * 86_400_000;
+/** How often the appointments noted here whose record has expired are looked for. */
+const SWEEP_MS = 86_400_000;
 
 export class PendingWritebacks {
   readonly #table: Table<Pending>;
   readonly #clock: Clock;
-  /** Appointments this process noted or resumed: only their end costs a store delete (most syncs never waited). */
-  readonly #noted = new Set<string>();
+  /**
+   * Appointments this process noted or resumed, with when their record expires: only their end costs a store delete
+   * (most syncs never waited). A wait whose end never comes here (held by the guard and decided by `writeback held`,
+   * failed for good, taken up by the next leader) is dropped once its record has expired, as nothing is left to delete.
+   */
+  readonly #noted = new Map<string, number>();
+  #sweepAt = Number.NEGATIVE_INFINITY;
 
   constructor(store: Store, clock: Clock) {
     this.#table = store.table<Pending>("meta");
@@ -32,8 +39,23 @@ export class PendingWritebacks {
    * replica may have resumed and ended an earlier wait of this appointment (and removed its record) meanwhile.
    */
   async note(appointmentId: string, therapistId: string): Promise<void> {
-    await this.#table.set(PREFIX + appointmentId, { therapistId, at: this.#clock.now() }, KEEP_MS);
-    this.#noted.add(appointmentId);
+    const now = this.#clock.now();
+    await this.#table.set(PREFIX + appointmentId, { therapistId, at: now }, KEEP_MS);
+    this.#remember(appointmentId, now + KEEP_MS);
+  }
+
+  /** How many appointments this process keeps as noted (tests). */
+  get size(): number {
+    return this.#noted.size;
+  }
+
+  #remember(appointmentId: string, expiresAt: number): void {
+    const now = this.#clock.now();
+    if (now >= this.#sweepAt) {
+      this.#sweepAt = now + SWEEP_MS;
+      for (const [id, at] of this.#noted) if (at <= now) this.#noted.delete(id);
+    }
+    this.#noted.set(appointmentId, expiresAt);
   }
 
   /** The appointment's sync ended (written back, undone, declined, or nothing to do). */
@@ -54,7 +76,7 @@ export class PendingWritebacks {
       if (!key.startsWith(PREFIX) || typeof value?.therapistId !== "string") continue;
       const appointmentId = key.slice(PREFIX.length);
       // Known to this process now: its sync clears it.
-      this.#noted.add(appointmentId);
+      this.#remember(appointmentId, (typeof value.at === "number" ? value.at : this.#clock.now()) + KEEP_MS);
       out.push({ appointmentId, therapistId: value.therapistId });
     }
     return out;
