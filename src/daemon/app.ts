@@ -117,6 +117,10 @@ export interface App {
   readonly processor: InboxProcessor;
   readonly lease: LeaderLease;
   readonly push: PushChannels;
+  /** What each calendar's push channel is known to do (the poller's schedule reads it). */
+  readonly pushHealth: PushHealth;
+  /** When the reconciliation lists each calendar in full next. */
+  readonly listings: FullListings;
   readonly notifier: Notifier;
   /** The public listener (booking webhooks, Google push, /healthz); set once start() ran. */
   http: HttpServer | undefined;
@@ -814,6 +818,12 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
         relocate,
         backfill,
         forgetListing: (therapistId) => listings.forget(therapistId),
+        released: (therapistIds) => {
+          for (const id of therapistIds) {
+            listings.release(id);
+            pushHealth.closed(id);
+          }
+        },
       },
       next,
     ).finally(() => {
@@ -872,6 +882,8 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
     },
     lease,
     push,
+    pushHealth,
+    listings,
     notifier,
     http: undefined,
     admin: undefined,

@@ -775,9 +775,10 @@ export class PushChannels {
   async retire(therapistId: string, gw: CalendarGateway): Promise<void> {
     if (!this.#config.google.push) return;
     try {
+      // Its past goes with it, also when no channel is stored (its renewals failed) or the store does not answer.
+      this.#health?.closed(therapistId);
       const current = await this.#channels.get(therapistId);
       if (!current) return;
-      this.#health?.closed(therapistId);
       try {
         await gw.stopChannel(current.channelId, current.resourceId);
       } catch (err) {

@@ -43,6 +43,8 @@ export interface ReloadParts {
   backfill(therapistId: string): Promise<void>;
   /** The next reconciliation lists this therapist's calendar in full (FullListings.forget). */
   forgetListing(therapistId: string): void;
+  /** Therapists taken out of the mapping: what the daemon kept of each (listing times, push health) goes. */
+  released(therapistIds: readonly string[]): void;
 }
 
 /** Applies a valid configuration to the running daemon; answers what changed. */
@@ -73,6 +75,7 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
         Object.assign(live, applied);
         retired = parts.gateways.swap(staged);
         parts.sync.reloaded();
+        parts.released(changes.removed);
         parts.poller.intervalMs = applied.sync.calendar_poll_seconds * 1000;
         if (parts.readiness.maxReconcileAgeMs !== maxAge) parts.readiness.scheduleChangedAt = parts.now();
         parts.readiness.maxReconcileAgeMs = maxAge;

@@ -40,6 +40,11 @@ export class Activity {
     this.#entry(therapistId).writebacks++;
   }
 
+  /** Forgets the therapists `mapped` no longer names (a reload took them out of the mapping). */
+  forgetUnmapped(mapped: (therapistId: string) => boolean): void {
+    for (const id of this.#byTherapist.keys()) if (!mapped(id)) this.#byTherapist.delete(id);
+  }
+
   failed(therapistId: string, message: string): void {
     const st = this.#entry(therapistId);
     st.lastError = message;

@@ -51,8 +51,9 @@ interface CalendarPolls {
   running?: Promise<PollResult>;
   /** The one poll queued behind the running one: every request meanwhile is answered by it. */
   queued?: Promise<PollResult>;
-  /** Our clock when the last poll of this calendar began (failed ones included). */
+  /** Our clock when the last poll of this calendar began (failed ones included), and when the last one succeeded. */
   lastAttemptAt?: number;
+  lastPollAt?: number;
   /** The safety interval drawn for this calendar's current cycle. */
   safetyMs?: number;
   /** Push announced a change and its poll failed: polled at the short interval until a poll succeeds. */
@@ -74,7 +75,6 @@ export class CalendarPoller {
   readonly #calendars = new Map<string, CalendarPolls>();
   #abort = new AbortController();
   #startedAt: number | undefined;
-  readonly #lastPoll = new Map<string, number>();
   readonly #firstPolls: PQueue;
   readonly #onFullRead: ((therapistId: string) => void) | undefined;
   readonly #held: (appointmentId: string) => boolean;
@@ -102,7 +102,7 @@ export class CalendarPoller {
    * started (so it holds a sync token, and its timer and push keep taking the changes).
    */
   covers(therapistId: string): boolean {
-    const last = this.#lastPoll.get(therapistId);
+    const last = this.#calendars.get(therapistId)?.lastPollAt;
     return !this.#abort.signal.aborted && this.#startedAt !== undefined && (last ?? -Infinity) >= this.#startedAt;
   }
 
@@ -111,6 +111,8 @@ export class CalendarPoller {
     this.#startedAt = this.#clock.now();
     this.#abort = new AbortController();
     const signal = this.#abort.signal;
+    // A therapist a reload took out of the mapping leaves nothing behind (a poll still running keeps its state).
+    for (const [id, c] of this.#calendars) if (!c.running && !this.#mapping.therapist(id)) this.#calendars.delete(id);
     for (const therapistId of this.#mapping.calendars.keys()) void this.#loop(therapistId, signal);
   }
 
@@ -124,13 +126,8 @@ export class CalendarPoller {
     this.#intervalMs = ms;
   }
 
-  /** Whether calbridge owns the reminders of this therapist's events (they are configured). */
-  #ownsReminders(therapistId: string): boolean {
-    return (this.#mapping.therapist(therapistId)?.reminders ?? this.#mapping.config.event.reminders) !== undefined;
-  }
-
   lastPollAt(therapistId: string): number | undefined {
-    return this.#lastPoll.get(therapistId);
+    return this.#calendars.get(therapistId)?.lastPollAt;
   }
 
   /** Polls running or queued now, over every calendar. */
@@ -235,6 +232,9 @@ export class CalendarPoller {
     const version = this.#mapping.version;
     const cal = this.#mapping.calendar(therapistId);
     const log = this.#logger.child({ therapist_id: therapistId });
+    // Whether calbridge owns the reminders of this therapist's events (they are configured).
+    const reminders =
+      (this.#mapping.therapist(therapistId)?.reminders ?? this.#mapping.config.event.reminders) !== undefined;
     const token = await this.#tokens.get(therapistId);
     const readAt = this.#clock.now();
     const result = await cal.incrementalChanges(token).catch((err: unknown) => {
@@ -272,7 +272,7 @@ export class CalendarPoller {
         );
         continue;
       }
-      if (isEcho(link, therapistId, event, { reminders: this.#ownsReminders(therapistId) }, this.#held(id))) {
+      if (isEcho(link, therapistId, event, { reminders }, this.#held(id))) {
         echoes++;
         continue;
       }
@@ -292,8 +292,7 @@ export class CalendarPoller {
     // Saved once its changes are handled (a crash, refusal or retry re-reads them), if no re-point forgot the calendar.
     if ((await handedOver(work, log)) && this.#mapping.version === version)
       await this.#tokens.set(therapistId, result.nextSyncToken);
-    this.#lastPoll.set(therapistId, this.#clock.now());
-    this.#state(therapistId).pending = false;
+    Object.assign(this.#state(therapistId), { lastPollAt: this.#clock.now(), pending: false });
     return { changes, echoes, fullSync: result.fullSync };
   }
 }

@@ -150,6 +150,13 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     mapping.reloaded();
     // The guard reads its limits from this object at every decision.
     Object.assign(limits, guardLimits(o.config));
+    // What is kept per therapist goes with a therapist the reload took out of the mapping; the owned-calendar lists may
+    // have been read through a gateway the reload retired (another calendar, other credentials): read again when needed.
+    const mapped = (therapistId: string) => mapping.therapist(therapistId) !== undefined;
+    activity.forgetUnmapped(mapped);
+    guard.forgetUnmapped(mapped);
+    for (const therapistId of managed.keys()) if (!mapped(therapistId)) managed.delete(therapistId);
+    fx.ownLists.clear();
   };
   return {
     mapping,

@@ -45,6 +45,17 @@ export class FullListings {
     this.#forgotAt.set(therapistId, this.#o.clock.now());
   }
 
+  /** The therapist left the mapping (a reload): nothing of their calendar is kept. */
+  release(therapistId: string): void {
+    this.#dueAt.delete(therapistId);
+    this.#forgotAt.delete(therapistId);
+  }
+
+  /** Calendars whose listing times are kept (tests). */
+  get size(): number {
+    return new Set([...this.#dueAt.keys(), ...this.#forgotAt.keys()]).size;
+  }
+
   /**
    * The calendar was just listed in full (by a run that began at `startedAt`): the next time is a jittered interval
    * away, unless forget() came while that run was listing (what it listed may be the calendar the links knew).

@@ -68,6 +68,17 @@ export class OwnCalendarLists {
     }
   }
 
+  /** Forgets every list: a reload may have retired the gateways they were read through (the next look-ups read). */
+  clear(): void {
+    this.#entries.clear();
+    this.#reading.clear();
+  }
+
+  /** Therapists whose list is kept (tests). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
   /** Forgets a therapist's list (the next look-up reads it). */
   forget(therapistId: string): void {
     this.#entries.delete(therapistId);

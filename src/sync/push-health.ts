@@ -110,6 +110,7 @@ export class PushHealth {
   /** The calendar is no longer watched (a reload removed its therapist or re-pointed them): its past goes with it. */
   closed(therapistId: string): void {
     this.#renewalFailures.delete(therapistId);
+    this.#notifiedAt.delete(therapistId);
     if (this.#channels.delete(therapistId)) this.#emit(therapistId, "closed");
   }
 

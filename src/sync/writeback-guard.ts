@@ -95,6 +95,19 @@ export class WritebackGuard {
     if (await this.#o.holds.delete(appointmentId)) await this.#refresh(therapistId);
   }
 
+  /**
+   * Forgets the write-backs wanted lately of the therapists `mapped` no longer names (a reload took them out of the
+   * mapping): none of theirs is sent any more. Those sent still count from the store's list, should they come back.
+   */
+  forgetUnmapped(mapped: (therapistId: string) => boolean): void {
+    for (const id of this.#intents.keys()) if (!mapped(id)) this.#intents.delete(id);
+  }
+
+  /** Therapists with write-backs wanted lately, as this process counts them (tests). */
+  get intentsKept(): number {
+    return this.#intents.size;
+  }
+
   /** Held, as this process last knew it (no store read; refreshAll reads every hold at start). */
   knowsHeld(appointmentId: string): boolean {
     return this.#heldIds.has(appointmentId);
