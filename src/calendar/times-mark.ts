@@ -13,6 +13,8 @@ export interface TimesMark {
   mark: string;
   start: number;
   end: number;
+  /** The moment of the write its stamp names (undefined: a mark without one). */
+  at?: number;
 }
 
 /** The mark of a rendering: its start and end, as an ISO 8601 interval in UTC ("2026-11-23T09:00:00Z/...T10:00:00Z"). */
@@ -44,8 +46,11 @@ export function markOf(event: Marked | null | undefined): string | undefined {
  */
 export function markedTimes(event: Marked | null | undefined): TimesMark | undefined {
   const mark = markOf(event);
-  const [start, end] = (mark?.split("@")[0] ?? "").split("/");
+  const [interval, stamp] = (mark ?? "").split("@");
+  const [start, end] = (interval ?? "").split("/");
   const s = instantOf({ dateTime: start ?? null });
   const e = instantOf({ dateTime: end ?? null });
-  return mark && s !== undefined && e !== undefined ? { mark, start: s, end: e } : undefined;
+  const at = stamp ? Date.parse(stamp) : Number.NaN;
+  if (!mark || s === undefined || e === undefined) return undefined;
+  return { mark, start: s, end: e, ...(Number.isNaN(at) ? {} : { at }) };
 }

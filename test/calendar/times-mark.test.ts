@@ -47,6 +47,7 @@ describe("times mark", () => {
       mark: markOf(body),
       start: Date.UTC(2026, 10, 23, 9),
       end: Date.UTC(2026, 10, 23, 10),
+      at: 5, // the moment of the write its stamp names
     });
   });
 
