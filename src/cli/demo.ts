@@ -74,7 +74,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     while (Date.now() < deadline && !options.signal?.aborted) {
       const what = step(world, app, steps++);
       await sleep(Math.min(interval, Math.max(0, deadline - Date.now())), options.signal);
-      write(`${new Date().toISOString().slice(11, 19)}  ${what.padEnd(48)} ${summary(world)}`);
+      write(`${new Date().toISOString().slice(11, 19)}  ${what.padEnd(52)} ${summary(world)}`);
     }
     // Let webhooks, polls and write-backs settle, then check that both sides agree.
     await world.booking.webhooksIdle();
