@@ -10,7 +10,7 @@
 // event's deletion as a copy (the link still named th_1); landing after the move, it cleared the marker for good.
 import { afterEach, expect, it } from "vitest";
 import { restart } from "./crash.ts";
-import { cancels, daemonHarness, type Harness, liveOf, mirrored, settle } from "./support.ts";
+import { cancels, daemonHarness, type Harness, liveOf, mirrored, patches, settle } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -18,7 +18,6 @@ afterEach(async () => {
   h = undefined;
 });
 
-const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
 const sent = (x: Harness) => ({ cancels: cancels(x), patches: patches(x) });
 
 function keep(): Promise<Harness> {

@@ -8,7 +8,7 @@ import { afterEach, expect, it } from "vitest";
 import { APPOINTMENT_ID_PROPERTY, eventIdFor, MANAGED_PROPERTY } from "../../src/calendar/ids.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { failLinkSaveOnce, restart, untilFired } from "./crash.ts";
-import { DAY, daemonHarness, type Harness, iso, liveOf, mirrored, settle } from "./support.ts";
+import { DAY, daemonHarness, type Harness, iso, liveOf, mirrored, patches, settle, startOf } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -18,9 +18,6 @@ afterEach(async () => {
 
 const HOUR = 3_600_000;
 const NEW = "th1.sessions@clinic.test";
-const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
-const startOf = (ev: Record<string, unknown> | undefined) =>
-  Date.parse(String((ev?.start as { dateTime?: string } | undefined)?.dateTime));
 
 const cases = [
   { how: "copied", grace: 0 },

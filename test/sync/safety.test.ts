@@ -12,7 +12,7 @@ import { ManualClock } from "../../src/clock.ts";
 import type { ConfigInput } from "../../src/config/schema.ts";
 import type { Link } from "../../src/sync/types.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { cancels, DAY, daemonHarness, type Harness, iso, liveOf, pass, pollAll, quiet } from "./support.ts";
+import { cancels, DAY, daemonHarness, type Harness, iso, liveOf, pass, patches, pollAll, quiet } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -59,8 +59,6 @@ async function deletedAndRefused(clock: ManualClock) {
   await pass(x, clock, 90_000);
   return { x, id: id!, cal };
 }
-
-const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
 
 describe("a bulk deletion (issue #14, case 1)", () => {
   it("is held, not cancelled: visible in /status, the metric, the log and doctor, until a person restores it", async () => {

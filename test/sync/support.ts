@@ -137,6 +137,13 @@ export async function pollAll(x: Harness): Promise<void> {
 export const cancels = (x: Harness): number =>
   x.world.booking.requests.filter((r) => r.route.endsWith("/cancel")).length;
 
+/** Reschedules (PATCH) sent to the booking service so far. */
+export const patches = (x: Harness): number => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
+
+/** An event's start in ms (NaN without one). */
+export const startOf = (ev: Record<string, unknown> | undefined): number =>
+  Date.parse(String((ev?.start as { dateTime?: string } | undefined)?.dateTime));
+
 /** `count` appointments of th_1, one a day from the day after tomorrow at fixed hours, mirrored and polled. */
 export async function mirroredMany(x: Harness, clock: ManualClock, count: number): Promise<string[]> {
   const ids: string[] = [];

@@ -6,7 +6,7 @@
 // calbridge's own; a person's move, a failed write and an accepted move read as before.
 import { afterEach, expect, it } from "vitest";
 import { failLinkSaveOnce, restart, untilFired } from "./crash.ts";
-import { daemonHarness, type Harness, iso, liveOf, mirrored, settle } from "./support.ts";
+import { daemonHarness, type Harness, iso, liveOf, mirrored, patches, settle, startOf } from "./support.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -16,9 +16,6 @@ afterEach(async () => {
 
 const HOUR = 3_600_000;
 const NEW = "th1.sessions@clinic.test";
-const patches = (x: Harness) => x.world.booking.requests.filter((r) => r.method === "PATCH").length;
-const startOf = (ev: Record<string, unknown> | undefined) =>
-  Date.parse(String((ev?.start as { dateTime?: string } | undefined)?.dateTime));
 const markOf = (ev: Record<string, unknown> | undefined) =>
   (ev?.extendedProperties as { private?: Record<string, string> } | undefined)?.private?.calbridge_times;
 /** Two therapists, the daemon running, write-backs without grace periods, the conflict policy given. */
