@@ -193,7 +193,8 @@ export class CalendarGateway {
       this.#health.markBroken(
         new CalendarError(
           `OAuth token refresh for calendar ${this.calendarId}: Google granted no calendar scope (granted: ${scopes.join(" ") || "none"})`,
-          { kind: "auth", status: 403, reason: "insufficientPermissions", tokenEndpoint: true },
+          // The endpoint answered 200: no HTTP status is Google's here; the reason is the API's, which it would answer.
+          { kind: "auth", reason: "insufficientPermissions", tokenEndpoint: true },
         ),
       );
       return;

@@ -67,6 +67,8 @@ export function safeErrorSummary(err: unknown): string {
  */
 function calendarErrorSummary(err: CalendarError): string {
   const who = err.tokenEndpoint ? "Google's token endpoint" : "Google";
+  // A refresh answered 200 whose scope has no calendar (consent given with its box unticked): the gateway's verdict.
+  if (err.tokenEndpoint && err.reason === "insufficientPermissions") return `${who} granted no calendar scope`;
   if (err.kind === "transient" && err.status === undefined && err.reason === undefined) {
     return `no answer from ${who} (a network error or a timeout)`;
   }

@@ -12,6 +12,7 @@ import { eventIdFor } from "../../src/calendar/ids.ts";
 import { CALENDAR_SCOPE } from "../../src/calendar/scopes.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { type CalendarEmulator, startCalendarEmulator } from "../../src/simulator/calendar/index.ts";
+import { safeErrorSummary } from "../../src/sync/errors.ts";
 import { answerConsent } from "../support/consent.ts";
 import { body, metricValue, rejection } from "./helpers.ts";
 
@@ -264,8 +265,10 @@ describe("gateway: refusals are broken credentials with a fix-it hint", () => {
       random: () => 0,
     });
     gateways.push(g);
+    credentialsOf.set(g, auth);
     return g;
   }
+  const credentialsOf = new WeakMap<CalendarGateway, OAuthCredentials>();
   const apiCalls = () => emulator.requestLog.filter((r) => r.path.startsWith("/calendar/"));
 
   it("a grant without the calendar scope: broken, reason insufficientPermissions, the box to tick; one API call", async () => {
@@ -288,6 +291,16 @@ describe("gateway: refusals are broken credentials with a fix-it hint", () => {
     // Until a probe is due, writes fail fast: nothing is sent.
     await rejection(g.upsert(eventIdFor("apt_2"), body("y")));
     expect(apiCalls()).toHaveLength(1);
+  });
+
+  it("a refresh that grants no calendar scope: /status and notices say so, not an HTTP 403 Google never answered", async () => {
+    const g = oauthGateway([]);
+    // The token alone (a push renewal's refresh, the call runner's before a write): its answer's scope shows it.
+    await credentialsOf.get(g)!.getAccessToken();
+    expect(g.health()).toMatchObject({ credentials: "broken", reason: "insufficientPermissions" });
+    const err = await rejection(g.upsert(eventIdFor("apt_1"), body("x")));
+    expect(apiCalls()).toHaveLength(0);
+    expect(safeErrorSummary(err)).toBe("Google's token endpoint granted no calendar scope");
   });
 
   it("a read-only grant: reads go on, writes are refused and fail fast until a write probe succeeds", async () => {
