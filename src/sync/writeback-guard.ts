@@ -96,11 +96,18 @@ export class WritebackGuard {
   }
 
   /**
-   * Forgets the write-backs wanted lately of the therapists `mapped` no longer names (a reload took them out of the
-   * mapping): none of theirs is sent any more. Those sent still count from the store's list, should they come back.
+   * Forgets what no longer counts of the therapists `mapped` no longer names (a reload took them out of the mapping):
+   * their write-backs wanted longer ago than the window. Those within it are kept: a therapist removed and mapped
+   * again (a mistake put right within the minute) still has deletions in their grace period, and each would count only
+   * itself (the first `floor` of a bulk deletion sent, customers told). What is kept is what one window holds.
    */
   forgetUnmapped(mapped: (therapistId: string) => boolean): void {
-    for (const id of this.#intents.keys()) if (!mapped(id)) this.#intents.delete(id);
+    const now = this.#o.clock.now();
+    for (const [id, byAppt] of this.#intents) {
+      if (mapped(id)) continue;
+      for (const [appt, at] of byAppt) if (now - at > this.#o.limits.windowMs) byAppt.delete(appt);
+      if (byAppt.size === 0) this.#intents.delete(id);
+    }
   }
 
   /** Therapists with write-backs wanted lately, as this process counts them (tests). */
