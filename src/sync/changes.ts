@@ -46,14 +46,16 @@ export type CalendarChange = "none" | "deleted" | "moved" | "resized" | "all_day
  * (the process died, or the link's store write failed, once Google had it; an answer lost on the way): its times are
  * calbridge's, not the therapist's move, whatever the link says. A person's move in Google's UI keeps the mark and
  * changes the times; a write that failed changed nothing; an event without a mark (an earlier build's) has the link's.
- * So does a mark stamped before a link that records none was saved: that link was written after the mark's write, by a
+ * So does a mark stamped before a link that records none recorded its event (`recordedAt`, kept by saves that record
+ * none: a re-point, a refusal's note; `syncedAt` otherwise): that link was written after the mark's write, by a
  * build without marks (an HA replica of an earlier version leading between two terms of this one, a rollback), whose
  * patch left the mark in place. Its times are no lost write: taken as one, a therapist's move back to them was
  * overwritten with the booking's time, nothing sent, and one elsewhere undone with a note (booking_wins).
  */
 export function lastSynced(link: Link, event: CalEvent | null | undefined): { start?: number; end?: number } {
   const own = markedTimes(event);
-  const recordedSince = link.timesMark === undefined && own?.at !== undefined && own.at < link.syncedAt;
+  const recorded = link.recordedAt ?? link.syncedAt;
+  const recordedSince = link.timesMark === undefined && own?.at !== undefined && own.at < recorded;
   if (own && own.mark !== link.timesMark && !recordedSince) return own;
   return { start: link.eventStart, end: link.eventEnd };
 }

@@ -191,6 +191,17 @@ export class LinkStore implements LinkReader {
 }
 
 /**
+ * The link saved again at `at` with `changes` that record no event (a re-point, a refusal's note, a removal): syncedAt
+ * moves on, and a link without a times mark keeps when it last recorded one (`recordedAt`), which lastSynced compares a
+ * mark's moment with. Without it, a write of calbridge's lost over an earlier build's event and then such a save read
+ * as the earlier build's (the mark older than the link): a booking moved again was sent back as the therapist's move.
+ */
+export function resaved(link: Link, changes: Partial<Link>, at: number): Link {
+  const recordedAt = link.timesMark === undefined ? { recordedAt: link.recordedAt ?? link.syncedAt } : {};
+  return { ...link, ...changes, ...recordedAt, syncedAt: at };
+}
+
+/**
  * Whether a link's event is one `calbridge purge` is to delete: a live one, or one a purge marked before deleting it
  * (that purge stopped or died before forgetting the link: the event may still be there, and the calendar is known only
  * from the link).

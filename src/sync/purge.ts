@@ -11,7 +11,7 @@ import { APPOINTMENT_ID_PROPERTY, eventIdFor, namesNoOther } from "../calendar/i
 import { type Clock, systemClock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { describeError } from "./errors.ts";
-import { type LinkStore, purgeable } from "./links.ts";
+import { type LinkStore, purgeable, resaved } from "./links.ts";
 import { GUARD_FLOOR } from "./reconcile.ts";
 import { isTailOf } from "./series-tails.ts";
 import { shareLimit } from "./share-limit.ts";
@@ -214,7 +214,7 @@ export async function applyPurge(
       const link = live.get(ev.appointmentId);
       if (link) {
         // The calendar is kept: a purge run again finds it (and the event, should this deletion fail) by this link.
-        await o.links.save({ ...link, present: false, removedBy: "purge", syncedAt: clock.now() });
+        await o.links.save(resaved(link, { present: false, removedBy: "purge" }, clock.now()));
         live.delete(ev.appointmentId);
       }
       if ((await o.calendar.delete(ev.eventId)) === "deleted") result.deleted++;

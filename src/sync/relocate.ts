@@ -14,6 +14,7 @@ import type { Effects } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { NeedsFullRead } from "./inputs.ts";
 import type { LeftBehindEvents } from "./left-behind.ts";
+import { resaved } from "./links.ts";
 import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
 import type { Known, Rendering } from "./planner.ts";
 import { asSynced, deletedWhileWatched, keptMove, movedUnrecorded, unsentNotice } from "./relocate-rules.ts";
@@ -202,7 +203,7 @@ export class Relocator {
   #repointed(link: Link, dest: string, event: CalEvent | null | undefined): Link {
     // What was last synced stays (times, fingerprint): a therapist's own change made before the move is still one. The
     // new syncedAt makes every earlier sighting of the event (in the old calendar) stale: it is read again.
-    return { ...link, calendarId: dest, etag: event?.etag ?? undefined, syncedAt: this.#o.clock.now() };
+    return resaved(link, { calendarId: dest, etag: event?.etag ?? undefined }, this.#o.clock.now());
   }
 
   /** The event as the link's booking state renders it; the full form is read when that lacks fields it shows. */

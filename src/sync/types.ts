@@ -21,10 +21,7 @@ export interface AccountCalendar {
 /** An appointment's booking state as one sync knows it: the fields a payload, list item or full read gave. */
 export type Snapshot = Appointment;
 
-/**
- * What a link keeps of the booking side: what sync needs to tell what changed (times, status, therapist), never a
- * customer detail. Payloads without them (a cancellation) are completed from it.
- */
+/** The booking side a link keeps to tell what changed, never a customer detail; completes payloads without it. */
 export type BookingCore = Pick<Appointment, "id" | "start_time" | "end_time" | "status" | "therapist_id">;
 
 /**
@@ -61,6 +58,8 @@ export interface Link {
   eventStart?: number;
   eventEnd?: number;
   timesMark?: string;
+  /** With no times mark, when the link last recorded an event, if a save since moved syncedAt on (see `resaved`). */
+  recordedAt?: number;
   /** Booking side, as last applied: times, status and therapist only. */
   booking: BookingCore;
   /** What the event's text was rendered from (digests); absent while no event was written from this link. */

@@ -7,6 +7,7 @@ import type { Logger } from "../log.ts";
 import type { Effects, Written } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { NeedsFullRead } from "./inputs.ts";
+import { resaved } from "./links.ts";
 import type { Rendering } from "./planner.ts";
 import { tailsSince } from "./series-tails.ts";
 import { merge } from "./snapshot.ts";
@@ -148,7 +149,7 @@ export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promis
 export async function noteRefusal(ctx: Ctx, w: WritebackInput, text: string): Promise<Notice> {
   const notice = { text, at: ctx.fx.clock.now() };
   // The link keeps what the event shows (it is still there), so a retry renders no less either.
-  await ctx.fx.links.save({ ...w.link, present: false, removedBy: "refused", notice, syncedAt: ctx.fx.clock.now() });
+  await ctx.fx.links.save(resaved(w.link, { present: false, removedBy: "refused", notice }, ctx.fx.clock.now()));
   return notice;
 }
 
@@ -174,7 +175,7 @@ export async function putBack(ctx: Ctx, w: WritebackInput, notice: Notice): Prom
     // notice), and the sync reads the event and decides again: a newer move is a move of its own, with its own grace
     // period, never "an event without a record".
     if (isCalendarKind(err, "precondition")) {
-      await ctx.fx.links.save({ ...w.link, notice, syncedAt: ctx.fx.clock.now() });
+      await ctx.fx.links.save(resaved(w.link, { notice }, ctx.fx.clock.now()));
     }
     throw err;
   }
@@ -198,7 +199,7 @@ export async function removeEvent(ctx: Ctx, w: WritebackInput, reason: string): 
     const since = tailsSince(w.link, w.event);
     await ctx.fx.remove(w.link.therapistId, w.link.eventId, { appointmentId: w.id, log: w.log, since });
   }
-  await ctx.fx.links.save({ ...w.link, present: false, removedBy: "booking", syncedAt: ctx.fx.clock.now() });
+  await ctx.fx.links.save(resaved(w.link, { present: false, removedBy: "booking" }, ctx.fx.clock.now()));
   w.log.info({ reason }, "event removed");
 }
 
