@@ -143,6 +143,8 @@ export class PushChannels {
   readonly #meta: Table<string>;
   /** Renewals of one calendar's channel, one at a time (#renewOne). */
   readonly #renewing = new KeyedSerial();
+  /** The channel each therapist's renewal last opened in this process, and through which gateway (see retire). */
+  readonly #openedWith = new Map<string, { channelId: string; gw: CalendarGateway }>();
   readonly #logger: Logger;
   readonly #isLeader: () => boolean;
   readonly #notices: Notices | undefined;
@@ -538,6 +540,8 @@ export class PushChannels {
           await this.#withdraw(channel, gw, now, "retired");
           return undefined;
         }
+        // Known before its record is written: a retire of the old calendar's channel meanwhile leaves this one's record.
+        this.#openedWith.set(therapistId, { channelId, gw });
         try {
           await this.#channels.setMany([
             { key: therapistId, value: channel },
@@ -775,9 +779,17 @@ export class PushChannels {
   async retire(therapistId: string, gw: CalendarGateway): Promise<void> {
     if (!this.#config.google.push) return;
     try {
-      // Its past goes with it, also when no channel is stored (its renewals failed) or the store does not answer.
+      const current = await this.#channels.get(therapistId).catch((err: unknown) => {
+        this.#health?.closed(therapistId); // its past goes with it, also when the store does not answer
+        throw err;
+      });
+      // A renewal since the reload (the hourly check, a suspect channel's replacement, while the reload stopped another
+      // therapist's channel) opened the channel of the calendar the therapist has now, and stopped the old one itself:
+      // taken for the old one, it had its health wiped and was stopped with the old calendar's gateway.
+      if (this.#newerOpened(therapistId, gw)) return;
+      this.#openedWith.delete(therapistId);
+      // Its past goes with it, also when no channel is stored (its renewals failed).
       this.#health?.closed(therapistId);
-      const current = await this.#channels.get(therapistId);
       if (!current) return;
       try {
         await gw.stopChannel(current.channelId, current.resourceId);
@@ -788,7 +800,10 @@ export class PushChannels {
         return;
       }
       this.#known.delete(current.channelId);
-      await this.#channels.deleteMany([therapistId, byId(current.channelId)]);
+      // One such renewal while the stop was out recorded its channel under the therapist: only the old one's entry goes
+      // (removed, the new channel stayed open at Google, recorded nowhere, notifying for a week).
+      const keys = this.#newerOpened(therapistId, gw) ? [] : [therapistId];
+      await this.#channels.deleteMany([...keys, byId(current.channelId)]);
       this.#logger.info({ therapist_id: therapistId, channel_id: current.channelId }, "push channel stopped");
     } catch (err) {
       this.#logger.warn(
@@ -796,6 +811,12 @@ export class PushChannels {
         "push channel of a calendar no longer mapped not stopped; it expires by itself",
       );
     }
+  }
+
+  /** A renewal through a gateway other than `retired` (a newer one: an older one's channel is withdrawn) opened one. */
+  #newerOpened(therapistId: string, retired: CalendarGateway): boolean {
+    const opened = this.#openedWith.get(therapistId);
+    return opened !== undefined && opened.gw !== retired;
   }
 
   /**
