@@ -656,7 +656,9 @@ export const ConfigSchema = z
               .int()
               .positive()
               .default(60)
-              .describe("The sliding window over which a therapist's write-backs are counted."),
+              .describe(
+                "The sliding window over which a therapist's write-backs are counted (each from when the change was first seen, for the window plus the longest grace period).",
+              ),
             max_ratio: z
               .number()
               .min(0)

@@ -1,7 +1,7 @@
 // Owns the assembly of the sync side from the mapping and the two APIs: links, planner, effects, dead letters and the
 // engine, so the daemon and the one-shot commands wire the same pieces and hand each caller only what it uses.
 import type { Clock } from "../clock.ts";
-import type { Config } from "../config/schema.ts";
+import { type Config, writebackFor } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
 import type { Store } from "../store/store.ts";
 import { Activity } from "./activity.ts";
@@ -178,7 +178,12 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
 
 function guardLimits(config: Config) {
   const limits = config.sync.writeback_guard;
-  return { windowMs: limits.window_minutes * 60_000, maxRatio: limits.max_ratio, floor: limits.floor };
+  const graces = [config.sync.writeback, ...config.therapists.map((t) => writebackFor(config, t))].flatMap((w) => [
+    w.cancel_grace_seconds,
+    w.reschedule_grace_seconds,
+  ]);
+  const graceMs = Math.max(0, ...graces) * 1000;
+  return { windowMs: limits.window_minutes * 60_000, maxRatio: limits.max_ratio, floor: limits.floor, graceMs };
 }
 
 /** The history's store, as the configuration keeps it (the daemon's, and `calbridge history`'s). */

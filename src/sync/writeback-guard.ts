@@ -28,6 +28,8 @@ export interface GuardLimits {
   maxRatio: number;
   /** A therapist may always write back this many within the window, whatever the share. */
   floor: number;
+  /** The longest grace period a write-back waits before it is admitted: intents are kept this much longer. */
+  graceMs?: number;
 }
 
 export interface GuardMetrics {
@@ -80,7 +82,14 @@ export class WritebackGuard {
       byAppt = new Map();
       this.#intents.set(therapistId, byAppt);
     }
-    if (!byAppt.has(appointmentId)) byAppt.set(appointmentId, this.#o.clock.now());
+    const at = byAppt.get(appointmentId);
+    const now = this.#o.clock.now();
+    if (at === undefined || now - at > this.#horizon) byAppt.set(appointmentId, now);
+  }
+
+  /** How long an intent counts after it was first wanted: the window, from when it could first be sent. */
+  get #horizon(): number {
+    return this.#o.limits.windowMs + (this.#o.limits.graceMs ?? 0);
   }
 
   /**
@@ -105,7 +114,7 @@ export class WritebackGuard {
     const now = this.#o.clock.now();
     for (const [id, byAppt] of this.#intents) {
       if (mapped(id)) continue;
-      for (const [appt, at] of byAppt) if (now - at > this.#o.limits.windowMs) byAppt.delete(appt);
+      for (const [appt, at] of byAppt) if (now - at > this.#horizon) byAppt.delete(appt);
       if (byAppt.size === 0) this.#intents.delete(id);
     }
   }
@@ -144,7 +153,7 @@ export class WritebackGuard {
     for (const [id, at] of Object.entries((await this.#o.sent?.get(sentKey(therapistId))) ?? {})) {
       if (typeof at === "number" && !byAppt.has(id)) byAppt.set(id, at);
     }
-    for (const [id, at] of byAppt) if (now - at > this.#o.limits.windowMs) byAppt.delete(id);
+    for (const [id, at] of byAppt) if (now - at > this.#horizon) byAppt.delete(id);
     const open = await this.heldOf(therapistId);
     const wanted = byAppt.size;
     const limit = this.limit(therapistId);
@@ -167,12 +176,16 @@ export class WritebackGuard {
     return "held";
   }
 
-  /** Records a write-back sent, in the store's list of the therapist's recent ones (those past the window dropped). */
+  /**
+   * Records a write-back sent, in the store's list of the therapist's recent ones (those past the horizon dropped). Each
+   * is kept under when it was first wanted, its grace period before it: kept for the window only, a write-back of a
+   * long grace period stopped counting at a restart.
+   */
   async #keepSent(therapistId: string, appointmentId: string): Promise<void> {
     const table = this.#o.sent;
     if (!table) return;
     const now = this.#o.clock.now();
-    const windowMs = this.#o.limits.windowMs;
+    const windowMs = this.#horizon;
     const kept = (await table.get(sentKey(therapistId))) ?? {};
     const next: Record<string, number> = {};
     for (const [id, at] of Object.entries(kept)) if (typeof at === "number" && now - at <= windowMs) next[id] = at;

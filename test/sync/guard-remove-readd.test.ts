@@ -2,7 +2,8 @@
 // administrator's mistake put right within the minute): the bulk deletion still counts as a whole and is held. The
 // reload used to forget the guard's intents of every removed therapist, deletions in their grace period among them:
 // each wait then counted only itself, and the first `floor` cancellations reached the booking service (customers told).
-// What a removed therapist leaves in the guard is what one window holds: gone at the first reload after it.
+// What a removed therapist leaves in the guard is what one window holds: gone at the first reload after it (and the
+// grace period).
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
 import { ManualClock } from "../../src/clock.ts";
@@ -54,7 +55,8 @@ it("a removed therapist's write-backs wanted lately are forgotten at the first r
   unmapped.therapists = unmapped.therapists.filter((t) => t.therapist_id !== "th_1");
   await x.app.reload(unmapped);
   expect(x.app.sync.guard.intentsKept).toBe(1); // within the window: kept, should th_1 come back
-  clock.set(clock.now() + original.sync.writeback_guard.window_minutes * 60_000 + 1);
+  // Intents count for the window and the longest grace period (the cancellation's 60 s here; see guard-horizon).
+  clock.set(clock.now() + original.sync.writeback_guard.window_minutes * 60_000 + 60_000 + 1);
   await x.app.reload(structuredClone(unmapped));
   expect(x.app.sync.guard.intentsKept).toBe(0);
 }, 60_000);
