@@ -144,7 +144,7 @@ export class PushChannels {
   /** Renewals of one calendar's channel, one at a time (#renewOne). */
   readonly #renewing = new KeyedSerial();
   /** The channel each therapist's renewal last opened in this process, and through which gateway (see retire). */
-  readonly #openedWith = new Map<string, { channelId: string; gw: CalendarGateway }>();
+  readonly #openedWith = new Map<string, { channelId: string; gw: CalendarGateway; recorded: Promise<boolean> }>();
   readonly #logger: Logger;
   readonly #isLeader: () => boolean;
   readonly #notices: Notices | undefined;
@@ -541,13 +541,18 @@ export class PushChannels {
           return undefined;
         }
         // Known before its record is written: a retire of the old calendar's channel meanwhile leaves this one's record.
-        this.#openedWith.set(therapistId, { channelId, gw });
+        let settle!: (ok: boolean) => void;
+        const recorded = new Promise<boolean>((r) => (settle = r));
+        this.#openedWith.set(therapistId, { channelId, gw, recorded });
         try {
           await this.#channels.setMany([
             { key: therapistId, value: channel },
             { key: byId(channelId), value: channel, ttlMs: byIdTtl(channel, now) },
           ]);
+          settle(true);
         } catch (err) {
+          settle(false);
+          if (this.#openedWith.get(therapistId)?.channelId === channelId) this.#openedWith.delete(therapistId);
           // Open at Google and recorded nowhere, it notified (each answered 404) until it expired, a week later, beside
           // the one still recorded; and every later check that met the same store opened another. Stopped at once.
           await this.#withdraw(channel, gw, now, "unrecorded");
@@ -779,6 +784,9 @@ export class PushChannels {
   async retire(therapistId: string, gw: CalendarGateway): Promise<void> {
     if (!this.#config.google.push) return;
     try {
+      const opened = this.#openedWith.get(therapistId);
+      // A renewal through a newer gateway whose record is being written: its outcome first.
+      if (opened && opened.gw !== gw) await opened.recorded;
       const current = await this.#channels.get(therapistId).catch((err: unknown) => {
         this.#health?.closed(therapistId); // its past goes with it, also when the store does not answer
         throw err;
@@ -786,7 +794,7 @@ export class PushChannels {
       // A renewal since the reload (the hourly check, a suspect channel's replacement, while the reload stopped another
       // therapist's channel) opened the channel of the calendar the therapist has now, and stopped the old one itself:
       // taken for the old one, it had its health wiped and was stopped with the old calendar's gateway.
-      if (this.#newerOpened(therapistId, gw)) return;
+      if (this.#newerOpened(therapistId, gw, current)) return;
       this.#openedWith.delete(therapistId);
       // Its past goes with it, also when no channel is stored (its renewals failed).
       this.#health?.closed(therapistId);
@@ -802,7 +810,7 @@ export class PushChannels {
       this.#known.delete(current.channelId);
       // One such renewal while the stop was out recorded its channel under the therapist: only the old one's entry goes
       // (removed, the new channel stayed open at Google, recorded nowhere, notifying for a week).
-      const keys = this.#newerOpened(therapistId, gw) ? [] : [therapistId];
+      const keys = (await this.#channels.get(therapistId))?.channelId === current.channelId ? [therapistId] : [];
       await this.#channels.deleteMany([...keys, byId(current.channelId)]);
       this.#logger.info({ therapist_id: therapistId, channel_id: current.channelId }, "push channel stopped");
     } catch (err) {
@@ -814,9 +822,9 @@ export class PushChannels {
   }
 
   /** A renewal through a gateway other than `retired` (a newer one: an older one's channel is withdrawn) opened one. */
-  #newerOpened(therapistId: string, retired: CalendarGateway): boolean {
+  #newerOpened(therapistId: string, retired: CalendarGateway, current: Channel | undefined): boolean {
     const opened = this.#openedWith.get(therapistId);
-    return opened !== undefined && opened.gw !== retired;
+    return opened !== undefined && opened.gw !== retired && opened.channelId === current?.channelId;
   }
 
   /**
