@@ -93,7 +93,16 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   // The window as the live configuration has it: a reload replaces config.sync.
   const dead = new DeadLetters(o.store, o.clock, o.metrics, () => o.config.sync.window);
   const managed = new Map<string, number>();
-  const limits = guardLimits(o.config);
+  const limits = {
+    ...guardLimits(o.config),
+    // A therapist's own longest grace period, of the write-backs they have on (another's 1-day grace made 4 deletions
+    // of a therapist with the defaults, 2 hours apart, count as one burst: held). Not mapped: the longest of all.
+    graceOf: (therapistId: string) => {
+      if (!mapping.therapist(therapistId)) return undefined;
+      const w = mapping.writeback(therapistId);
+      return Math.max(w.cancel ? w.cancel_grace_seconds : 0, w.reschedule ? w.reschedule_grace_seconds : 0) * 1000;
+    },
+  };
   const guard = new WritebackGuard({
     holds: o.store.table<HeldWriteback>("holds"),
     sent: o.store.table<Record<string, number>>("meta"),

@@ -30,6 +30,8 @@ export interface GuardLimits {
   floor: number;
   /** The longest grace period a write-back waits before it is admitted: intents are kept this much longer. */
   graceMs?: number;
+  /** The longest grace period of this therapist's write-backs (undefined: not mapped, graceMs counts). */
+  graceOf?: (therapistId: string) => number | undefined;
 }
 
 export interface GuardMetrics {
@@ -84,12 +86,13 @@ export class WritebackGuard {
     }
     const at = byAppt.get(appointmentId);
     const now = this.#o.clock.now();
-    if (at === undefined || now - at > this.#horizon) byAppt.set(appointmentId, now);
+    if (at === undefined || now - at > this.#horizon(therapistId)) byAppt.set(appointmentId, now);
   }
 
   /** How long an intent counts after it was first wanted: the window, from when it could first be sent. */
-  get #horizon(): number {
-    return this.#o.limits.windowMs + (this.#o.limits.graceMs ?? 0);
+  #horizon(therapistId: string): number {
+    const l = this.#o.limits;
+    return l.windowMs + (l.graceOf?.(therapistId) ?? l.graceMs ?? 0);
   }
 
   /**
@@ -114,7 +117,7 @@ export class WritebackGuard {
     const now = this.#o.clock.now();
     for (const [id, byAppt] of this.#intents) {
       if (mapped(id)) continue;
-      for (const [appt, at] of byAppt) if (now - at > this.#horizon) byAppt.delete(appt);
+      for (const [appt, at] of byAppt) if (now - at > this.#horizon(id)) byAppt.delete(appt);
       if (byAppt.size === 0) this.#intents.delete(id);
     }
   }
@@ -153,7 +156,7 @@ export class WritebackGuard {
     for (const [id, at] of Object.entries((await this.#o.sent?.get(sentKey(therapistId))) ?? {})) {
       if (typeof at === "number" && !byAppt.has(id)) byAppt.set(id, at);
     }
-    for (const [id, at] of byAppt) if (now - at > this.#horizon) byAppt.delete(id);
+    for (const [id, at] of byAppt) if (now - at > this.#horizon(therapistId)) byAppt.delete(id);
     const open = await this.heldOf(therapistId);
     const wanted = byAppt.size;
     const limit = this.limit(therapistId);
@@ -185,7 +188,7 @@ export class WritebackGuard {
     const table = this.#o.sent;
     if (!table) return;
     const now = this.#o.clock.now();
-    const windowMs = this.#horizon;
+    const windowMs = this.#horizon(therapistId);
     const kept = (await table.get(sentKey(therapistId))) ?? {};
     const next: Record<string, number> = {};
     for (const [id, at] of Object.entries(kept)) if (typeof at === "number" && now - at <= windowMs) next[id] = at;
