@@ -657,7 +657,7 @@ export const ConfigSchema = z
               .positive()
               .default(60)
               .describe(
-                "The sliding window over which a therapist's write-backs are counted (each from when the change was first seen, for the window plus the longest grace period).",
+                "The sliding window over which a therapist's write-backs are counted (each from when the change was first seen, for the window plus the therapist's longest grace period).",
               ),
             max_ratio: z
               .number()

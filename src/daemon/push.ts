@@ -302,6 +302,8 @@ export class PushChannels {
   stop(): void {
     this.#renewals?.abort();
     this.#renewals = undefined;
+    // What this replica's renewals opened is the other leader's business from here on (its record is in the store).
+    this.#openedWith.clear();
   }
 
   /**
