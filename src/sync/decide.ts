@@ -10,7 +10,7 @@ import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } fr
 import { editNotice } from "./edit-notice.ts";
 import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
 import { lostRecordsNote } from "./unsent-notes.ts";
-import { unwatchedChange, type WatchSpan } from "./watched.ts";
+import { unwatchedChange } from "./watched.ts";
 
 export { bookingChanged, type CalendarChange, calendarChange } from "./changes.ts";
 export type { AsWritten, Desired } from "./desired.ts";
@@ -40,8 +40,8 @@ export interface DecideInput {
   eventId: string;
   /** Write-back settings of the link's therapist. */
   writeback: WritebackConfig;
-  /** Since when the link's therapist's calendar has been watched (0: all along), and an earlier watch's end (watched.ts). */
-  watch?: WatchSpan;
+  /** Epoch ms since which the link's therapist's calendar has been watched (0: all along; see watched.ts). */
+  watchedSince?: number;
   conflict: "booking_wins" | "calendar_wins";
   /** Epoch ms now: an appointment that has begun is not cancelled from the calendar (see `begun`). */
   now: number;
@@ -171,8 +171,9 @@ export function decide(input: DecideInput): Action {
             reason,
             notice: `calbridge: your change to this event was undone: ${reason}.`,
           };
-    const unwatched = unwatchedChange(link, event, input.watch, change, wb);
-    if (unwatched) return restore(unwatched);
+    if (unwatchedChange(link, event, input.watchedSince ?? 0)) {
+      return restore("it was made while calbridge was not syncing this calendar, so it was not sent to the booking");
+    }
     if (appt.status !== "confirmed") {
       const is = appt.status ?? "not shown as confirmed by the booking service"; // no status: nothing sent on a guess
       return restore(`the appointment is ${is}; only confirmed appointments can be changed from the calendar`);

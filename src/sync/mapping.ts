@@ -3,7 +3,6 @@
 import type { Config, TherapistConfig, WritebackConfig } from "../config/schema.ts";
 import { writebackFor } from "../config/schema.ts";
 import type { CalendarPort } from "./types.ts";
-import type { WatchSpan } from "./watched.ts";
 
 /** No calendar can be used for a mapped therapist now (credentials missing or broken at start). Not final. */
 export class CalendarUnavailableError extends Error {
@@ -51,7 +50,7 @@ export class Mapping {
   #unavailable: Map<string, string>;
   #version = 0;
   /** Since when each therapist's calendar has been watched (see watched.ts); unset in tools that only plan. */
-  watched: { since(therapistId: string): number; span(therapistId: string): WatchSpan } | undefined;
+  watched: { since(therapistId: string): number } | undefined;
   /**
    * Whether the therapist's calendar may also be another mapped therapist's (its real id is theirs, or not known yet):
    * the stray pass removes nothing from it. Unset in tools that do not resolve calendars.
@@ -124,11 +123,6 @@ export class Mapping {
    */
   watchedSince(therapistId: string | undefined): number {
     return therapistId === undefined ? 0 : (this.watched?.since(therapistId) ?? 0);
-  }
-
-  /** watchedSince, and when an earlier watch of the same calendar ended (the therapist was out of the mapping). */
-  watchOf(therapistId: string | undefined): WatchSpan {
-    return (therapistId === undefined ? undefined : this.watched?.span(therapistId)) ?? { since: 0 };
   }
 
   /** Write-back settings of a therapist (the defaults for one not mapped). */

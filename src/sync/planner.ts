@@ -152,7 +152,7 @@ export class Planner {
       desired: wanted.desired,
       eventId: link?.eventId ?? eventIdFor(id),
       writeback: this.#mapping.writeback(owner?.therapist_id),
-      watch: this.#mapping.watchOf(link?.therapistId),
+      watchedSince: this.#mapping.watchedSince(link?.therapistId),
       conflict: this.#mapping.config.sync.conflict,
       now: this.#clock.now(),
     });
