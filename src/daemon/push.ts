@@ -784,11 +784,15 @@ export class PushChannels {
    * gateway that opened it and forgotten, so renew() opens one on the calendar the mapping names now. Never throws.
    */
   async retire(therapistId: string, gw: CalendarGateway): Promise<void> {
-    if (!this.#config.google.push) return;
+    // Channels are the leader's: a replica that lost the lease during the reload's retires leaves them to the next
+    // leader (its start finds a left-behind channel and stops it). Going on, it stopped the new leader's channel with
+    // the old account's credentials and removed its record (its own memory of what it opened cleared on stopping).
+    if (!this.#config.google.push || !this.#isLeader()) return;
     try {
       const opened = this.#openedWith.get(therapistId);
-      // A renewal through a newer gateway whose record is being written: its outcome first.
-      if (opened && opened.gw !== gw) await opened.recorded;
+      // A renewal whose record is being written (through a newer gateway, or through this one: a reload back to the
+      // earlier calendar before it was written read no record, and the write then kept the other account's channel).
+      if (opened) await opened.recorded;
       const current = await this.#channels.get(therapistId).catch((err: unknown) => {
         this.#health?.closed(therapistId); // its past goes with it, also when the store does not answer
         throw err;
@@ -800,7 +804,7 @@ export class PushChannels {
       this.#openedWith.delete(therapistId);
       // Its past goes with it, also when no channel is stored (its renewals failed).
       this.#health?.closed(therapistId);
-      if (!current) return;
+      if (!current || !this.#isLeader()) return;
       try {
         await gw.stopChannel(current.channelId, current.resourceId);
       } catch (err) {
@@ -812,7 +816,12 @@ export class PushChannels {
       this.#known.delete(current.channelId);
       // One such renewal while the stop was out recorded its channel under the therapist: only the old one's entry goes
       // (removed, the new channel stayed open at Google, recorded nowhere, notifying for a week).
-      const keys = (await this.#channels.get(therapistId))?.channelId === current.channelId ? [therapistId] : [];
+      // Read again, and a renewal through a newer gateway that has begun to write its record (entry set before the write,
+      // with no await between this check and the delete) is not overwritten by a read taken before it.
+      const stored = (await this.#channels.get(therapistId))?.channelId === current.channelId;
+      const newer = this.#openedWith.get(therapistId);
+      const writing = newer !== undefined && newer.gw !== gw && newer.channelId !== current.channelId;
+      const keys = stored && !writing && this.#isLeader() ? [therapistId] : [];
       await this.#channels.deleteMany([...keys, byId(current.channelId)]);
       this.#logger.info({ therapist_id: therapistId, channel_id: current.channelId }, "push channel stopped");
     } catch (err) {

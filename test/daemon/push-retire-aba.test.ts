@@ -1,0 +1,84 @@
+// A -> B -> A quickly (calendar `primary`, `impersonate` alice -> bob -> alice) while reload 1's renewal through bob's
+// gateway still has its record write out (SQLite busy while the other replica writes, a Redis round trip). Reload 2's
+// retire of bob's gateway read no record yet and returned; the write then landed, bob's channel recorded as th_1's,
+// and reload 2's renewal (same "primary", same address, not due) kept it: alice's calendar without a channel for ~6
+// days. A retire now waits for any renewal's record write of the therapist first.
+import { afterEach, expect, it } from "vitest";
+import { type App, createApp } from "../../src/daemon/app.ts";
+import { silentLogger } from "../../src/log.ts";
+import { startWorld, type World } from "../../src/simulator/world.ts";
+import { freePort } from "../support/ports.ts";
+import { sleep, until } from "./push-live.ts";
+
+let close: (() => Promise<void>) | undefined;
+afterEach(async () => {
+  await close?.();
+  close = undefined;
+});
+
+async function primaryDaemon(n: number): Promise<{ world: World; app: App }> {
+  const port = await freePort();
+  const world = await startWorld({
+    therapists: n,
+    configure: (c) => {
+      c.google.push = { public_url: `http://127.0.0.1:${port}/webhooks/google` };
+      c.sync = { ...c.sync, calendar_poll_seconds: 300 };
+      c.therapists = c.therapists.map((t) => ({ ...t, calendar_id: "primary" }));
+    },
+  });
+  world.google.requireHttpsChannels = false;
+  const app = await createApp(structuredClone(world.config), {
+    logger: silentLogger,
+    listen: `127.0.0.1:${port}`,
+    adminListen: "127.0.0.1:0",
+  });
+  close = async () => {
+    await app.stop(3000).catch(() => {});
+    await world.close();
+  };
+  await app.start();
+  if (!(await until(() => world.google.channels.size === n))) throw new Error("channels not opened");
+  await world.google.settleNotifications();
+  return { world, app };
+}
+
+type Entry = { key: string; value: { subject?: string; opening?: boolean } };
+
+it("A->B->A: a record write of B's channel still out at the second reload does not leave B's channel as th_1's", async () => {
+  const { world, app } = await primaryDaemon(1);
+  const alice = world.config.therapists[0]!.impersonate ?? "th_1@clinic.test";
+  const bob = "th_1-bob@clinic.test";
+  const cfg = (account: string) => {
+    const next = structuredClone(world.config);
+    next.therapists = next.therapists.map((t) => ({ ...t, impersonate: account }));
+    return next;
+  };
+  const table = app.store.table<unknown>("channels") as unknown as { setMany(e: Entry[]): Promise<void> };
+  const realSetMany = table.setMany.bind(table);
+  let writeOut = false;
+  let releaseWrite!: () => void;
+  const writeGate = new Promise<void>((r) => (releaseWrite = r));
+  table.setMany = async (entries: Entry[]) => {
+    if (!writeOut && entries.some((e) => e.key === "th_1" && e.value?.subject === bob && !e.value.opening)) {
+      writeOut = true;
+      await writeGate; // the write is slow
+    }
+    return realSetMany(entries);
+  };
+  await app.reload(cfg(bob)); // alice's channel retired; the reload's renewal opens bob's
+  expect(await until(() => writeOut)).toBe(true);
+  const back = app.reload(cfg(alice)); // back again, quickly
+  await sleep(100);
+  releaseWrite(); // the slow write lands
+  await back;
+  await sleep(500); // reload 2's own renewal
+  await world.google.settleNotifications();
+  await app.push.renew(); // and the next check
+  await sleep(300);
+  const open = (account: string) =>
+    [...world.google.channels.values()].filter((c) => c.calendarId === account).map((c) => c.id);
+  const stored = await app.store.table<{ subject?: string }>("channels").get("th_1");
+  expect
+    .soft({ bob: open(bob), alice: open(alice).length, storedSubject: stored?.subject })
+    .toEqual({ bob: [], alice: 1, storedSubject: alice });
+}, 60_000);
