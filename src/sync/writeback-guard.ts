@@ -34,6 +34,12 @@ export interface GuardLimits {
   graceOf?: (therapistId: string) => number | undefined;
 }
 
+/** A write-back wanted: since when, and how long it counts from then (the horizon when it was noted). */
+interface Intent {
+  at: number;
+  horizon: number;
+}
+
 export interface GuardMetrics {
   held: { set(labels: { therapist: string }, value: number): void; remove(labels: { therapist: string }): void };
   tripped: { inc(labels: { therapist: string }): void };
@@ -57,7 +63,7 @@ export interface WritebackGuardOptions {
 export class WritebackGuard {
   readonly #o: WritebackGuardOptions;
   /** Per therapist, the appointments with a write-back wanted lately, and when it was first wanted. */
-  readonly #intents = new Map<string, Map<string, number>>();
+  readonly #intents = new Map<string, Map<string, Intent>>();
   /** Appointments this process knows to be held (the store is the truth; another process may release them). */
   readonly #heldIds = new Set<string>();
   readonly #serial = new KeyedSerial();
@@ -84,9 +90,16 @@ export class WritebackGuard {
       byAppt = new Map();
       this.#intents.set(therapistId, byAppt);
     }
-    const at = byAppt.get(appointmentId);
+    const intent = byAppt.get(appointmentId);
     const now = this.#o.clock.now();
-    if (at === undefined || now - at > this.#horizon(therapistId)) byAppt.set(appointmentId, now);
+    if (!intent || this.#expired(therapistId, intent, now)) {
+      byAppt.set(appointmentId, { at: now, horizon: this.#horizon(therapistId) });
+    }
+  }
+
+  /** Past its horizon when noted and the therapist's now, the longer (a grace shortened by a reload mid-wait). */
+  #expired(therapistId: string, intent: Intent, now: number): boolean {
+    return now - intent.at > Math.max(intent.horizon, this.#horizon(therapistId));
   }
 
   /** How long an intent counts after it was first wanted: the window, from when it could first be sent. */
@@ -117,7 +130,7 @@ export class WritebackGuard {
     const now = this.#o.clock.now();
     for (const [id, byAppt] of this.#intents) {
       if (mapped(id)) continue;
-      for (const [appt, at] of byAppt) if (now - at > this.#horizon(id)) byAppt.delete(appt);
+      for (const [appt, intent] of byAppt) if (this.#expired(id, intent, now)) byAppt.delete(appt);
       if (byAppt.size === 0) this.#intents.delete(id);
     }
   }
@@ -154,9 +167,9 @@ export class WritebackGuard {
     const byAppt = this.#intents.get(therapistId)!;
     // What was sent before this process (or this leadership term) began counts too.
     for (const [id, at] of Object.entries((await this.#o.sent?.get(sentKey(therapistId))) ?? {})) {
-      if (typeof at === "number" && !byAppt.has(id)) byAppt.set(id, at);
+      if (typeof at === "number" && !byAppt.has(id)) byAppt.set(id, { at, horizon: this.#horizon(therapistId) });
     }
-    for (const [id, at] of byAppt) if (now - at > this.#horizon(therapistId)) byAppt.delete(id);
+    for (const [id, intent] of byAppt) if (this.#expired(therapistId, intent, now)) byAppt.delete(id);
     const open = await this.heldOf(therapistId);
     const wanted = byAppt.size;
     const limit = this.limit(therapistId);
@@ -179,20 +192,17 @@ export class WritebackGuard {
     return "held";
   }
 
-  /**
-   * Records a write-back sent, in the store's list of the therapist's recent ones (those past the horizon dropped). Each
-   * is kept under when it was first wanted, its grace period before it: kept for the window only, a write-back of a
-   * long grace period stopped counting at a restart.
-   */
+  /** Records a write-back sent, in the store's list of the therapist's recent ones (those past the horizon dropped). */
   async #keepSent(therapistId: string, appointmentId: string): Promise<void> {
     const table = this.#o.sent;
     if (!table) return;
     const now = this.#o.clock.now();
-    const windowMs = this.#horizon(therapistId);
+    const intent = this.#intents.get(therapistId)?.get(appointmentId);
+    const windowMs = Math.max(this.#horizon(therapistId), intent?.horizon ?? 0);
     const kept = (await table.get(sentKey(therapistId))) ?? {};
     const next: Record<string, number> = {};
     for (const [id, at] of Object.entries(kept)) if (typeof at === "number" && now - at <= windowMs) next[id] = at;
-    next[appointmentId] = this.#intents.get(therapistId)?.get(appointmentId) ?? now;
+    next[appointmentId] = intent?.at ?? now;
     await table.set(sentKey(therapistId), next, windowMs);
   }
 
