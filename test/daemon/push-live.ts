@@ -20,13 +20,18 @@ export const listings = (w: World, cal: string) =>
   ).length;
 
 /** The daemon started, one channel open and confirmed per therapist. */
-export async function liveDaemon(therapists: number): Promise<{ world: World; app: App; close(): Promise<void> }> {
+/** A leading daemon with push on over the simulators; `primary`: every therapist's calendar_id is `primary`. */
+export async function liveDaemon(
+  therapists: number,
+  options: { primary?: boolean } = {},
+): Promise<{ world: World; app: App; close(): Promise<void> }> {
   const port = await freePort();
   const world = await startWorld({
     therapists,
     configure: (c) => {
       c.google.push = { public_url: `http://127.0.0.1:${port}/webhooks/google` };
       c.sync = { ...c.sync, calendar_poll_seconds: 300 };
+      if (options.primary) c.therapists = c.therapists.map((t) => ({ ...t, calendar_id: "primary" }));
     },
   });
   world.google.requireHttpsChannels = false;

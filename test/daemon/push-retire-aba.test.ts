@@ -4,11 +4,9 @@
 // and reload 2's renewal (same "primary", same address, not due) kept it: alice's calendar without a channel for ~6
 // days. A retire now waits for any renewal's record write of the therapist first.
 import { afterEach, expect, it } from "vitest";
-import { type App, createApp } from "../../src/daemon/app.ts";
-import { silentLogger } from "../../src/log.ts";
-import { startWorld, type World } from "../../src/simulator/world.ts";
-import { freePort } from "../support/ports.ts";
-import { sleep, until } from "./push-live.ts";
+import type { App } from "../../src/daemon/app.ts";
+import type { World } from "../../src/simulator/world.ts";
+import { liveDaemon, sleep, until } from "./push-live.ts";
 
 let close: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -16,30 +14,11 @@ afterEach(async () => {
   close = undefined;
 });
 
+/** Every therapist on calendar_id `primary` (another `impersonate` is another account's calendar, same id). */
 async function primaryDaemon(n: number): Promise<{ world: World; app: App }> {
-  const port = await freePort();
-  const world = await startWorld({
-    therapists: n,
-    configure: (c) => {
-      c.google.push = { public_url: `http://127.0.0.1:${port}/webhooks/google` };
-      c.sync = { ...c.sync, calendar_poll_seconds: 300 };
-      c.therapists = c.therapists.map((t) => ({ ...t, calendar_id: "primary" }));
-    },
-  });
-  world.google.requireHttpsChannels = false;
-  const app = await createApp(structuredClone(world.config), {
-    logger: silentLogger,
-    listen: `127.0.0.1:${port}`,
-    adminListen: "127.0.0.1:0",
-  });
-  close = async () => {
-    await app.stop(3000).catch(() => {});
-    await world.close();
-  };
-  await app.start();
-  if (!(await until(() => world.google.channels.size === n))) throw new Error("channels not opened");
-  await world.google.settleNotifications();
-  return { world, app };
+  const d = await liveDaemon(n, { primary: true });
+  close = d.close;
+  return d;
 }
 
 type Entry = { key: string; value: { subject?: string; opening?: boolean } };
