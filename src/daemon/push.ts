@@ -801,7 +801,9 @@ export class PushChannels {
       // therapist's channel) opened the channel of the calendar the therapist has now, and stopped the old one itself:
       // taken for the old one, it had its health wiped and was stopped with the old calendar's gateway.
       if (this.#newerOpened(therapistId, gw, current)) return;
-      this.#openedWith.delete(therapistId);
+      // Only the entry read above: one a renewal through the new gateway set meanwhile (its record write under way) stays
+      // for the check before the record's removal below.
+      if (this.#openedWith.get(therapistId) === opened) this.#openedWith.delete(therapistId);
       // Its past goes with it, also when no channel is stored (its renewals failed).
       this.#health?.closed(therapistId);
       if (!current || !this.#isLeader()) return;
