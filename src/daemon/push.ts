@@ -816,10 +816,10 @@ export class PushChannels {
         return;
       }
       this.#known.delete(current.channelId);
-      // One such renewal while the stop was out recorded its channel under the therapist: only the old one's entry goes
-      // (removed, the new channel stayed open at Google, recorded nowhere, notifying for a week).
-      // Read again, and a renewal through a newer gateway that has begun to write its record (entry set before the write,
-      // with no await between this check and the delete) is not overwritten by a read taken before it.
+      // The therapist's record goes only while it still names the stopped channel: one such renewal while the stop was
+      // out recorded its channel there (removed, it stayed open at Google, recorded nowhere, notifying for a week). Read
+      // again, and not when a newer gateway's renewal has begun writing its record (its entry is set before the write,
+      // with no await between this check and the delete), which a read taken before it would not show.
       const stored = (await this.#channels.get(therapistId))?.channelId === current.channelId;
       const newer = this.#openedWith.get(therapistId);
       const writing = newer !== undefined && newer.gw !== gw && newer.channelId !== current.channelId;

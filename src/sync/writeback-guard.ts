@@ -28,7 +28,7 @@ export interface GuardLimits {
   maxRatio: number;
   /** A therapist may always write back this many within the window, whatever the share. */
   floor: number;
-  /** The longest grace period a write-back waits before it is admitted: intents are kept this much longer. */
+  /** The longest grace period of all therapists: the horizon of one not mapped (see graceOf). */
   graceMs?: number;
   /** The longest grace period of this therapist's write-backs (undefined: not mapped, graceMs counts). */
   graceOf?: (therapistId: string) => number | undefined;
@@ -122,9 +122,9 @@ export class WritebackGuard {
 
   /**
    * Forgets what no longer counts of the therapists `mapped` no longer names (a reload took them out of the mapping):
-   * their write-backs wanted longer ago than the window. Those within it are kept: a therapist removed and mapped
-   * again (a mistake put right within the minute) still has deletions in their grace period, and each would count only
-   * itself (the first `floor` of a bulk deletion sent, customers told). What is kept is what one window holds.
+   * their write-backs past the horizon (the window and the grace period). Those within it are kept: a therapist removed
+   * and mapped again (a mistake put right within the minute) still has deletions in their grace period, and each would
+   * count only itself (the first `floor` of a bulk deletion sent, customers told). What is kept is what one horizon holds.
    */
   forgetUnmapped(mapped: (therapistId: string) => boolean): void {
     const now = this.#o.clock.now();
