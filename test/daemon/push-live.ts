@@ -1,3 +1,4 @@
+import type { Config } from "../../src/config/schema.ts";
 // A real daemon for push tests: not one-shot (it leads, polls, renews and reloads as in production), push on, the
 // emulator delivering its notifications to the daemon's own listener over plain HTTP on loopback.
 import { type App, createApp } from "../../src/daemon/app.ts";
@@ -53,4 +54,18 @@ export async function liveDaemon(
     throw err;
   }
   return { world, app, close };
+}
+
+/** The ids of the channels open at Google on `calendarId`. */
+export const openOn = (w: World, calendarId: string): string[] =>
+  [...w.google.channels.values()].filter((c) => c.calendarId === calendarId).map((c) => c.id);
+
+/** A new calendar for the therapist (in the emulator), and the configuration that points them at it. */
+export function repointed(w: World, therapistId = "th_1"): { oldCal: string; newCal: string; next: Config } {
+  const oldCal = w.calendarOf(therapistId)!;
+  const newCal = `${therapistId}-new@clinic.test`;
+  w.google.createCalendar(newCal, oldCal, { timeZone: "Europe/Berlin" });
+  const next = structuredClone(w.config);
+  next.therapists = next.therapists.map((t) => (t.therapist_id === therapistId ? { ...t, calendar_id: newCal } : t));
+  return { oldCal, newCal, next };
 }

@@ -4,7 +4,7 @@
 // their NEW calendar (one events.list each, Google quota) and counting as a notification for it. It is acknowledged
 // and nothing else; the new calendar's own channel still has its changes listed.
 import { afterEach, expect, it } from "vitest";
-import { listings, liveDaemon, sleep, until } from "./push-live.ts";
+import { listings, liveDaemon, repointed, sleep, until } from "./push-live.ts";
 
 let d: Awaited<ReturnType<typeof liveDaemon>> | undefined;
 afterEach(async () => {
@@ -16,11 +16,7 @@ it("notifications on a re-pointed therapist's old calendar's channel are acknowl
   d = await liveDaemon(1);
   const { world: w, app: a } = d;
 
-  const oldCal = w.calendarOf("th_1")!;
-  const newCal = "th_1-new@clinic.test";
-  w.google.createCalendar(newCal, oldCal, { timeZone: "Europe/Berlin" });
-  const next = structuredClone(w.config);
-  next.therapists = next.therapists.map((t) => (t.therapist_id === "th_1" ? { ...t, calendar_id: newCal } : t));
+  const { oldCal, newCal, next } = repointed(w);
   // The old channel's stop fails (at the reload, and at the renewal right after it): kept aside until a later check.
   w.google.faults.next(2, { status: 403, reason: "forbidden", match: /channels\/stop/ });
   await a.reload(next);

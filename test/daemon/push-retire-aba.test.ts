@@ -6,7 +6,7 @@
 import { afterEach, expect, it } from "vitest";
 import type { App } from "../../src/daemon/app.ts";
 import type { World } from "../../src/simulator/world.ts";
-import { liveDaemon, sleep, until } from "./push-live.ts";
+import { liveDaemon, openOn, sleep, until } from "./push-live.ts";
 
 let close: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -54,8 +54,7 @@ it("A->B->A: a record write of B's channel still out at the second reload does n
   await world.google.settleNotifications();
   await app.push.renew(); // and the next check
   await sleep(300);
-  const open = (account: string) =>
-    [...world.google.channels.values()].filter((c) => c.calendarId === account).map((c) => c.id);
+  const open = (account: string) => openOn(world, account);
   const stored = await app.store.table<{ subject?: string }>("channels").get("th_1");
   expect
     .soft({ bob: open(bob), alice: open(alice).length, storedSubject: stored?.subject })

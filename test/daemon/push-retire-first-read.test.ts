@@ -3,7 +3,7 @@
 // removing the record saw none, and a re-read taken before the write landed removed the renewal's record: open at
 // Google, recorded nowhere, and the next check opened a second channel beside it.
 import { afterEach, expect, it } from "vitest";
-import { liveDaemon, sleep, until } from "./push-live.ts";
+import { liveDaemon, openOn, repointed, sleep, until } from "./push-live.ts";
 
 let d: Awaited<ReturnType<typeof liveDaemon>> | undefined;
 afterEach(async () => {
@@ -16,13 +16,8 @@ type Entry = { key: string; value: { channelId?: string; opening?: boolean } };
 it("an entry set during the retire's first read is not lost to the retire", async () => {
   d = await liveDaemon(1);
   const { world, app } = d;
-  const oldCal = world.calendarOf("th_1")!;
-  const newCal = "th_1-new@clinic.test";
-  world.google.createCalendar(newCal, oldCal, { timeZone: "Europe/Berlin" });
-  const next = structuredClone(world.config);
-  next.therapists = next.therapists.map((t) => ({ ...t, calendar_id: newCal }));
-  const open = (cal: string) =>
-    [...world.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const { oldCal, newCal, next } = repointed(world);
+  const open = (cal: string) => openOn(world, cal);
   const oldId = open(oldCal)[0];
 
   const table = app.store.table<{ channelId: string }>("channels");

@@ -7,7 +7,7 @@ import { type App, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld } from "../../src/simulator/world.ts";
 import { waitFor } from "../support/wait-for.ts";
-import { sleep, until } from "./push-live.ts";
+import { openOn, sleep, until } from "./push-live.ts";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -44,7 +44,7 @@ it("a replica that lost the lease mid retire loop leaves the new leader's channe
   });
   cleanups.push(() => w.close());
   w.google.requireHttpsChannels = false;
-  const open = (cal: string) => [...w.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const open = (cal: string) => openOn(w, cal);
   const configA = withAccounts(w.config, 0);
   const configB = withAccounts(w.config, 0);
   const a = await daemon(configA);

@@ -9,7 +9,7 @@ import { type App, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld } from "../../src/simulator/world.ts";
 import { waitFor } from "../support/wait-for.ts";
-import { sleep } from "./push-live.ts";
+import { openOn, sleep } from "./push-live.ts";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -42,7 +42,7 @@ it("a replica leading again after a standby reload stops the previous account's 
   });
   cleanups.push(() => w.close());
   w.google.requireHttpsChannels = false;
-  const open = (cal: string) => [...w.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const open = (cal: string) => openOn(w, cal);
 
   const configA = structuredClone(w.config);
   const configB = structuredClone(w.config);

@@ -4,7 +4,7 @@
 import { afterEach, expect, it } from "vitest";
 import type { App } from "../../src/daemon/app.ts";
 import type { World } from "../../src/simulator/world.ts";
-import { liveDaemon, sleep, until } from "./push-live.ts";
+import { liveDaemon, openOn, sleep, until } from "./push-live.ts";
 
 const DAY = 86_400_000;
 let close: (() => Promise<void>) | undefined;
@@ -36,8 +36,7 @@ it("a retire that goes on after the lease is lost leaves the new account's recor
   const reloading = app.reload(next);
   expect(await until(() => arrived)).toBe(true); // th_1's retire: its stop is out
   await app.push.renew(Date.now() + 7 * DAY - 3_600_000); // the hourly check: both new channels opened and recorded
-  const open = (account: string) =>
-    [...world.google.channels.values()].filter((c) => c.calendarId === account).map((c) => c.id);
+  const open = (account: string) => openOn(world, account);
   const opened = open(newAccount("th_2"));
   const table = app.store.table<{ channelId: string; subject?: string }>("channels");
   expect((await table.get("th_2"))?.channelId).toBe(opened[0]);

@@ -4,7 +4,7 @@
 // A retire after such a renewal took the new channel for the old one (its health wiped, stopped with the old
 // calendar's gateway). retire() now leaves a channel a newer gateway opened, and its record.
 import { afterEach, expect, it } from "vitest";
-import { liveDaemon, sleep, until } from "./push-live.ts";
+import { liveDaemon, openOn, repointed, sleep, until } from "./push-live.ts";
 
 let d: Awaited<ReturnType<typeof liveDaemon>> | undefined;
 afterEach(async () => {
@@ -41,8 +41,7 @@ it("a renewal during a reload's retires keeps the re-pointed therapists' new cha
   await app.push.renew();
   await sleep(200);
 
-  const open = (cal: string) =>
-    [...world.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const open = (cal: string) => openOn(world, cal);
   const now = Date.now();
   for (const [id, cal] of moved) {
     const stored = await app.store.table<{ channelId: string; calendarId: string }>("channels").get(id);
@@ -55,15 +54,10 @@ it("a renewal during a reload's retires keeps the re-pointed therapists' new cha
 it("a retire that comes after the therapist's renewal leaves the channel the newer gateway opened", async () => {
   d = await liveDaemon(1);
   const { world, app } = d;
-  const oldCal = world.calendarOf("th_1")!;
-  const newCal = "th_1-new@clinic.test";
-  world.google.createCalendar(newCal, oldCal, { timeZone: "Europe/Berlin" });
+  const { oldCal, newCal, next } = repointed(world);
   const retired = app.calendars.get("th_1")!;
-  const next = structuredClone(world.config);
-  next.therapists = next.therapists.map((t) => ({ ...t, calendar_id: newCal }));
   await app.reload(next);
-  const open = (cal: string) =>
-    [...world.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const open = (cal: string) => openOn(world, cal);
   expect(await until(() => open(newCal).length === 1)).toBe(true);
   await world.google.settleNotifications();
   // The reload's retire, had it been late (its turn after the renewal): the new calendar's channel stays.

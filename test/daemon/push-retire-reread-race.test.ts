@@ -2,7 +2,7 @@
 // write crosses that read had its record removed by the stale read: open at Google, recorded under no therapist, and
 // the next check opened a second one beside it.
 import { afterEach, expect, it } from "vitest";
-import { liveDaemon, sleep, until } from "./push-live.ts";
+import { liveDaemon, openOn, repointed, sleep, until } from "./push-live.ts";
 
 let d: Awaited<ReturnType<typeof liveDaemon>> | undefined;
 afterEach(async () => {
@@ -13,13 +13,8 @@ afterEach(async () => {
 it("a retire's re-read that crosses the newer renewal's record write keeps that record", async () => {
   d = await liveDaemon(1);
   const { world, app } = d;
-  const oldCal = world.calendarOf("th_1")!;
-  const newCal = "th_1-new@clinic.test";
-  world.google.createCalendar(newCal, oldCal, { timeZone: "Europe/Berlin" });
-  const next = structuredClone(world.config);
-  next.therapists = next.therapists.map((t) => ({ ...t, calendar_id: newCal }));
-  const open = (cal: string) =>
-    [...world.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const { oldCal, newCal, next } = repointed(world);
+  const open = (cal: string) => openOn(world, cal);
 
   let releaseStop!: () => void;
   const stopGate = new Promise<void>((r) => (releaseStop = r));

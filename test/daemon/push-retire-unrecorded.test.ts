@@ -6,7 +6,7 @@
 import { afterEach, expect, it } from "vitest";
 import type { App } from "../../src/daemon/app.ts";
 import type { World } from "../../src/simulator/world.ts";
-import { liveDaemon, sleep, until } from "./push-live.ts";
+import { liveDaemon, openOn, sleep, until } from "./push-live.ts";
 
 const DAY = 86_400_000;
 let close: (() => Promise<void>) | undefined;
@@ -81,8 +81,7 @@ it("a renewal whose record failed does not make a later retire leave the old acc
   await app.push.renew(); // and the next hourly check
   await sleep(300);
 
-  const open = (cal: string) =>
-    [...world.google.channels.values()].filter((c) => c.calendarId === cal).map((c) => c.id);
+  const open = (cal: string) => openOn(world, cal);
   const stored = await app.store.table<{ channelId: string; subject?: string }>("channels").get("th_2");
   expect
     .soft({ old: open(oldCal), new: open(newAccount).length, storedSubject: stored?.subject })
