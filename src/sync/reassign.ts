@@ -12,7 +12,7 @@ import { OtherCalendarUnavailableError } from "./mapping.ts";
 import { merge } from "./snapshot.ts";
 import { EngineStoppedError } from "./stopped.ts";
 import type { CalEvent, Link, Snapshot } from "./types.ts";
-import { stillAsDecided } from "./writeback-basis.ts";
+import { ChangeTakenBack, stillAsDecided, stillMovedTo } from "./writeback-basis.ts";
 import {
   accept,
   appointmentGone,
@@ -90,9 +90,18 @@ export async function movedToOtherCalendar(
   try {
     // The last look fails as the PATCH would: answered here, where the event in the other calendar is known.
     const basis = await stillAsDecided(ctx, w, "PATCH");
-    res = await ctx.booking.patchAppointment(w.id, body, { priority: "writeback", basis });
+    res = await ctx.booking.patchAppointment(w.id, body, {
+      priority: "writeback",
+      basis,
+      // The event is looked at before each send, as a deletion's or a move's is: one deleted in the colleague's
+      // calendar, moved on there, or back in the therapist's own, is never reassigned as it was.
+      beforeSend: () => stillMovedTo(ctx, w, moved),
+    });
   } catch (err) {
-    if (isChangedMeanwhile(err)) throw err; // not sent over someone else's change: decided again (writeback-basis.ts)
+    // Not sent over someone else's change, nor over the therapist's own since: decided again (writeback-basis.ts). A
+    // last look that could not read the event waits, as for an unavailable calendar.
+    if (isChangedMeanwhile(err) || err instanceof ChangeTakenBack || isUnavailable(err)) throw err;
+    if (err instanceof EngineStoppedError) throw err;
     let taken: Snapshot | undefined;
     try {
       taken = await notSent(ctx, w, moved, err, time.startTime !== undefined);

@@ -88,6 +88,32 @@ export async function stillMoved(ctx: Ctx, w: WritebackInput, startTime: string)
 }
 
 /**
+ * As stillDeleted, for a reassignment (the event moved to a colleague's calendar, `to`): the therapist's own event is
+ * still gone, and the one in the colleague's calendar still live at the time it had when the reassignment was decided.
+ * Deleted there, or moved on in time meanwhile, nothing is sent: the attempt decides again from the therapist's own
+ * event (the deletion looks for the event elsewhere again, and finds it as it is now, or nowhere).
+ */
+export async function stillMovedTo(
+  ctx: Ctx,
+  w: WritebackInput,
+  to: { therapistId: string; event: CalEvent },
+): Promise<void> {
+  const own = await lookAtEvent(ctx, w);
+  if (own && own.status !== "cancelled") {
+    w.log.info({ event_id: w.link.eventId }, "the moved event is back in the calendar: reassignment not sent");
+    throw new ChangeTakenBack(own, "the moved event is back in the calendar");
+  }
+  // Found there under its own id (findElsewhere): a move keeps the id.
+  const there = await readEvent(ctx, to.therapistId, w.link.eventId);
+  if (there && there.status !== "cancelled" && instantOf(there.start) === instantOf(to.event.start)) return;
+  w.log.info(
+    { event_id: w.link.eventId, to: to.therapistId },
+    "the event in the colleague's calendar was deleted or moved on: reassignment not sent",
+  );
+  throw new ChangeTakenBack(own, "the event in the colleague's calendar was deleted or moved on");
+}
+
+/**
  * The linked event, read for the last look. A read that fails (Google's 5xx outlasting its retries, say) says nothing
  * about the change: the write-back is not sent and waits as for an unavailable calendar (no attempt spent, nothing
  * put back with a "not applied" note, as the look-ups in other calendars wait: moved-out.ts).
@@ -99,16 +125,7 @@ async function lookAtEvent(ctx: Ctx, w: WritebackInput): Promise<CalEvent | null
   const now = await ctx.fx.links.get(w.id);
   const relinked = sameEvent(now, w.link) ? undefined : { link: now };
   const look = relinked ? (now?.present ? now : undefined) : w.link;
-  let event: CalEvent | null = null;
-  try {
-    if (look) event = await ctx.fx.calendar(look.therapistId).get(look.eventId);
-  } catch (err) {
-    if (err instanceof EngineStoppedError || isUnavailable(err)) throw err;
-    throw new CalendarUnavailableError(
-      w.link.therapistId,
-      `the event could not be read right before the write-back was sent (${describeError(err)}); nothing was sent, it waits`,
-    );
-  }
+  const event = look ? await readEvent(ctx, look.therapistId, look.eventId) : null;
   if (relinked) {
     w.log.info({ event_id: now?.eventId }, "the appointment's record changed meanwhile: write-back not sent");
     throw new ChangeTakenBack(event, "the appointment's record changed meanwhile", relinked);
@@ -125,4 +142,20 @@ function sameEvent(a: Link | undefined, b: Link): boolean {
     a.present === b.present &&
     (a.generation ?? 0) === (b.generation ?? 0)
   );
+}
+
+/**
+ * An event read for a last look. A read that fails (Google's 5xx outlasting its retries, say) says nothing about the
+ * change: the write-back is not sent and waits as for an unavailable calendar.
+ */
+async function readEvent(ctx: Ctx, therapistId: string, eventId: string): Promise<CalEvent | null> {
+  try {
+    return await ctx.fx.calendar(therapistId).get(eventId);
+  } catch (err) {
+    if (err instanceof EngineStoppedError || isUnavailable(err)) throw err;
+    throw new CalendarUnavailableError(
+      therapistId,
+      `the event could not be read right before the write-back was sent (${describeError(err)}); nothing was sent, it waits`,
+    );
+  }
 }
