@@ -23,7 +23,7 @@ import { Relocator, type RelocatorOptions } from "./relocate.ts";
 import type { RetryPolicy } from "./retry.ts";
 import type { BookingPort, CalendarPort } from "./types.ts";
 import { WatchedCalendars } from "./watched.ts";
-import { WritebackGate } from "./writeback-gate.ts";
+import { longestGraceMs, WritebackGate } from "./writeback-gate.ts";
 import { type HeldWriteback, WritebackGuard } from "./writeback-guard.ts";
 
 export interface SyncCoreOptions {
@@ -97,11 +97,8 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     ...guardLimits(o.config),
     // A therapist's own longest grace period, of the write-backs they have on (another's 1-day grace made 4 deletions
     // of a therapist with the defaults, 2 hours apart, count as one burst: held). Not mapped: the longest of all.
-    graceOf: (therapistId: string) => {
-      if (!mapping.therapist(therapistId)) return undefined;
-      const w = mapping.writeback(therapistId);
-      return Math.max(w.cancel ? w.cancel_grace_seconds : 0, w.reschedule ? w.reschedule_grace_seconds : 0) * 1000;
-    },
+    graceOf: (therapistId: string) =>
+      mapping.therapist(therapistId) ? longestGraceMs(mapping.writeback(therapistId)) : undefined,
   };
   const guard = new WritebackGuard({
     holds: o.store.table<HeldWriteback>("holds"),

@@ -3,6 +3,7 @@
 // holds a burst of them for a person to decide. An administrator's decision passes both: restore, and apply of the
 // write-back that was held (one that has changed since is held again as what it is now).
 import type { Clock } from "../clock.ts";
+import type { WritebackConfig } from "../config/schema.ts";
 import type { Mapping } from "./mapping.ts";
 import type { PendingWritebacks } from "./pending-writebacks.ts";
 import type { Known, Planner } from "./planner.ts";
@@ -15,6 +16,20 @@ import type { WritebackOutcome } from "./writeback-steps.ts";
 const NOTHING_SENT = new Set<WritebackOutcome["result"]>(["moved_back", "rewritten", "disabled"]);
 
 type WritebackAction = Extract<Action, { kind: "writeback_cancel" | "writeback_reschedule" }>;
+
+/** How long a write-back of `kind` waits before it is sent (a deletion's, which may be a reassignment, or a move's). */
+export const graceMsOf = (wb: WritebackConfig, kind: WritebackAction["kind"]): number =>
+  (kind === "writeback_cancel" ? wb.cancel_grace_seconds : wb.reschedule_grace_seconds) * 1000;
+
+/**
+ * The longest wait of the write-backs a therapist's settings can produce: a deletion is one whenever cancelling or
+ * reassigning from the calendar is on (decide.ts: a move to a colleague's calendar is seen as a deletion first).
+ */
+export const longestGraceMs = (wb: WritebackConfig): number =>
+  Math.max(
+    wb.cancel || wb.reassign ? graceMsOf(wb, "writeback_cancel") : 0,
+    wb.reschedule ? graceMsOf(wb, "writeback_reschedule") : 0,
+  );
 
 /** A write-back not sent now: waiting for its grace period to pass, or held by the guard. Not a failure. */
 export class WritebackWaits extends Error {
@@ -166,8 +181,7 @@ export class WritebackGate {
     // hour for an hour's step): the period starts again from now instead, at most one period late.
     if (c.state.grace?.key !== key || c.state.grace.since > now) c.state.grace = { key, since: now };
     const wb = this.#mapping.writeback(therapistId);
-    const graceMs = (action.kind === "writeback_cancel" ? wb.cancel_grace_seconds : wb.reschedule_grace_seconds) * 1000;
-    const remaining = c.state.grace.since + graceMs - now;
+    const remaining = c.state.grace.since + graceMsOf(wb, action.kind) - now;
     if (remaining > 0) {
       await this.#pending?.note(id, therapistId);
       throw new WritebackWaits("grace", action, remaining);
