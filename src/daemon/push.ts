@@ -112,6 +112,17 @@ interface Opening {
   resourceId?: string;
 }
 
+/** One leadership term's checks (start() to stop()). */
+interface Term {
+  renewals: AbortController;
+  /** The channels table was read (#load): until then each check loads it first. */
+  loaded: boolean;
+  /** The load under way, if any. */
+  loading: Promise<boolean> | undefined;
+  /** Loads failed so far: the next is tried 10 s after the first failure, twice as long after each next one. */
+  failures: number;
+}
+
 /**
  * The longest X-Goog-Resource-ID taken from a notification (Google documents no length for this opaque id; the ones
  * seen are about 27 characters): a longer one is not Google's, and is not stored.
@@ -175,7 +186,8 @@ export class PushChannels {
    * never repeated: the channel would stay unconfirmed, its calendar polled at the short interval.
    */
   readonly #opening = new Map<string, Opening>();
-  #renewals: AbortController | undefined;
+  /** The checks since the last start() (until stop()), and whether that start's load of the channels succeeded. */
+  #term: Term | undefined;
   /** When the next channel is due for renewal (our clock), as the last check found; the next check is no later. */
   #nextRenewal: number | undefined;
   /** Addresses Google refused a watch for (e.g. a domain not verified): logged once each, as a warning. */
@@ -240,68 +252,108 @@ export class PushChannels {
     return this.#config.google.push !== undefined;
   }
 
-  /** Loads the channels and opens the missing ones; never throws (polling covers what push cannot). */
+  /**
+   * Loads the channels and opens the missing ones, then checks them until stop(); never throws (polling covers what
+   * push cannot). When the load fails, the checks begin all the same and load first (see renew()).
+   */
   async start(): Promise<void> {
     if (!this.enabled) return;
-    try {
-      const missing: { key: string; value: Channel; ttlMs: number }[] = [];
-      for await (const [key, ch] of this.#channels.entries()) {
-        const { token, ...kept } = ch;
-        const channel = token === undefined ? ch : { ...kept, tokenHash: ch.tokenHash ?? tokenDigest(token) };
-        // An earlier build kept channel tokens in clear, and the generated one in meta: only the digest stays.
-        if (channel !== ch)
-          await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
-        if (channel.opening || (channel.lost && !channel.resourceId)) {
-          // A watch call whose answer was lost, or one in flight when its daemon stopped (or a replica's that lost the
-          // lease: its answer, should it come, stops the channel): kept as lost until a notification names it.
-          if (key.startsWith(byId("")) && !this.#opening.has(channel.channelId)) await this.#foundLost(channel);
-          continue;
-        }
-        this.#remember(channel);
-        if (key.startsWith(leftKey(""))) {
-          this.#left.set(channel.channelId, { channel, key });
-          continue;
-        }
-        if (!key.startsWith(byId(""))) {
-          // A therapist taken out of the mapping, or given another calendar, while the daemon was stopped: their channel
-          // is stopped below (a running daemon's reload does it at once); it watches nothing the daemon syncs.
-          const left = this.#isLeft(channel);
-          if (left) this.#left.set(channel.channelId, { channel, key });
-          // One at another address (the configured one changed) is replaced by renew() below, never trusted.
-          else if (this.#calendars.has(channel.therapistId) && this.#here(channel))
-            this.#health?.opened(channel.therapistId, channel);
-          // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
-          missing.push({ key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel) });
-        }
-      }
-      const present = await this.#channels.getMany(missing.map((m) => m.key));
-      await this.#channels.setMany(missing.filter((_, i) => present[i] === undefined));
-      await this.#meta.delete(LEGACY_TOKEN_KEY);
-    } catch (err) {
-      this.#logger.warn(
-        { err: describeError(err) },
-        "push channels not loaded: the store did not answer; polling covers the calendars, the hourly check retries",
-      );
-      return;
-    }
-    await this.renew();
-    this.#renewals?.abort();
-    const renewals = new AbortController();
-    this.#renewals = renewals;
+    // Set before any await: a stop() while the channels are read ends this start's checks before they begin.
+    this.#term?.renewals.abort();
+    const term: Term = { renewals: new AbortController(), loaded: false, loading: undefined, failures: 0 };
+    this.#term = term;
+    if (await this.#loadIn(term)) await this.renew();
+    if (term.renewals.signal.aborted) return;
     void (async () => {
-      while (!renewals.signal.aborted) {
+      while (!term.renewals.signal.aborted) {
         const due = (this.#nextRenewal ?? Number.POSITIVE_INFINITY) - this.#clock.now();
-        const wait = Math.max(MIN_CHECK_MS, Math.min(CHECK_EVERY_MS, due));
-        await this.#clock.sleep(wait, renewals.signal).catch(() => {});
-        if (!renewals.signal.aborted) await this.renew();
+        // Until the channels are loaded, the load is tried again 10 s after the first failure, then twice as long
+        // after each next one, up to the hourly check: a store outage (a Redis failover, a SQLite file locked by a
+        // backup) usually lasts seconds, and push comes back with the store (the calendars' slow poll, the recorded
+        // channels' renewals, the stop of the ones left behind), not up to an hour later; a table that still cannot
+        // be read is not read every 10 s for as long as that lasts.
+        const wait = term.loaded
+          ? Math.max(MIN_CHECK_MS, Math.min(CHECK_EVERY_MS, due))
+          : Math.min(CHECK_EVERY_MS, MIN_CHECK_MS * 2 ** Math.max(0, term.failures - 1));
+        await this.#clock.sleep(wait, term.renewals.signal).catch(() => {});
+        if (!term.renewals.signal.aborted) await this.renew();
       }
     })();
   }
 
+  /**
+   * Reads the channels table (start, and until that succeeded, each check: #loadIn): the channels recorded, the ones
+   * left behind, lost or still opening, and an earlier build's. Throws when the store does not answer.
+   */
+  async #load(): Promise<void> {
+    const missing: { key: string; value: Channel; ttlMs: number }[] = [];
+    for await (const [key, ch] of this.#channels.entries()) {
+      const { token, ...kept } = ch;
+      const channel = token === undefined ? ch : { ...kept, tokenHash: ch.tokenHash ?? tokenDigest(token) };
+      // An earlier build kept channel tokens in clear, and the generated one in meta: only the digest stays.
+      if (channel !== ch)
+        await this.#channels.set(key, channel, key.startsWith(byId("")) ? byIdTtl(channel) : undefined);
+      if (channel.opening || (channel.lost && !channel.resourceId)) {
+        // A watch call whose answer was lost, or one in flight when its daemon stopped (or a replica's that lost the
+        // lease: its answer, should it come, stops the channel): kept as lost until a notification names it.
+        if (key.startsWith(byId("")) && !this.#opening.has(channel.channelId)) await this.#foundLost(channel);
+        continue;
+      }
+      this.#remember(channel);
+      if (key.startsWith(leftKey(""))) {
+        this.#left.set(channel.channelId, { channel, key });
+        continue;
+      }
+      if (!key.startsWith(byId(""))) {
+        // A therapist taken out of the mapping, or given another calendar, while the daemon was stopped: their channel
+        // is stopped below (a running daemon's reload does it at once); it watches nothing the daemon syncs.
+        const left = this.#isLeft(channel);
+        if (left) this.#left.set(channel.channelId, { channel, key });
+        // One at another address (the configured one changed) is replaced by renew() below, never trusted.
+        else if (this.#calendars.has(channel.therapistId) && this.#here(channel))
+          this.#health?.opened(channel.therapistId, channel);
+        // Channels opened by an earlier build are kept under their therapist only: give them their by-id entry.
+        missing.push({ key: byId(channel.channelId), value: channel, ttlMs: byIdTtl(channel) });
+      }
+    }
+    const present = await this.#channels.getMany(missing.map((m) => m.key));
+    await this.#channels.setMany(missing.filter((_, i) => present[i] === undefined));
+    await this.#meta.delete(LEGACY_TOKEN_KEY);
+  }
+
+  /**
+   * The term's load of the channels table (one at a time: a reload's renew() may meet a check's); resolves whether it
+   * succeeded. A failure is a warning the first time, then a debug line until one succeeds.
+   */
+  #loadIn(term: Term): Promise<boolean> {
+    term.loading ??= this.#load()
+      .then(
+        () => {
+          term.loaded = true;
+          if (term.failures > 0)
+            this.#logger.info({ attempts: term.failures + 1 }, "push channels loaded after the store answered again");
+          return true;
+        },
+        (err: unknown) => {
+          term.failures += 1;
+          const retryS = Math.min(CHECK_EVERY_MS, MIN_CHECK_MS * 2 ** (term.failures - 1)) / 1000;
+          this.#logger[term.failures === 1 ? "warn" : "debug"](
+            { err: describeError(err), attempts: term.failures, retry_in_s: retryS },
+            "push channels not loaded: the store did not answer; polling covers the calendars, the load is tried again",
+          );
+          return false;
+        },
+      )
+      .finally(() => {
+        term.loading = undefined;
+      });
+    return term.loading;
+  }
+
   /** Stops renewing; the route keeps checking channels, and polls only while this replica leads. */
   stop(): void {
-    this.#renewals?.abort();
-    this.#renewals = undefined;
+    this.#term?.renewals.abort();
+    this.#term = undefined;
     // What this replica's renewals opened is the other leader's business from here on (its record is in the store).
     this.#openedWith.clear();
   }
@@ -442,6 +494,14 @@ export class PushChannels {
    */
   async renew(now = this.#clock.now()): Promise<void> {
     if (!this.#config.google.push) return;
+    // Not before start() has loaded the channels (its load failed: the store did not answer): loaded first, by the
+    // leader, whoever calls (the checks, a reload, a therapist connecting). Without them, the ones left behind (a
+    // therapist removed or re-pointed while the daemon was stopped), the lost ones and an earlier build's are not
+    // known: never stopped, and notifying for up to a week; nor is what is known of each calendar's channel (health).
+    const term = this.#term;
+    if (term && !term.loaded) {
+      if (!this.#isLeader() || !(await this.#loadIn(term)) || term.renewals.signal.aborted) return;
+    }
     // A lost channel no notification named (#keepLost) is forgotten once its lifetime ended: Google sends nothing more.
     for (const [id, known] of this.#known) if (known.lost && known.expiration <= now) this.#known.delete(id);
     await this.#stopLeft(now);
@@ -787,7 +847,14 @@ export class PushChannels {
     // Channels are the leader's: a replica that lost the lease during the reload's retires leaves them to the next
     // leader (its start finds a left-behind channel and stops it). Going on, it stopped the new leader's channel with
     // the old account's credentials and removed its record (its own memory of what it opened cleared on stopping).
-    if (!this.#config.google.push || !this.#isLeader()) return;
+    if (!this.#config.google.push) return;
+    if (!this.#isLeader()) {
+      // What it knew of the old calendar's channel goes all the same: leading again, its start leaves a channel left
+      // behind out of the health, and until a renewal opens one on the new calendar, /status said the old channel
+      // was confirmed and the poller polled the new calendar at the slow interval, with no channel on it.
+      this.#health?.closed(therapistId);
+      return;
+    }
     try {
       const opened = this.#openedWith.get(therapistId);
       // A renewal whose record is being written (through a newer gateway, or through this one: a reload back to the
