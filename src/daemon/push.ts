@@ -852,7 +852,7 @@ export class PushChannels {
       // What it knew of the old calendar's channel goes all the same: leading again, its start leaves a channel left
       // behind out of the health, and until a renewal opens one on the new calendar, /status said the old channel
       // was confirmed and the poller polled the new calendar at the slow interval, with no channel on it.
-      this.#health?.closed(therapistId);
+      this.#forgetHealth(therapistId, gw);
       return;
     }
     try {
@@ -861,7 +861,7 @@ export class PushChannels {
       // earlier calendar before it was written read no record, and the write then kept the other account's channel).
       if (opened) await opened.recorded;
       const current = await this.#channels.get(therapistId).catch((err: unknown) => {
-        this.#health?.closed(therapistId); // its past goes with it, also when the store does not answer
+        this.#forgetHealth(therapistId, gw); // its past goes with it, also when the store does not answer
         throw err;
       });
       // A renewal since the reload (the hourly check, a suspect channel's replacement, while the reload stopped another
@@ -872,7 +872,7 @@ export class PushChannels {
       // for the check before the record's removal below.
       if (this.#openedWith.get(therapistId) === opened) this.#openedWith.delete(therapistId);
       // Its past goes with it, also when no channel is stored (its renewals failed).
-      this.#health?.closed(therapistId);
+      this.#forgetHealth(therapistId, gw);
       if (!current || !this.#isLeader()) return;
       try {
         await gw.stopChannel(current.channelId, current.resourceId);
@@ -902,6 +902,18 @@ export class PushChannels {
   }
 
   /** A renewal through a gateway other than `retired` (a newer one: an older one's channel is withdrawn) opened one. */
+  /**
+   * Forgets the health of the channel a retire stops, unless the health names the one a renewal through a newer gateway
+   * opened meanwhile: the retire's read may be older than that renewal's record, and the channel it took for the old
+   * one was then the old one indeed, but the health was the new channel's (open, recorded, confirmed): /status said none
+   * and the calendar was polled at the short interval until its renewal, days later (review14).
+   */
+  #forgetHealth(therapistId: string, retired: CalendarGateway): void {
+    const newer = this.#openedWith.get(therapistId);
+    if (newer && newer.gw !== retired && this.#health?.channel(therapistId)?.channelId === newer.channelId) return;
+    this.#health?.closed(therapistId);
+  }
+
   #newerOpened(therapistId: string, retired: CalendarGateway, current: Channel | undefined): boolean {
     const opened = this.#openedWith.get(therapistId);
     return opened !== undefined && opened.gw !== retired && opened.channelId === current?.channelId;
