@@ -21,6 +21,12 @@ export interface DrainOptions {
   maxBytes: number;
   /** The body fails with "timeout" when no byte arrives for this long. Default: none. */
   idleTimeoutMs?: number;
+  /**
+   * The body fails with "timeout" when it is not whole this long after the drain began: what is left of readRawBody's
+   * total time (a body trickled just inside the idle timeout would otherwise go on until the listener's own request
+   * limit ended it unsaid, as a client's abort). Default: none.
+   */
+  totalTimeoutMs?: number;
   /** The signature's running HMAC (signature.ts `signatureDigest`), fed every byte. */
   digest: SignatureDigest;
   toleranceSec: number;
@@ -50,10 +56,12 @@ export function drainOversized(req: IncomingMessage, options: DrainOptions): Pro
   return new Promise((resolve) => {
     let finished = false;
     let timer: NodeJS.Timeout | undefined;
+    let total: NodeJS.Timeout | undefined;
     const settle = (result: DrainResult) => {
       if (finished) return;
       finished = true;
       clearTimeout(timer);
+      clearTimeout(total);
       decoding?.abandon();
       req.off("data", onData);
       req.off("end", onEnd);
@@ -63,10 +71,15 @@ export function drainOversized(req: IncomingMessage, options: DrainOptions): Pro
       if (!result.ok) req.pause();
       resolve(result);
     };
+    // The idle timer is pushed back by each chunk, the total one armed once; neither once the parser has seen the whole
+    // message (`req.complete`).
     const arm = () => {
-      if (options.idleTimeoutMs === undefined || finished || req.complete) return;
+      if (finished || req.complete) return;
       if (timer) timer.refresh();
-      else timer = setTimeout(() => settle({ ok: false, reason: "timeout" }), options.idleTimeoutMs);
+      else if (options.idleTimeoutMs !== undefined)
+        timer = setTimeout(() => settle({ ok: false, reason: "timeout" }), options.idleTimeoutMs);
+      if (total === undefined && options.totalTimeoutMs !== undefined)
+        total = setTimeout(() => settle({ ok: false, reason: "timeout" }), options.totalTimeoutMs);
     };
     const onData = (chunk: Buffer) => {
       if (finished) return;
@@ -84,6 +97,7 @@ export function drainOversized(req: IncomingMessage, options: DrainOptions): Pro
       if (finished) return;
       // The body is whole: only the decoding may still be under way, and nothing the client does now changes it.
       clearTimeout(timer);
+      clearTimeout(total);
       req.off("close", onAborted);
       const sha256 = sha.digest("hex");
       let verdict = digest.verdict(options.toleranceSec, options.now());

@@ -135,6 +135,8 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       );
       return refuse(res, 415, { error: "unsupported_encoding", message: "send the body as is, or gzip or deflate" });
     }
+    // When the body began to be awaited: its total time counts from here, also once it is read on unheld (oversized).
+    const bodyBegan = performance.now();
     const read = await readRawBody(req, {
       maxBytes: maxBodyBytes,
       budget,
@@ -145,7 +147,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       if (read.reason === "too_large" && maxVerifiedBodyBytes > maxBodyBytes) {
         const declared = declaredLength(req);
         if (declared === undefined || declared <= maxVerifiedBodyBytes)
-          return oversized(req, res, pre, read.consumed ?? [], ok, encoding);
+          return oversized(req, res, pre, read.consumed ?? [], bodyBegan, ok, encoding);
       }
       count(read.reason);
       if (read.reason === "aborted") return void log.debug("webhook request aborted by the client");
@@ -191,6 +193,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     res: ServerResponse,
     header: SignatureHeader,
     consumed: readonly Buffer[],
+    bodyBegan: number,
     ok: (text: string) => void,
     encoding: "gzip" | "deflate" | undefined,
   ): Promise<void> {
@@ -199,6 +202,9 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       consumed,
       maxBytes: maxVerifiedBodyBytes,
       idleTimeoutMs: bodyIdleTimeoutMs,
+      // The same total time as a held body's, from when the body began (a chunked one was partly read already): a
+      // trickle inside the idle timeout is answered 408 as stalled, not ended by the listener's limit as an abort.
+      totalTimeoutMs: Math.max(0, bodyTotalTimeoutMs - (performance.now() - bodyBegan)),
       digest: signatureDigest(header, secrets),
       toleranceSec,
       now: () => clock.now(),
@@ -210,7 +216,11 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       count(drained.reason);
       if (drained.reason === "aborted") return void log.debug("webhook request aborted by the client");
       if (drained.reason === "timeout") {
-        rejections.record("timeout", { remote, idle_ms: bodyIdleTimeoutMs }, "webhook body stalled; connection closed");
+        rejections.record(
+          "timeout",
+          { remote, idle_ms: bodyIdleTimeoutMs, total_ms: bodyTotalTimeoutMs },
+          "webhook body stalled or trickled past its time; connection closed",
+        );
         return refuse(res, 408, { error: "timeout", message: "the body stopped arriving" });
       }
       rejections.record(
