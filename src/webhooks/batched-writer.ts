@@ -132,9 +132,9 @@ function entriesOf<T>(chunk: [string, Entry<T>][]): { key: string; value: T; ttl
 /**
  * Writes `items` with `write` in slices of `size`, one after the other. Within a slice, entries the store names as
  * unstorable fail on their own and the others are written in one more call (nothing of a slice is written when its
- * values do not all serialize); any other error fails that slice and those after it, while the slices already written
- * succeed: their callers must not be told "not stored" (a webhook answered 503 although stored is retried by its
- * sender, found stored, answered "duplicate", and never processed).
+ * values do not all serialize); any other error, also on that one more call, fails that slice and those after it,
+ * while the slices already written succeed: their callers must not be told "not stored" (a webhook answered 503
+ * although stored is retried by its sender, found stored, answered "duplicate", and never processed).
  */
 async function inChunks<V, R>(
   items: [string, V][],
@@ -154,7 +154,18 @@ async function inChunks<V, R>(
         return out;
       }
       const rest = chunk.filter(([key]) => !bad.has(key));
-      const written = rest.length > 0 ? await write(rest) : [];
+      let written: R[];
+      try {
+        written = rest.length > 0 ? await write(rest) : [];
+      } catch (failure) {
+        // The store failed on the retry: as above, this slice and those after it fail with it, and the slices already
+        // written still succeed (thrown, it would fail every caller of the batch). The unstorable entries keep their
+        // own error, true whatever the store's state (the route sets them aside instead of answering 503 to be sent
+        // again), so even a failure of the first slice is answered entry by entry rather than thrown.
+        for (const [key] of chunk) out.push({ ok: false, error: bad.has(key) ? error : failure });
+        for (let later = i + chunk.length; later < items.length; later++) out.push({ ok: false, error: failure });
+        return out;
+      }
       let next = 0;
       for (const [key] of chunk) out.push(bad.has(key) ? { ok: false, error } : { ok: true, value: written[next++]! });
     }

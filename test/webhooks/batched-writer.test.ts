@@ -1,7 +1,7 @@
 // Tests group commit: writes made while a batch is being stored go together in the next one, each caller resolves
 // only once its own write is stored, a failure fails only its own batch, and insert-if-absent stays exact.
 import { describe, expect, it } from "vitest";
-import { openStore, type Table } from "../../src/store/store.ts";
+import { openStore, type Table, UnstorableValueError } from "../../src/store/store.ts";
 import { BatchedAdder, BatchedWriter } from "../../src/webhooks/batched-writer.ts";
 
 /** A real (memory) table whose batch writes can be held open, counted, and made to fail. */
@@ -210,5 +210,56 @@ describe("BatchedAdder", () => {
     expect(await t.inner.getMany(["a", "b", "c", "e"])).toEqual(["a", "b", undefined, undefined]);
     // The failed ones are stored when sent again.
     expect(await Promise.all([adder.add("c", "c"), adder.add("e", "e")])).toEqual([true, true]);
+  });
+
+  it("answers the slices stored before a store failure on the retry without an unstorable entry as stored", async () => {
+    // Review15: the retry of a slice without its unstorable entry met a store failure, which escaped and failed every
+    // caller of the batch, the slice already written too (answered 503 although stored, then "duplicate").
+    const store = await openStore("memory://");
+    const inner = store.table<string>("inbox");
+    const calls: string[][] = [];
+    /** What the store does on each addMany call, in order; undefined: writes. */
+    let script: ("unstorable" | "ioerr" | undefined)[] = [];
+    const table: Table<string> = {
+      ...inner,
+      get: (k) => inner.get(k),
+      getMany: (k) => inner.getMany(k),
+      entries: () => inner.entries(),
+      set: (k, v, t) => inner.set(k, v, t),
+      setMany: (e) => inner.setMany(e),
+      delete: (k) => inner.delete(k),
+      deleteMany: (k) => inner.deleteMany(k),
+      addMany: async (entries) => {
+        const keys = entries.map((e) => e.key);
+        calls.push(keys);
+        const step = script.shift();
+        if (step === "unstorable") throw new UnstorableValueError([keys[0]!], new Error("too deep"));
+        if (step === "ioerr") throw new Error("SQLITE_IOERR: disk I/O error");
+        return inner.addMany(entries);
+      },
+    };
+    const adder = new BatchedAdder(table, 2);
+    const shown = async (keys: string[]) =>
+      (await Promise.allSettled(keys.map((k) => adder.add(k, k)))).map((r) =>
+        r.status === "fulfilled" ? r.value : String(r.reason),
+      );
+    const unstorable = "UnstorableValueError: store: a value cannot be stored (too deep)";
+    const ioerr = "Error: SQLITE_IOERR: disk I/O error";
+
+    // Slices [a,b] [c,d] [e]: the second names c unstorable, its retry without c fails.
+    script = [undefined, "unstorable", "ioerr"];
+    expect(await shown(["a", "b", "c", "d", "e"])).toEqual([true, true, unstorable, ioerr, ioerr]);
+    expect(calls).toEqual([["a", "b"], ["c", "d"], ["d"]]);
+    expect(await inner.getMany(["a", "b", "c", "d", "e"])).toEqual(["a", "b", undefined, undefined, undefined]);
+
+    // The first slice: nothing was stored, and the unstorable entry is still told so, not to try again.
+    calls.length = 0;
+    script = ["unstorable", "ioerr"];
+    expect(await shown(["f", "g", "h"])).toEqual([unstorable, ioerr, ioerr]);
+    expect(calls).toEqual([["f", "g"], ["g"]]);
+
+    // The failed ones are stored when sent again.
+    expect(await shown(["d", "e", "g", "h"])).toEqual([true, true, true, true]);
+    await store.close();
   });
 });
