@@ -3,6 +3,7 @@
 // plus one per therapist written to about their own credentials, through the first e-mail target with
 // `therapists: true`. The therapists' channels and addresses are read from the live mapping each time (a reload
 // changes them in place). A failed delivery throws a DeliveryError that names the target, never its address.
+import { domainToASCII } from "node:url";
 import type { Transporter } from "nodemailer";
 import { request } from "undici";
 import { type Config, type NotifyTargetConfig, targetNameOf } from "../config/schema.ts";
@@ -23,7 +24,12 @@ export interface Channel {
 
 export class DeliveryError extends Error {
   override readonly name = "DeliveryError";
-  /** The receiver refused it for good (an SMTP 5xx: "mailbox unavailable", "no such user"): sending again cannot help. */
+  /**
+   * The mail server refused the address itself for good (RCPT TO answered 5xx for every address it was sent to:
+   * "mailbox unavailable", "no such user"): sending again cannot help. Any other refusal is not: a 5xx to calbridge's
+   * own login (535), to its sender (MAIL FROM) or to the message (DATA) says nothing about the address, and the next
+   * try may pass (a password fixed, an auth backend back).
+   */
   readonly permanent: boolean;
   constructor(message: string, options: { permanent?: boolean } = {}) {
     super(message);
@@ -80,6 +86,35 @@ function webhookChannel(
   };
 }
 
+/** Two spellings of one address: the case aside, and the domain as nodemailer writes it in the envelope (punycode). */
+function sameAddress(a: string, b: string): boolean {
+  const norm = (x: string) => {
+    const at = x.lastIndexOf("@");
+    const domain = x.slice(at + 1);
+    return `${x.slice(0, at + 1)}${domainToASCII(domain) || domain}`.toLowerCase();
+  };
+  return a.toLowerCase() === b.toLowerCase() || norm(a) === norm(b);
+}
+
+/** The SMTP error of a reply in the 5xx range (a permanent refusal). */
+const permanentReply = (code: unknown) => typeof code === "number" && code >= 500 && code < 600;
+
+/**
+ * Whether nodemailer's error is the mail server refusing every one of `to` for good at RCPT TO: its envelope error
+ * ("all recipients were rejected", code EENVELOPE) names each address in `rejected`, and each refusal is a 5xx.
+ * A refusal of the login (EAUTH), of the sender (EENVELOPE on MAIL FROM), of the message (DATA) or a lost connection
+ * is not: it is about calbridge's side of the exchange, never the address.
+ */
+function addressesRefused(err: unknown, to: readonly string[]): boolean {
+  const e = err as { code?: unknown; command?: unknown; rejected?: unknown; rejectedErrors?: unknown };
+  if (e.code !== "EENVELOPE" || e.command !== "RCPT TO" || !Array.isArray(e.rejectedErrors)) return false;
+  const refusals = e.rejectedErrors as { recipient?: unknown; responseCode?: unknown }[];
+  return to.every((address) => {
+    const mine = refusals.filter((r) => typeof r.recipient === "string" && sameAddress(r.recipient, address));
+    return mine.length > 0 && mine.every((r) => permanentReply(r.responseCode));
+  });
+}
+
 type EmailTarget = Extract<NotifyTargetConfig, { type: "email" }>;
 
 /** An e-mail target's channel to its admins, and a mailer to any address (the therapists') through its SMTP server. */
@@ -112,9 +147,8 @@ function emailChannel(
         ...(signal ? { signal } : {}),
       });
     } catch (err) {
-      const code = (err as { responseCode?: unknown }).responseCode;
       throw new DeliveryError(`target ${name}: ${secrets.scrub((err as Error).message ?? String(err))}`, {
-        permanent: typeof code === "number" && code >= 500 && code < 600,
+        permanent: addressesRefused(err, to),
       });
     }
   };

@@ -307,7 +307,8 @@ export class Notifier {
       if (signal?.aborted) return; // stopping: it stays queued for the next leader or start
       const who = channel.therapistId ? { therapist_id: channel.therapistId } : {};
       if (channel.audience === "therapist" && err instanceof DeliveryError && err.permanent) {
-        // A typo in therapists[].email: retried, it failed every 30 minutes for ever (a new reconnect link each time).
+        // Their address itself refused (RCPT TO, a 5xx), a typo in therapists[].email: retried, it failed every 30 minutes
+        // for ever (a new reconnect link each time). Any other refusal (the login, the sender, the message) is retried.
         this.#metrics.deliveries.inc({ target: channel.target, result: "refused" });
         this.#log.error(
           { target: channel.target, ...who, notices: box.notices.length, err: describeError(err) },

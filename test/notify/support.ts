@@ -18,8 +18,13 @@ export interface MailSink {
   mails: ReceivedMail[];
   /** Logins the server accepted (user names). */
   logins: string[];
-  /** The next `n` messages are refused with 451 (a temporary failure). */
-  refuseNext(n: number): void;
+  /**
+   * The next `n` messages are refused with `code` (451 by default: a temporary failure), in answer to the message
+   * itself (DATA) or to its sender (MAIL FROM).
+   */
+  refuseNext(n: number, code?: number, at?: "DATA" | "MAIL FROM"): void;
+  /** While true, every login is refused with 535 (the server's auth backend down, a password being changed). */
+  loginDown: boolean;
   /** Addresses refused for good at RCPT TO (550 5.1.1, no such mailbox). */
   unknown: Set<string>;
   close(): Promise<void>;
@@ -50,8 +55,35 @@ export async function startMailSink(): Promise<MailSink> {
   const mails: ReceivedMail[] = [];
   const logins: string[] = [];
   let refuse = 0;
+  let refuseCode = 451;
+  let refuseAt: "DATA" | "MAIL FROM" = "DATA";
+  const refusal = () => {
+    refuse--;
+    const err = new Error(refuseCode < 500 ? "Try again later" : "5.7.1 Message refused") as Error & {
+      responseCode: number;
+    };
+    err.responseCode = refuseCode;
+    return err;
+  };
   const unknown = new Set<string>();
+  const sink: MailSink = {
+    port: 0,
+    mails,
+    logins,
+    refuseNext(n, code = 451, at = "DATA") {
+      refuse = n;
+      refuseCode = code;
+      refuseAt = at;
+    },
+    loginDown: false,
+    unknown,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
   const server = new SMTPServer({
+    onMailFrom(_address, _session, cb) {
+      if (refuse > 0 && refuseAt === "MAIL FROM") return cb(refusal());
+      cb();
+    },
     onRcptTo(address, _session, cb) {
       if (!unknown.has(address.address)) return cb();
       const err = new Error("5.1.1 mailbox unavailable") as Error & { responseCode: number };
@@ -63,6 +95,11 @@ export async function startMailSink(): Promise<MailSink> {
     authOptional: false,
     logger: false,
     onAuth(auth, _session, cb) {
+      if (sink.loginDown) {
+        const err = new Error("5.7.8 Authentication credentials invalid") as Error & { responseCode: number };
+        err.responseCode = 535;
+        return cb(err);
+      }
       if (auth.username === SMTP_USER && auth.password === SMTP_PASS) {
         logins.push(auth.username);
         cb(null, { user: auth.username });
@@ -72,12 +109,7 @@ export async function startMailSink(): Promise<MailSink> {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
-        if (refuse > 0) {
-          refuse--;
-          const err = new Error("Try again later") as Error & { responseCode: number };
-          err.responseCode = 451;
-          return cb(err);
-        }
+        if (refuse > 0 && refuseAt === "DATA") return cb(refusal());
         const raw = Buffer.concat(chunks).toString("utf8");
         mails.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
@@ -90,17 +122,8 @@ export async function startMailSink(): Promise<MailSink> {
     },
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.server.address() as AddressInfo;
-  return {
-    port,
-    mails,
-    logins,
-    refuseNext(n) {
-      refuse = n;
-    },
-    unknown,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  sink.port = (server.server.address() as AddressInfo).port;
+  return sink;
 }
 
 export interface Posted {

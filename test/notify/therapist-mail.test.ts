@@ -58,12 +58,13 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
   /** Credentials by therapist; the live view has the therapists the shared config maps now (as the daemon's). */
   const credentials = new Map<string, Pick<TherapistView, "credentials" | "reason">>();
   const links: string[] = [];
+  const log = captureLog("debug", new SecretRegistry());
   const notifier = new Notifier({
     config,
     store,
     registry,
     clock,
-    logger: captureLog("debug", new SecretRegistry()).logger,
+    logger: log.logger,
     isLeader: () => true,
     live: (): LiveView => ({
       deadLetters: 0,
@@ -94,6 +95,7 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
     notifier,
     clock,
     registry,
+    log,
     links,
     broken(id: string) {
       credentials.set(id, { credentials: "broken", reason: "invalid_grant" });
@@ -130,6 +132,45 @@ describe("a therapist's address the mail server refuses for good (a typo in ther
       ["mail", "sent", 1],
       ["mail/therapists", "refused", 1],
     ]);
+  });
+});
+
+describe("a refusal that is not about the therapist's address (calbridge's own login, its sender, the message)", () => {
+  const failures: [string, (sink: MailSink) => void, (sink: MailSink) => void][] = [
+    [
+      "535 to calbridge's SMTP login",
+      (s) => {
+        s.loginDown = true;
+      },
+      (s) => {
+        s.loginDown = false;
+      },
+    ],
+    ["550 to MAIL FROM", (s) => s.refuseNext(2, 550, "MAIL FROM"), () => {}],
+    ["554 to the message (DATA)", (s) => s.refuseNext(2, 554), () => {}],
+  ];
+  it.each(failures)("%s: the therapist's e-mail is retried as the admins' is, and arrives", async (_, fail, heal) => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    const sink = f.sinks[0]!;
+    fail(sink);
+    f.broken("th_a");
+    await f.notifier.check(); // both deliveries meet the refusal
+    expect(f.mails()).toHaveLength(0);
+    heal(sink);
+    await f.clock.advance(31_000);
+    await f.notifier.check();
+    expect(f.mails().map((m) => m.to)).toEqual(expect.arrayContaining([["ops@clinic.test"], ["anna@clinic.example"]]));
+    expect(f.to("anna@clinic.example")).toHaveLength(1);
+    expect(f.to("anna@clinic.example")[0]!.text).toContain("https://sync.clinic.example/connect?invite=");
+    const metric = (await f.registry.getSingleMetric("calbridge_notifications_total")?.get())?.values ?? [];
+    expect(metric.map((v) => [v.labels.target, v.labels.result, v.value]).sort()).toEqual([
+      ["mail", "failed", 1],
+      ["mail", "sent", 1],
+      ["mail/therapists", "failed", 1],
+      ["mail/therapists", "sent", 1],
+    ]);
+    expect(f.log.lines.filter((l) => String(l.msg).includes("refused for good"))).toEqual([]);
+    expect(f.log.lines.filter((l) => l.msg === "notification not delivered; retried with backoff")).toHaveLength(2);
   });
 });
 
