@@ -2,7 +2,9 @@
 // undici) or e-mail over SMTP (nodemailer). One channel per target, made at start (targets change with a restart only),
 // plus one per therapist written to about their own credentials, through the first e-mail target with
 // `therapists: true`. The therapists' channels and addresses are read from the live mapping each time (a reload
-// changes them in place). A failed delivery throws a DeliveryError that names the target, never its address.
+// changes them in place). A failed delivery throws a DeliveryError that names the target, never its address. An e-mail
+// the server took for some of its recipients and refused at RCPT TO for others is delivered: the refused addresses
+// come back to the notifier (Refusal), which sends to them alone what they missed through the channel's `to`.
 import { domainToASCII } from "node:url";
 import type { Transporter } from "nodemailer";
 import { request } from "undici";
@@ -18,8 +20,29 @@ export interface Channel {
   readonly audience: "admins" | "therapist";
   /** The therapist a therapist's channel writes to. */
   readonly therapistId?: string;
-  send(message: Message, signal?: AbortSignal): Promise<void>;
+  /** The one address of an e-mail target that a channel from `to()` writes to. */
+  readonly address?: string;
+  /**
+   * Delivers the message; throws a DeliveryError when nobody got it. The addresses an e-mail's server refused at
+   * RCPT TO while it took the message for the others come back (none for a webhook).
+   */
+  send(message: Message, signal?: AbortSignal): Promise<Refusal[]>;
+  /**
+   * An e-mail target's channel to one of its addresses alone (what that address was refused for a moment); undefined
+   * for a webhook, and for an address that is no longer one of the target's (the targets change with a restart).
+   */
+  to?(address: string): Channel | undefined;
   close(): void;
+}
+
+/** An address the mail server refused at RCPT TO while it took the message for the others. */
+export interface Refusal {
+  /** As the target's `to` spells it. */
+  readonly address: string;
+  /** A 5xx: refused for good (no such mailbox); otherwise for a moment (a 4xx: greylisting, a full mailbox). */
+  readonly permanent: boolean;
+  /** The server's answer, for the log. */
+  readonly detail: string;
 }
 
 export class DeliveryError extends Error {
@@ -67,7 +90,7 @@ function webhookChannel(
       }
       if (res.statusCode >= 200 && res.statusCode < 300) {
         await res.body.dump().catch(() => {});
-        return;
+        return [];
       }
       // The start of the answer says why (Slack: invalid_payload, no_text, ...); the rest is not read.
       let text = "";
@@ -117,12 +140,34 @@ function addressesRefused(err: unknown, to: readonly string[]): boolean {
 
 type EmailTarget = Extract<NotifyTargetConfig, { type: "email" }>;
 
+/**
+ * The addresses among `to` that the server refused while it took the message for others: nodemailer's `rejected`, each
+ * with its RCPT TO answer in `rejectedErrors` (a refusal whose answer is not there counts as one for a moment).
+ */
+function refusalsOf(name: string, info: unknown, to: readonly string[]): Refusal[] {
+  const { rejected, rejectedErrors } = (info ?? {}) as { rejected?: unknown; rejectedErrors?: unknown };
+  if (!Array.isArray(rejected)) return [];
+  const errors = (Array.isArray(rejectedErrors) ? rejectedErrors : []) as {
+    recipient?: unknown;
+    responseCode?: unknown;
+    message?: unknown;
+  }[];
+  return rejected
+    .filter((a): a is string => typeof a === "string")
+    .map((address): Refusal => {
+      const err = errors.find((e) => typeof e.recipient === "string" && sameAddress(e.recipient, address));
+      return {
+        address: to.find((a) => sameAddress(a, address)) ?? address,
+        permanent: permanentReply(err?.responseCode),
+        detail: `target ${name}: ${secrets.scrub(typeof err?.message === "string" ? err.message : "recipient refused")}`,
+      };
+    });
+}
+
+type Mailer = (to: string[], message: Message, signal?: AbortSignal) => Promise<Refusal[]>;
+
 /** An e-mail target's channel to its admins, and a mailer to any address (the therapists') through its SMTP server. */
-function emailChannel(
-  name: string,
-  target: EmailTarget,
-  timeoutMs: number,
-): { channel: Channel; mail: (to: string[], message: Message, signal?: AbortSignal) => Promise<void> } {
+function emailChannel(name: string, target: EmailTarget, timeoutMs: number): { channel: Channel; mail: Mailer } {
   // nodemailer (and what it loads) comes with the first message: most daemons never send one.
   let transport: Promise<Transporter> | undefined;
   const transportOnce = () =>
@@ -137,9 +182,10 @@ function emailChannel(
         socketTimeout: timeoutMs,
       }),
     ));
-  const mail = async (to: string[], message: Message, signal?: AbortSignal) => {
+  const mail: Mailer = async (to, message, signal) => {
+    let info: unknown;
     try {
-      await (await transportOnce()).sendMail({
+      info = await (await transportOnce()).sendMail({
         from: target.from,
         to,
         subject: message.subject,
@@ -151,17 +197,28 @@ function emailChannel(
         permanent: addressesRefused(err, to),
       });
     }
+    return refusalsOf(name, info, to);
   };
-  return {
-    channel: {
-      id: name,
-      target: name,
-      audience: "admins",
-      send: (message, signal) => mail(target.to, message, signal),
-      close: () => void transport?.then((t) => t.close()),
+  const channel: Channel = {
+    id: name,
+    target: name,
+    audience: "admins",
+    send: (message, signal) => mail(target.to, message, signal),
+    to(address) {
+      const one = target.to.find((a) => sameAddress(a, address));
+      if (one === undefined) return undefined;
+      return {
+        id: name,
+        target: name,
+        audience: "admins",
+        address: one,
+        send: (message, signal) => mail([one], message, signal),
+        close() {},
+      };
     },
-    mail,
+    close: () => void transport?.then((t) => t.close()),
   };
+  return { channel, mail };
 }
 
 /** The therapist's own address in the mapping as it is now: OAuth therapists only (they can reconnect themselves). */
@@ -214,7 +271,7 @@ export function notifyChannels(config: Config, timeoutMs = SEND_TIMEOUT_MS): Not
             // Read again now: a reload since the check may have changed or removed the address (the link is theirs).
             const to = therapistAddress(config, t.therapist_id);
             if (!to) throw new DeliveryError(`target ${name}: therapist ${t.therapist_id} has no e-mail address now`);
-            await mail([to], message, signal);
+            return mail([to], message, signal);
           },
           close() {},
         }),

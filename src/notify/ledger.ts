@@ -20,6 +20,11 @@ export interface Outbox {
   nextAt: number;
   /** Notices dropped because the queue was full (a target down for days), mentioned in the next message. */
   dropped?: number;
+  /**
+   * An e-mail target's addresses the mail server refused for a moment (a 4xx to RCPT TO: greylisting, a full mailbox)
+   * while it took the message for the others: each one's own queue of what it missed, sent to it alone.
+   */
+  retries?: Record<string, Outbox>;
 }
 
 /** A recipient down for a long time keeps at most this many notices; older ones are counted, not kept. */

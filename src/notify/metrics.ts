@@ -3,7 +3,10 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 
 export interface NotifyMetrics {
-  /** result: sent | failed (retried) | refused (a therapist's address refused for good: dropped). */
+  /**
+   * result: sent | failed (retried; also an e-mail target's address refused for a moment, retried to it alone) |
+   * refused (an address refused for good: a therapist's, dropped; one of an e-mail target's, not sent to it again).
+   */
   deliveries: Counter<"target" | "result">;
   reconcileFailures: Gauge;
   endpointDisabled: Gauge;
@@ -14,7 +17,7 @@ export function notifyMetrics(registry: Registry): NotifyMetrics {
   return {
     deliveries: new Counter({
       name: "calbridge_notifications_total",
-      help: "Notification messages by target (a therapist's own e-mails as <target>/therapists) and result (sent; failed and queued for a retry; refused: a therapist's address refused for good, dropped).",
+      help: "Notification messages by target (a therapist's own e-mails as <target>/therapists) and result (sent; failed and queued for a retry, also an e-mail target's address the server refused for a moment while it took the message for the others, retried to that address alone; refused: an address refused for good, a therapist's or one of an e-mail target's, not sent to again).",
       labelNames: ["target", "result"] as const,
       registers,
     }),

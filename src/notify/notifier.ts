@@ -9,10 +9,10 @@ import type { Config } from "../config/schema.ts";
 import { secrets as defaultSecrets, type Logger, type SecretRegistry, silentLogger } from "../log.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
-import { type Channel, DeliveryError, type NotifyChannels, notifyChannels } from "./channels.ts";
+import { type Channel, DeliveryError, type NotifyChannels, notifyChannels, type Refusal } from "./channels.ts";
 import { CONDITIONS, conditionById, type Notice, type Text } from "./conditions.ts";
 import { EndpointCheck } from "./endpoint-check.ts";
-import { type ConditionState, NotifyLedger, type Outbox } from "./ledger.ts";
+import { type ConditionState, MAX_QUEUED, NotifyLedger, type Outbox } from "./ledger.ts";
 import { type NotifyMetrics, notifyMetrics } from "./metrics.ts";
 import { afterReconcile, type ReconcileOutcome } from "./outcomes.ts";
 import { compose, type Message } from "./render.ts";
@@ -51,6 +51,19 @@ export const BACKOFF_BASE_MS = 30_000;
 /** How long a check waits for the webhook endpoint's answer before going on without it (#endpointChecked). */
 const ENDPOINT_WAIT_MS = 2000;
 export const BACKOFF_MAX_MS = 30 * 60_000;
+
+/** `retries` as an Outbox field: absent when there are none. */
+function retriesOf(retries: Record<string, Outbox> | undefined): Pick<Outbox, "retries"> {
+  return retries && Object.keys(retries).length > 0 ? { retries } : {};
+}
+
+function withoutRetries({ retries: _, ...box }: Outbox): Outbox {
+  return box;
+}
+
+function withoutRefusals({ refusals: _, ...box }: Outbox & { refusals?: Refusal[] }): Outbox {
+  return box;
+}
 
 export class Notifier {
   readonly #o: NotifierOptions;
@@ -213,8 +226,15 @@ export class Notifier {
         .filter((c) => c.audience === "admins")
         .map(async (c): Promise<TestResult> => {
           try {
-            await c.send(message);
-            return { target: c.target, ok: true, detail: "test message accepted" };
+            const refusals = await c.send(message);
+            if (refusals.length === 0) return { target: c.target, ok: true, detail: "test message accepted" };
+            // Some of an e-mail target's addresses refused: a 5xx fails the check, a 4xx (greylisting) passes by itself.
+            const said = refusals.map((r) => `${r.address}: ${r.detail}`).join("; ");
+            return {
+              target: c.target,
+              ok: refusals.every((r) => !r.permanent),
+              detail: `test message accepted for the other addresses; refused for ${said}`,
+            };
           } catch (err) {
             return { target: c.target, ok: false, detail: describeError(err) };
           }
@@ -292,53 +312,133 @@ export class Notifier {
     await this.#ledger.commit(states, queued);
   }
 
+  /**
+   * Delivers the channel's queue when it is due, then what each of an e-mail target's addresses was refused for a
+   * moment, to that address alone, when its own backoff is over.
+   */
   async #deliver(channel: Channel): Promise<void> {
-    const box = await this.#ledger.outbox(channel.id);
-    if (box.notices.length === 0 || this.#clock.now() < box.nextAt || !this.#o.isLeader()) return;
-    const message = await this.#message(channel, box);
-    if (!message) {
-      await this.#ledger.saveOutbox(channel.id, { notices: [], attempts: 0, nextAt: box.nextAt });
-      return;
+    let box = await this.#ledger.outbox(channel.id);
+    if (!this.#o.isLeader()) return;
+    if (box.notices.length > 0 && this.#clock.now() >= box.nextAt) {
+      const after = await this.#attempt(channel, box);
+      if (!after) return; // stopping: it stays queued for the next leader or start
+      box = { ...after, ...retriesOf(this.#refused(channel, box, after.refusals, box.retries)) };
+      await this.#ledger.saveOutbox(channel.id, withoutRefusals(box));
     }
+    for (const [address, retry] of Object.entries(box.retries ?? {})) {
+      if (this.#clock.now() < retry.nextAt || !this.#o.isLeader()) continue;
+      const { [address]: _, ...others } = box.retries ?? {};
+      const alone = channel.to?.(address);
+      let left: Outbox | undefined;
+      if (!alone) {
+        this.#log.info(
+          { target: channel.target, address, notices: retry.notices.length },
+          "notification not sent again to an address no longer among the target's: dropped",
+        );
+      } else {
+        const after = await this.#attempt(alone, retry);
+        if (!after) return;
+        left = after.notices.length > 0 ? withoutRefusals(after) : undefined;
+      }
+      box = { ...withoutRetries(box), ...retriesOf(left ? { ...others, [address]: left } : others) };
+      await this.#ledger.saveOutbox(channel.id, box);
+    }
+  }
+
+  /**
+   * One attempt at a queue, through `channel` (to one address alone for one from an e-mail target's `to()`). The
+   * queue as it is after it, with the addresses that were refused while the others got it; undefined when stopping
+   * (nothing changed: it stays queued).
+   */
+  async #attempt(channel: Channel, box: Outbox): Promise<(Outbox & { refusals: Refusal[] }) | undefined> {
+    const message = await this.#message(channel, box);
+    if (!message) return { notices: [], attempts: 0, nextAt: box.nextAt, refusals: [] };
     const signal = this.#stop?.signal;
+    const who = {
+      target: channel.target,
+      ...(channel.therapistId ? { therapist_id: channel.therapistId } : {}),
+      ...(channel.address ? { address: channel.address } : {}),
+    };
+    let refusals: Refusal[];
     try {
-      await channel.send(message, signal);
+      refusals = await channel.send(message, signal);
     } catch (err) {
-      if (signal?.aborted) return; // stopping: it stays queued for the next leader or start
-      const who = channel.therapistId ? { therapist_id: channel.therapistId } : {};
-      if (channel.audience === "therapist" && err instanceof DeliveryError && err.permanent) {
+      if (signal?.aborted) return undefined;
+      const oneAddress = channel.audience === "therapist" || channel.address !== undefined;
+      if (oneAddress && err instanceof DeliveryError && err.permanent) {
         // Their address itself refused (RCPT TO, a 5xx), a typo in therapists[].email: retried, it failed every 30 minutes
         // for ever (a new reconnect link each time). Any other refusal (the login, the sender, the message) is retried.
         this.#metrics.deliveries.inc({ target: channel.target, result: "refused" });
         this.#log.error(
-          { target: channel.target, ...who, notices: box.notices.length, err: describeError(err) },
-          "notification to the therapist refused for good by the mail server: dropped; check therapists[].email",
+          { ...who, notices: box.notices.length, err: describeError(err) },
+          channel.audience === "therapist"
+            ? "notification to the therapist refused for good by the mail server: dropped; check therapists[].email"
+            : "notification to one of the target's addresses refused for good by the mail server: dropped for it; check notify.targets[].to",
         );
-        await this.#ledger.saveOutbox(channel.id, { notices: [], attempts: 0, nextAt: box.nextAt });
-        return;
+        return { notices: [], attempts: 0, nextAt: box.nextAt, refusals: [] };
       }
       const attempts = box.attempts + 1;
-      const full = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1));
-      const delay = Math.round(full * (0.5 + (this.#o.random ?? Math.random)() / 2));
+      const delay = this.#backoff(attempts);
       this.#metrics.deliveries.inc({ target: channel.target, result: "failed" });
       this.#log.warn(
-        { target: channel.target, ...who, attempts, retry_in_s: Math.round(delay / 1000), err: describeError(err) },
+        { ...who, attempts, retry_in_s: Math.round(delay / 1000), err: describeError(err) },
         "notification not delivered; retried with backoff",
       );
-      await this.#ledger.saveOutbox(channel.id, { ...box, attempts, nextAt: this.#clock.now() + delay });
-      return;
+      return { ...withoutRetries(box), attempts, nextAt: this.#clock.now() + delay, refusals: [] };
     }
     this.#metrics.deliveries.inc({ target: channel.target, result: "sent" });
-    this.#log.info(
-      {
-        target: channel.target,
-        notices: box.notices.length,
-        ...(channel.therapistId ? { therapist_id: channel.therapistId } : {}),
-      },
-      "notification sent",
-    );
+    this.#log.info({ ...who, notices: box.notices.length }, "notification sent");
     const next = this.#clock.now() + this.#config.notify.min_interval_seconds * 1000;
-    await this.#ledger.saveOutbox(channel.id, { notices: [], attempts: 0, nextAt: next });
+    return { notices: [], attempts: 0, nextAt: next, refusals };
+  }
+
+  /**
+   * The addresses of an e-mail target refused while the others got the message: one refused for good is told (an
+   * error naming it) and not sent it again; one refused for a moment gets the notices it missed queued for it alone,
+   * retried with backoff. The others are not sent them again. `retries` as they are after it.
+   */
+  #refused(
+    channel: Channel,
+    box: Outbox,
+    refusals: readonly Refusal[],
+    retries: Record<string, Outbox> | undefined,
+  ): Record<string, Outbox> {
+    const next = { ...retries };
+    for (const r of refusals) {
+      const who = { target: channel.target, address: r.address, notices: box.notices.length };
+      if (r.permanent) {
+        this.#metrics.deliveries.inc({ target: channel.target, result: "refused" });
+        this.#log.error(
+          { ...who, err: r.detail },
+          "notification to one of the target's addresses refused for good by the mail server: dropped for it; check notify.targets[].to",
+        );
+        continue;
+      }
+      const had = next[r.address];
+      const all = [...(had?.notices ?? []), ...box.notices];
+      const over = Math.max(0, all.length - MAX_QUEUED);
+      const dropped = (had?.dropped ?? 0) + (box.dropped ?? 0) + over;
+      const attempts = (had?.attempts ?? 0) + 1;
+      const delay = this.#backoff(attempts);
+      next[r.address] = {
+        notices: all.slice(over),
+        attempts,
+        nextAt: this.#clock.now() + delay,
+        ...(dropped > 0 ? { dropped } : {}),
+      };
+      this.#metrics.deliveries.inc({ target: channel.target, result: "failed" });
+      this.#log.warn(
+        { ...who, attempts, retry_in_s: Math.round(delay / 1000), err: r.detail },
+        "notification not delivered to one of the target's addresses, refused for a moment; retried to it alone with backoff",
+      );
+    }
+    return next;
+  }
+
+  /** The wait before the next try after `attempts` failures in a row. */
+  #backoff(attempts: number): number {
+    const full = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1));
+    return Math.round(full * (0.5 + (this.#o.random ?? Math.random)() / 2));
   }
 
   /** The queue as one message (a summary when it holds several notices); undefined when nothing in it is known. */

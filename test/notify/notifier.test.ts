@@ -1,6 +1,7 @@
 // Tests the notifier's delivery rules against a real SMTP server and HTTP receiver: a storm of conditions becomes one
 // summary, the rate limit holds later notices back, a failing target is retried with backoff without holding the
-// others up, each chat gets its own payload, OAuth therapists' messages carry their reconnect link (and, when asked,
+// others up, an e-mail address refused while the others take the message is retried alone (a 4xx) or told (a 5xx),
+// each chat gets its own payload, OAuth therapists' messages carry their reconnect link (and, when asked,
 // reach the therapist), reconciliation streaks and guard holds are told, secrets are removed.
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
@@ -285,6 +286,75 @@ describe("delivery", () => {
     expect(f.mail.mails[0]!.raw).not.toContain("Hunter2-very-secret");
     expect(f.mail.mails[0]!.subject).toBe("[unit] Google credentials of [REDACTED] (th_e) stopped working");
     expect(f.hook.posts[0]!.raw).not.toContain("Hunter2-very-secret");
+  });
+});
+
+describe("an e-mail target's address refused while the others take the message", () => {
+  const OPS = "ops@clinic.test";
+  const BOSS = "boss@clinic.test";
+
+  it("refused for a moment (a 4xx to RCPT TO): retried to that address alone with backoff, the others get it once", async () => {
+    const f = await fixture();
+    f.mail.deferred.add(BOSS); // greylisted
+    f.set("th_b", { credentials: "broken", reason: "invalid_grant" });
+    await f.notifier.check();
+    expect(f.mail.mails.map((m) => m.to)).toEqual([[OPS]]);
+    expect(await sent(f.registry, "mail", "sent")).toBe(1);
+    expect(await sent(f.registry, "mail", "failed")).toBe(1);
+    const warn = f.log.lines.find((l) => l.address === BOSS);
+    expect(warn).toMatchObject({ level: 40, target: "mail", attempts: 1, retry_in_s: 30 });
+    expect(String(warn?.err)).toContain("451 4.7.1 Greylisted");
+
+    await f.clock.advance(29_000);
+    await f.notifier.check(); // backoff not over
+    expect(f.mail.mails).toHaveLength(1);
+    await f.clock.advance(1_000);
+    await f.notifier.check(); // still greylisted: the wait doubles
+    expect(f.mail.mails).toHaveLength(1);
+    expect(f.log.lines.filter((l) => l.address === BOSS && l.retry_in_s === 60)).toHaveLength(1);
+
+    f.mail.deferred.delete(BOSS);
+    await f.clock.advance(60_000);
+    await f.notifier.check();
+    expect(f.mail.mails.map((m) => m.to)).toEqual([[OPS], [BOSS]]);
+    expect(f.mail.mails[1]!.subject).toBe(f.mail.mails[0]!.subject);
+    expect(f.mail.mails[1]!.subject).toBe("[unit] Google credentials of th_b stopped working");
+    await f.clock.advance(31 * 60_000);
+    await f.notifier.check(); // nothing left to send to anyone
+    expect(f.mail.mails).toHaveLength(2);
+    expect(await sent(f.registry, "mail", "sent")).toBe(2);
+    expect(await sent(f.registry, "mail", "failed")).toBe(2);
+    expect(f.hook.posts).toHaveLength(1);
+  });
+
+  it("refused for good (a 5xx to RCPT TO): an error naming the address, counted, not sent again", async () => {
+    const f = await fixture();
+    f.mail.unknown.add(BOSS);
+    f.set("th_b", { credentials: "broken", reason: "invalid_grant" });
+    await f.notifier.check();
+    expect(f.mail.mails.map((m) => m.to)).toEqual([[OPS]]);
+    const error = f.log.lines.find((l) => l.level === 50);
+    expect(error).toMatchObject({ target: "mail", address: BOSS, notices: 1 });
+    expect(String(error?.msg)).toContain("refused for good");
+    expect(String(error?.err)).toContain("550 5.1.1 mailbox unavailable");
+    expect(await sent(f.registry, "mail", "sent")).toBe(1);
+    expect(await sent(f.registry, "mail", "refused")).toBe(1);
+    for (let i = 0; i < 3; i++) {
+      await f.clock.advance(31 * 60_000);
+      await f.notifier.check();
+    }
+    expect(f.mail.mails.map((m) => m.to)).toEqual([[OPS]]);
+    expect(await sent(f.registry, "mail", "failed")).toBe(0);
+  });
+
+  it("tells doctor's test which address refused it", async () => {
+    const f = await fixture();
+    f.mail.unknown.add(BOSS);
+    const results = await f.notifier.sendTest();
+    expect(results[1]).toMatchObject({ target: "mail", ok: false });
+    expect(results[1]!.detail).toMatch(
+      /^test message accepted for the other addresses; refused for boss@clinic\.test: .*550/,
+    );
   });
 });
 

@@ -27,6 +27,8 @@ export interface MailSink {
   loginDown: boolean;
   /** Addresses refused for good at RCPT TO (550 5.1.1, no such mailbox). */
   unknown: Set<string>;
+  /** Addresses refused for a moment at RCPT TO (451 4.7.1, greylisted), while they are in it. */
+  deferred: Set<string>;
   close(): Promise<void>;
 }
 
@@ -66,6 +68,7 @@ export async function startMailSink(): Promise<MailSink> {
     return err;
   };
   const unknown = new Set<string>();
+  const deferred = new Set<string>();
   const sink: MailSink = {
     port: 0,
     mails,
@@ -77,6 +80,7 @@ export async function startMailSink(): Promise<MailSink> {
     },
     loginDown: false,
     unknown,
+    deferred,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
   const server = new SMTPServer({
@@ -85,6 +89,11 @@ export async function startMailSink(): Promise<MailSink> {
       cb();
     },
     onRcptTo(address, _session, cb) {
+      if (deferred.has(address.address)) {
+        const err = new Error("4.7.1 Greylisted, please try again later") as Error & { responseCode: number };
+        err.responseCode = 451;
+        return cb(err);
+      }
       if (!unknown.has(address.address)) return cb();
       const err = new Error("5.1.1 mailbox unavailable") as Error & { responseCode: number };
       err.responseCode = 550;
