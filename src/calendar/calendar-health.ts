@@ -136,16 +136,18 @@ export class CalendarHealth {
   /**
    * A request admitted with `admission` succeeded (or got Google's answer about an event): credentials work and the
    * calendar exists. It ends a quota pause only if it was sent after the pause began: a request already in flight
-   * when another one met quotaExceeded says nothing about the quota now.
+   * when another one met quotaExceeded says nothing about the quota now. `calendarFound` false: the answer says
+   * nothing of the calendar (a 404 for an event: a deleted calendar answers 404 for each of its events), so a missing
+   * calendar stays missing until a call on the calendar itself succeeds.
    */
-  succeeded(admission: Admission): void {
+  succeeded(admission: Admission, calendarFound = true): void {
     this.credentialsWork(admission.write ? "write" : "read");
     if (this.#pausedUntil !== undefined && admission.generation === this.#pauseGeneration) {
       this.#pausedUntil = undefined;
       this.#gauge("paused", 0);
       this.#o.logger.info(this.#ids, "Google Calendar quota pause over: calendar resumed");
     }
-    if (this.#calendarMissing) {
+    if (this.#calendarMissing && calendarFound) {
       this.#calendarMissing = false;
       this.#o.logger.info(this.#ids, "Google calendar is reachable again");
     }

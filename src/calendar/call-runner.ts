@@ -240,7 +240,9 @@ export class CallRunner {
           }
         } else if (err.kind === "calendar_not_found") health.calendarMissing(err);
         else if (ANSWERS.has(err.kind)) {
-          if (!options.detached) health.succeeded(admission);
+          // A 404 for an event is also what every event of a deleted calendar gets: the credentials and the quota
+          // work, but the calendar is not shown to exist (`get` with confirmMissing asks the calendar itself).
+          if (!options.detached) health.succeeded(admission, err.kind !== "not_found");
         } else health.recordError(err);
         // A usageLimits answer pauses its scope at the quota gate, where the retry waits: the gate owns that backoff.
         const paced = this.#usageLimited(err);

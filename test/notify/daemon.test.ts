@@ -206,6 +206,45 @@ describe("notifications from the daemon", () => {
     expectNoCustomerDetails(s);
   });
 
+  it("a deleted calendar's alert stays open while its appointments change: a 404 for an event does not find it again", async () => {
+    const s = await setup();
+    const appt = String(s.h.world.booking.all().find((a) => a.therapist_id === "th_2")!.id);
+    s.h.world.google.deleteCalendar(s.h.world.calendarOf("th_2"));
+    await poll(s.h.app, "th_2");
+    await s.h.app.notifier.check();
+    expect(s.mail.mails.map((m) => m.subject)).toEqual(["[clinic-test] The calendar of th_2 cannot be found"]);
+
+    // The booking changes: the sync patches the linked event (Google answers 404 for it), then tries to insert it. A
+    // check while the insert is on its way saw the calendar as found again: "found again", then "cannot be found".
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    let insertArrived!: () => void;
+    const arrived = new Promise<void>((r) => {
+      insertArrived = r;
+    });
+    s.h.world.google.faults.holdNext(/^POST .*\/events/, () => {
+      insertArrived();
+      return released;
+    });
+    s.h.world.booking.setNotes(appt, "changed");
+    const sync = s.h.app.engine
+      .syncAppointment(appt, { reason: "appointment.updated", priority: "webhook" })
+      .catch(() => {});
+    await arrived;
+    expect(s.h.app.calendars.get("th_2")!.health()).toMatchObject({ credentials: "ok", calendarMissing: true });
+    await s.clock.advance(61_000);
+    await s.h.app.notifier.check();
+    release();
+    await sync;
+    await poll(s.h.app, "th_2");
+    await s.clock.advance(61_000);
+    await s.h.app.notifier.check();
+    expect(s.mail.mails.map((m) => m.subject)).toEqual(["[clinic-test] The calendar of th_2 cannot be found"]);
+    expect(s.hook.posts).toHaveLength(1);
+  });
+
   it("dead letters: one message once they stayed a while, one when they cleared", async () => {
     const s = await setup({ dead_letters_after_seconds: 120 });
     const start = new Date(Date.now() + 72 * HOUR);
