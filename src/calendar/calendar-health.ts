@@ -62,6 +62,11 @@ export class CalendarHealth {
   readonly #o: CalendarHealthOptions;
   #credentials: GatewayHealth["credentials"] = "unknown";
   #brokenError: CalendarError | undefined;
+  /**
+   * The refusal that had the credentials broken when forgetStanding() was called, while no call since has confirmed or
+   * disproved it: evidence that could not disprove it then (a token, a read) leaves them unknown, not working.
+   */
+  #doubted: CalendarError | undefined;
   #nextProbe = 0;
   #pausedUntil: number | undefined;
   /** Counts pauses (begun or extended): a success ends a pause only if its request was sent after the latest one. */
@@ -117,10 +122,10 @@ export class CalendarHealth {
     );
   }
 
-  /** Broken for one of these reasons. */
+  /** Broken for one of these reasons (or, since forgetStanding(), doubted to be). */
   #refused(reasons: ReadonlySet<string>): boolean {
-    const reason = this.#brokenError?.reason;
-    return this.#credentials === "broken" && reason !== undefined && reasons.has(reason);
+    const reason = (this.#credentials === "broken" ? this.#brokenError : this.#doubted)?.reason;
+    return reason !== undefined && reasons.has(reason);
   }
 
   #fixHint(): string {
@@ -158,13 +163,14 @@ export class CalendarHealth {
    * says nothing of a refusal by the API (scope, API switch, sharing), and a read nothing of a refused write.
    */
   credentialsWork(evidence: Evidence = "write"): void {
-    if (this.#credentials === "broken") {
+    if (this.#credentials === "broken" || this.#doubted) {
       if (evidence === "token" && this.#refused(CREDENTIAL_REFUSALS)) return;
       if (evidence === "read" && this.#refused(WRITE_REFUSALS)) return;
-      this.#o.logger.info(this.#ids, "Google credentials work again");
+      if (this.#credentials === "broken") this.#o.logger.info(this.#ids, "Google credentials work again");
     }
     this.#credentials = "ok";
     this.#brokenError = undefined;
+    this.#doubted = undefined;
     this.#gauge("credentialsOk", 1);
     this.#setBrokenLabel(undefined);
   }
@@ -176,6 +182,7 @@ export class CalendarHealth {
     const was = this.#credentials === "broken" ? this.#brokenError : undefined;
     // A failed probe already set the next one; failing reads while only writes are refused must not postpone it.
     if (this.#credentials !== "broken") this.#nextProbe = this.#o.clock.now() + this.#o.credentialProbeMs;
+    this.#doubted = undefined;
     if (was && was.reason === err.reason) return;
     this.#credentials = "broken";
     this.#brokenError = err;
@@ -220,8 +227,29 @@ export class CalendarHealth {
   reset(): void {
     this.#credentials = "unknown";
     this.#brokenError = undefined;
+    this.#doubted = undefined;
     this.#nextProbe = 0;
     this.#setBrokenLabel(undefined);
+  }
+
+  /**
+   * What this process knew of the calendar's standing may be out of date: it starts leading, and as a standby it made
+   * no calls (or a few, long ago) while another leader's calls may have shown a fix, or a new failure. Credentials,
+   * quota pause and missing calendar go back to unknown (the notifications keep what was told until a call shows
+   * the state now) and the next call is sent. A refusal known before stays doubted: a new token or a read that cannot
+   * disprove it leaves the credentials unknown, so a refusal still there is not told as fixed and then as new.
+   */
+  forgetStanding(): void {
+    if (this.#credentials === "broken") this.#doubted = this.#brokenError;
+    this.#credentials = "unknown";
+    this.#brokenError = undefined;
+    this.#nextProbe = 0;
+    // The credentials series stay as last known: the next call sets or clears them (no blip for an alerting rule).
+    if (this.#pausedUntil !== undefined) {
+      this.#pausedUntil = undefined;
+      this.#gauge("paused", 0);
+    }
+    this.#calendarMissing = false;
   }
 
   pause(err: CalendarError): void {

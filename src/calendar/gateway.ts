@@ -276,6 +276,11 @@ export class CalendarGateway {
     return this.#credentialsVersion;
   }
 
+  /** This process starts leading: what it knew of the calendar's standing may be out of date (see CalendarHealth). */
+  forgetStanding(): void {
+    this.#health.forgetStanding();
+  }
+
   /** After re-authorization: forget that the credentials were rejected; the next call tries them. */
   resetCredentials(): void {
     this.#credentialsVersion++;

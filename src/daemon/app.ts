@@ -687,6 +687,10 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   };
 
   const startLeaderWork = async () => {
+    // Before any call of this term, and before the notifier looks: the Google health this replica kept from an earlier
+    // term (or as a standby) was never refreshed meanwhile, and another leader may have told its conditions fixed. The
+    // notifier keeps what was told until this term's calls show the state now (review16: a false "stopped working").
+    gateways.forgetStanding();
     if (!(await settleWatches())) return;
     logger.info("leader: processing the inbox, polling calendars, reconciling");
     metrics.leader.set(1);

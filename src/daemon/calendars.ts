@@ -477,6 +477,15 @@ export class TherapistCalendars {
     return this.#gateway(t, await this.#auth(t), new Registry());
   }
 
+  /**
+   * This replica starts leading: each gateway's standing with Google (credentials, quota pause, missing calendar) is
+   * from its last term, or from a standby's few calls, and is found again by the calls made from now on.
+   */
+  forgetStanding(): void {
+    for (const gw of this.map.values()) gw.forgetStanding();
+    for (const gw of this.#held.values()) gw.forgetStanding();
+  }
+
   close(): void {
     for (const gw of this.map.values()) gw.close();
     for (const gw of this.#held.values()) gw.close();
