@@ -262,7 +262,9 @@ export class PushChannels {
     this.#term?.renewals.abort();
     const term: Term = { renewals: new AbortController(), loaded: false, loading: undefined, failures: 0 };
     this.#term = term;
-    if (await this.#loadIn(term)) await this.renew();
+    // A stop() while the load was out (the lease lost, a shutdown) ends this term: its renew() would run on a replica
+    // that no longer leads, and stop the channels the load found left behind (the new leader's, maybe: review19).
+    if ((await this.#loadIn(term)) && this.#term === term && !term.renewals.signal.aborted) await this.renew();
     if (term.renewals.signal.aborted) return;
     void (async () => {
       while (!term.renewals.signal.aborted) {
@@ -493,7 +495,8 @@ export class PushChannels {
    * lifetime), or whose channel delivers elsewhere; stops the ones it replaces. Notes when the next one is due.
    */
   async renew(now = this.#clock.now()): Promise<void> {
-    if (!this.#config.google.push) return;
+    // Channels are the leader's: a standby opens, renews and stops none (the left-behind ones may be the leader's).
+    if (!this.#config.google.push || !this.#isLeader()) return;
     // Not before start() has loaded the channels (its load failed: the store did not answer): loaded first, by the
     // leader, whoever calls (the checks, a reload, a therapist connecting). Without them, the ones left behind (a
     // therapist removed or re-pointed while the daemon was stopped), the lost ones and an earlier build's are not
@@ -950,6 +953,7 @@ export class PushChannels {
    */
   async #stopLeft(now: number): Promise<void> {
     for (const [channelId, { channel, key }] of [...this.#left]) {
+      if (!this.#isLeader()) return; // the lease lost meanwhile: the next leader stops them
       const fields = { therapist_id: channel.therapistId, channel_id: channelId, calendar_id: channel.calendarId };
       let opener: Opener = { gw: undefined, own: false };
       try {
