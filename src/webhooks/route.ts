@@ -51,6 +51,12 @@ export interface WebhookHandlerOptions {
    * listener's request limit (30 s) would end it as an abort. Default 20 s.
    */
   bodyTotalTimeoutMs?: number;
+  /**
+   * The same for a body over maxBodyBytes read on unheld (up to maxVerifiedBodyBytes, 128 times as much): counted from
+   * when the body began, and just under the listener's request limit, so a large body on a slow link has what it had
+   * before this limit existed, and only a trickle past it is answered 408 (not ended unsaid as an abort). Default 28 s.
+   */
+  oversizedTotalTimeoutMs?: number;
   /** Where deliveries are stored; its subscribers (the processor) take each accepted event from it. */
   inbox: WebhookInbox;
   clock?: Clock;
@@ -87,6 +93,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
   const budget = new ByteBudget(options.maxBufferedBytes ?? 32 * 1024 * 1024);
   const bodyIdleTimeoutMs = options.bodyIdleTimeoutMs ?? 10_000;
   const bodyTotalTimeoutMs = options.bodyTotalTimeoutMs ?? 20_000;
+  const oversizedTotalTimeoutMs = options.oversizedTotalTimeoutMs ?? 28_000;
   const clock = options.clock ?? systemClock;
   const log = (options.logger ?? silentLogger).child({ component: "webhooks" });
   const rejections = new RejectionLog({
@@ -202,9 +209,11 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       consumed,
       maxBytes: maxVerifiedBodyBytes,
       idleTimeoutMs: bodyIdleTimeoutMs,
-      // The same total time as a held body's, from when the body began (a chunked one was partly read already): a
-      // trickle inside the idle timeout is answered 408 as stalled, not ended by the listener's limit as an abort.
-      totalTimeoutMs: Math.max(0, bodyTotalTimeoutMs - (performance.now() - bodyBegan)),
+      // From when the body began (a chunked one was partly read already), just under the listener's request limit: a
+      // trickle inside the idle timeout is answered 408 as stalled, not ended by the listener as an abort; a large body
+      // on a slow link is not held to a held body's 20 s (2.8 MB at 125 KiB/s was refused, and after the sender's
+      // retries the endpoint disabled: review19).
+      totalTimeoutMs: Math.max(0, oversizedTotalTimeoutMs - (performance.now() - bodyBegan)),
       digest: signatureDigest(header, secrets),
       toleranceSec,
       now: () => clock.now(),
@@ -218,7 +227,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
       if (drained.reason === "timeout") {
         rejections.record(
           "timeout",
-          { remote, idle_ms: bodyIdleTimeoutMs, total_ms: bodyTotalTimeoutMs },
+          { remote, idle_ms: bodyIdleTimeoutMs, total_ms: oversizedTotalTimeoutMs },
           "webhook body stalled or trickled past its time; connection closed",
         );
         return refuse(res, 408, { error: "timeout", message: "the body stopped arriving" });
