@@ -7,7 +7,13 @@
 // Webhooks are accepted into the inbox throughout; their syncs wait in the engine's queue while the swap happens.
 
 import type { CalendarGateway } from "../calendar/gateway.ts";
-import { appliedConfig, type ConfigChanges, configChanges, describeChanges } from "../config/changes.ts";
+import {
+  appliedConfig,
+  type ConfigChanges,
+  configChanges,
+  describeChanges,
+  nothingChanged,
+} from "../config/changes.ts";
 import { ConfigError } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
@@ -51,6 +57,12 @@ export interface ReloadParts {
 export async function applyReload(parts: ReloadParts, next: Config): Promise<ConfigChanges> {
   const live = parts.config;
   const changes = configChanges(live, next);
+  if (nothingChanged(changes)) {
+    // The file says what the daemon runs already (a SIGHUP from log rotation or a config-management job): nothing is
+    // stopped or started again. Restarting the poller would poll every calendar at once, one Google call each.
+    logChanges(parts.logger, changes);
+    return changes;
+  }
   const applied = appliedConfig(live, next);
   // Everything that can take time or fail happens before the swap: new gateways, the cron's readiness age.
   const staged = await parts.gateways.stage(live.therapists, applied.therapists);
@@ -89,7 +101,20 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
     }
   }
   const out = retired ?? new Map<string, CalendarGateway>();
-  parts.logger[changes.restartNeeded.length > 0 ? "warn" : "info"](
+  logChanges(parts.logger, changes);
+  if (parts.leading()) {
+    parts.restartLeaderTimers();
+    for (const [therapistId, gw] of out) await parts.push.retire(therapistId, gw);
+    void parts.push.renew();
+    void followUps(parts, changes.added, repointed);
+  }
+  for (const gw of out.values()) gw.close();
+  return changes;
+}
+
+/** The reload's one line: what changed, and what waits for a restart. */
+function logChanges(logger: Logger, changes: ConfigChanges): void {
+  logger[changes.restartNeeded.length > 0 ? "warn" : "info"](
     {
       added: changes.added,
       removed: changes.removed,
@@ -100,14 +125,6 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
     },
     describeChanges(changes),
   );
-  if (parts.leading()) {
-    parts.restartLeaderTimers();
-    for (const [therapistId, gw] of out) await parts.push.retire(therapistId, gw);
-    void parts.push.renew();
-    void followUps(parts, changes.added, repointed);
-  }
-  for (const gw of out.values()) gw.close();
-  return changes;
 }
 
 /**
