@@ -105,14 +105,23 @@ function issueMessage(issue: z.core.$ZodIssue): string {
   if (issue.code === "unrecognized_keys") {
     return `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")} (a typo?)`;
   }
-  if (issue.code === "invalid_type" && issue.input === undefined) return "required";
-  if (issue.code === "invalid_type") return `expected ${issue.expected}, found ${describe(issue.input)}`;
+  // A wrong type's message is the parse's (typeProblem), or the schema's own: a secret's names the type, not the value.
+  if (issue.code === "invalid_type") return issue.message;
   if (issue.code === "invalid_value") return `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
   if (issue.code === "invalid_union" && "discriminator" in issue) {
     const given = (issue.input as Record<string, unknown> | undefined)?.[String(issue.discriminator)];
     return given === undefined ? "required" : `unknown ${String(issue.discriminator)}`;
   }
   return issue.message;
+}
+
+/**
+ * A wrong type's message, unless the schema words its own (a secret's, which must not show the value): "required"
+ * when the key is missing, else what was expected and the value found.
+ */
+function typeProblem(iss: z.core.$ZodRawIssue): string | undefined {
+  if (iss.code !== "invalid_type") return undefined;
+  return iss.input === undefined ? "required" : `expected ${iss.expected}, found ${describe(iss.input)}`;
 }
 
 function describe(v: unknown): string {
@@ -182,9 +191,9 @@ function parseUnguarded(text: string, options: LoadOptions): Config {
     throw err;
   }
   const result = ConfigSchema.safeParse(resolved, {
-    // With the input reported, a value of the wrong type reads "expected number, found ..." rather than "required".
+    // With the input reported, an unknown discriminator is told from a missing one (issueMessage).
     reportInput: true,
-    error: (iss) => (iss.code === "invalid_type" && iss.input === undefined ? "required" : undefined),
+    error: typeProblem,
   });
   if (!result.success) {
     for (const issue of result.error.issues) {

@@ -72,7 +72,35 @@ const noStrayWhitespace = (ctx: z.core.ParsePayload<string>) => {
   if (problem) ctx.issues.push({ code: "custom", message: problem, input: "[secret]" });
 };
 
-const secret = (what: string) => z.string().min(1, `${what} is empty`).check(noStrayWhitespace);
+/** A value's kind, for a message that must not show the value itself. */
+function kindOf(value: unknown): string {
+  if (value === null) return "nothing (null)";
+  if (Array.isArray(value)) return "a list";
+  if (typeof value === "object") return "a mapping";
+  return /^[aeiou]/.test(typeof value) ? `an ${typeof value}` : `a ${typeof value}`;
+}
+
+/**
+ * The message of a secret (or list of secrets) of the wrong type: the type found, never the value. An API key of digits
+ * left unquoted is a YAML number, and "expected string, found number 12345678901234" went to the log of a refused
+ * reload; a list of secrets written as one string showed its start. A missing value is left to the loader ("required").
+ */
+const typeOnly =
+  (expected: string, hint: string) =>
+  (iss: z.core.$ZodRawIssue): string | undefined =>
+    iss.code === "invalid_type" && iss.input !== undefined
+      ? `expected ${expected}, found ${kindOf(iss.input)}; ${hint}`
+      : undefined;
+
+const secret = (what: string) =>
+  z
+    .string({ error: typeOnly("a string", "quote it or use a ${...} reference") })
+    .min(1, `${what} is empty`)
+    .check(noStrayWhitespace);
+
+/** A list of secrets; written otherwise, its message names the type found, never the value. */
+const secretList = <T extends z.ZodType>(item: T) =>
+  z.array(item, { error: typeOnly("a list", "write each secret as a list item: - ${NAME}") });
 
 /**
  * Where people's browsers reach the daemon: https, or http on a loopback host (Google accepts http redirect URIs only
@@ -406,8 +434,7 @@ export const ConfigSchema = z
           .superRefine(webhookPathProblem)
           .default("/webhooks/booking")
           .describe("Path of the booking webhook route (no query; not /healthz, /webhooks/google or under /connect)."),
-        signing_secrets: z
-          .array(secret("signing secret"))
+        signing_secrets: secretList(secret("signing secret"))
           .min(1, "at least one signing secret is required")
           .describe("Endpoint signing secrets; list two while rotating."),
         tolerance_seconds: z
@@ -746,8 +773,7 @@ export const ConfigSchema = z
           .describe(
             "Key that encrypts the secrets calbridge stores (OAuth refresh tokens from `calbridge authorize`), AES-256-GCM; 32 or more characters, e.g. ${CALBRIDGE_STORE_KEY}. Without it `authorize` stores nothing.",
           ),
-        previous_encryption_keys: z
-          .array(storeKey("store.previous_encryption_keys[]"))
+        previous_encryption_keys: secretList(storeKey("store.previous_encryption_keys[]"))
           .default([])
           .describe(
             "Earlier keys, while rotating: what they encrypted is still read, and encrypted again with encryption_key.",
