@@ -12,21 +12,41 @@ export interface Clock {
   elapsed?(): number;
 }
 
+/**
+ * The longest delay one timer takes (2^31-1 ms, about 24.8 days). Node fires a longer one after 1 ms with a
+ * TimeoutOverflowWarning: a loop sleeping that long (a poll interval of 3,000,000 s) spun every millisecond.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Calls `fn` once `ms` milliseconds have passed, with timers of at most MAX_TIMER_MS each; answers the cancel. An
+ * infinite `ms` never calls it; a negative or NaN one calls it at the next turn of timers, as setTimeout does.
+ */
+export function longTimeout(fn: () => void, ms: number, unref = false): () => void {
+  let left = Number.isNaN(ms) ? 0 : Math.max(0, ms);
+  let timer: NodeJS.Timeout;
+  const arm = () => {
+    const step = Math.min(left, MAX_TIMER_MS);
+    left -= step;
+    timer = setTimeout(() => (left > 0 ? arm() : fn()), step);
+    if (unref) timer.unref();
+  };
+  arm();
+  return () => clearTimeout(timer);
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   elapsed: () => performance.now(),
   sleep: (ms, signal) =>
     new Promise<void>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
-      const timer = setTimeout(
-        () => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve();
-        },
-        Math.max(0, ms),
-      );
+      const cancel = longTimeout(() => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      }, ms);
       const onAbort = () => {
-        clearTimeout(timer);
+        cancel();
         reject(signal?.reason);
       };
       signal?.addEventListener("abort", onAbort, { once: true });

@@ -4,6 +4,8 @@
 // DOMException and its stack trace. A 1,000-therapist daemon's start made ~6,000 Google requests with a 30 s limit;
 // their timers all fired in the 30 s after it settled, a third of a second of CPU on an otherwise idle process.
 
+import { longTimeout } from "./clock.ts";
+
 /** The abort reason of a request that ran out of time; `name` as AbortSignal.timeout's, so libraries recognise it. */
 export class RequestTimeoutError extends Error {
   readonly timeoutMs: number;
@@ -31,12 +33,16 @@ export function deadline(ms: number, parent?: AbortSignal): Deadline {
   const controller = new AbortController();
   let expired = false;
   const onParentAbort = () => controller.abort(parent?.reason);
-  const timer = setTimeout(() => {
-    expired = true;
-    controller.abort(new RequestTimeoutError(ms));
-  }, ms);
-  // Like AbortSignal.timeout: the request's own socket keeps the process alive, its limit need not.
-  timer.unref();
+  // Like AbortSignal.timeout: the request's own socket keeps the process alive, its limit need not (unref). A limit
+  // over 2^31-1 ms waits in steps: one timer that long would fire after 1 ms.
+  const cancel = longTimeout(
+    () => {
+      expired = true;
+      controller.abort(new RequestTimeoutError(ms));
+    },
+    ms,
+    true,
+  );
   if (parent?.aborted) onParentAbort();
   else parent?.addEventListener("abort", onParentAbort, { once: true });
   return {
@@ -45,7 +51,7 @@ export function deadline(ms: number, parent?: AbortSignal): Deadline {
       return expired;
     },
     end() {
-      clearTimeout(timer);
+      cancel();
       parent?.removeEventListener("abort", onParentAbort);
     },
   };

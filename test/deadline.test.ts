@@ -26,6 +26,15 @@ describe("deadline", () => {
     expect(limit.expired).toBe(false);
   });
 
+  it("a limit longer than one timer can wait does not expire at once", async () => {
+    // Node fires a timer over 2^31-1 ms after 1 ms: such a limit aborted the request at once (review18).
+    const limit = deadline(3_000_000_000);
+    await wait(30);
+    expect(limit.signal.aborted).toBe(false);
+    expect(limit.expired).toBe(false);
+    limit.end();
+  });
+
   it("aborts with the parent's reason, which is not an expiry", () => {
     const parent = new AbortController();
     const limit = deadline(10_000, parent.signal);

@@ -271,18 +271,20 @@ export const WritebackSchema = z.strictObject({
     .number()
     .int()
     .min(0)
-    .max(86_400)
+    .max(86_400, "at most 86400 (a day)")
     .default(60)
     .describe(
-      "A deleted event cancels the appointment only once it has stayed deleted this long, so Google's Undo and a quick restore from the Bin take it back (below 30, `doctor` warns).",
+      "A deleted event cancels the appointment only once it has stayed deleted this long, in seconds (at most 86400), so Google's Undo and a quick restore from the Bin take it back (below 30, `doctor` warns).",
     ),
   reschedule_grace_seconds: z
     .number()
     .int()
     .min(0)
-    .max(86_400)
+    .max(86_400, "at most 86400 (a day)")
     .default(30)
-    .describe("A moved event reschedules the appointment only once it has stayed moved this long (a move moved back)."),
+    .describe(
+      "A moved event reschedules the appointment only once it has stayed moved this long, in seconds (at most 86400; a move moved back).",
+    ),
 });
 export type WritebackConfig = z.infer<typeof WritebackSchema>;
 
@@ -419,7 +421,13 @@ export const ConfigSchema = z
         .positive()
         .default(60)
         .describe("Plan ceiling; the server's X-RateLimit headers always win when lower."),
-      timeout_ms: z.number().int().positive().default(15000).describe("Per-request timeout."),
+      timeout_ms: z
+        .number()
+        .int()
+        .positive()
+        .max(300_000, "at most 300000 (5 minutes): a booking service that takes longer is not answering")
+        .default(15000)
+        .describe("Per-request timeout, in milliseconds (at most 300000, 5 minutes)."),
     }),
     webhooks: z
       .strictObject({
@@ -484,9 +492,10 @@ export const ConfigSchema = z
           .number()
           .int()
           .positive()
+          .max(365, "at most 365 (a year)")
           .default(30)
           .describe(
-            "Days a webhook event that could not be processed is kept in the dead letters (its id, type, attempts and reason; never its body).",
+            "Days a webhook event that could not be processed is kept in the dead letters (its id, type, attempts and reason; never its body); at most 365.",
           ),
       })
       .describe("The booking service's signed webhooks."),
@@ -550,11 +559,22 @@ export const ConfigSchema = z
               .describe(
                 "Token every channel carries; when omitted (better) each channel gets a random one of its own. Only its SHA-256 is stored.",
               ),
-            ttl_seconds: z.number().int().positive().default(604800),
+            ttl_seconds: z
+              .number()
+              .int()
+              .positive()
+              .max(2_592_000, "at most 2592000 (30 days); channels are renewed before they expire anyway")
+              .default(604800),
           })
           .optional()
           .describe("Push channels (events.watch); polling stays on as the safety net."),
-        quota_pause_seconds: z.number().int().positive().default(3600).describe("Pause after quotaExceeded."),
+        quota_pause_seconds: z
+          .number()
+          .int()
+          .positive()
+          .max(86_400, "at most 86400 (a day): Google's daily quota is renewed within a day")
+          .default(3600)
+          .describe("Pause after quotaExceeded, in seconds (at most 86400, a day)."),
         quota: z
           .strictObject({
             project_per_minute: z
@@ -611,31 +631,51 @@ export const ConfigSchema = z
       .strictObject({
         window: z
           .strictObject({
-            past_days: z.number().int().nonnegative().default(7).describe("Days before today that are kept in sync."),
-            future_days: z.number().int().positive().default(90).describe("Days after today that are kept in sync."),
+            past_days: z
+              .number()
+              .int()
+              .nonnegative()
+              .max(3650, "at most 3650 (ten years)")
+              .default(7)
+              .describe("Days before today that are kept in sync (at most 3650)."),
+            future_days: z
+              .number()
+              .int()
+              .positive()
+              .max(3650, "at most 3650 (ten years)")
+              .default(90)
+              .describe("Days after today that are kept in sync (at most 3650)."),
           })
           .prefault({}),
         reconcile_cron: z
           .string()
           .default("*/15 * * * *")
           .refine((v) => validateCron(v), { message: "not a valid cron expression" }),
-        calendar_poll_seconds: z.number().int().min(5).default(60),
+        calendar_poll_seconds: z
+          .number()
+          .int()
+          .min(5)
+          .max(
+            86_400,
+            "at most 86400 (a day); for fewer polls use google.push: a calendar with a working channel is polled every sync.push_safety_poll_minutes",
+          )
+          .default(60),
         push_safety_poll_minutes: z
           .number()
           .int()
           .min(1)
-          .max(1440)
+          .max(1440, "at most 1440 (a day)")
           .default(20)
           .describe(
-            "How often a calendar whose push channel works (google.push) is polled anyway, in minutes, give or take a quarter at random; calendars without one are polled every calendar_poll_seconds.",
+            "How often a calendar whose push channel works (google.push) is polled anyway, in minutes (at most 1440), give or take a quarter at random; calendars without one are polled every calendar_poll_seconds.",
           ),
         calendar_full_listing_hours: z
           .number()
           .min(0)
-          .max(168)
+          .max(168, "at most 168 (a week)")
           .default(24)
           .describe(
-            "How often the reconciliation lists each calendar in full, in hours (give or take a quarter); between, a calendar's side is its incremental sync and the reconciliation sends it no request. 0: every run.",
+            "How often the reconciliation lists each calendar in full, in hours (at most 168, give or take a quarter); between, a calendar's side is its incremental sync and the reconciliation sends it no request. 0: every run.",
           ),
         cancelled_events: z.enum(["delete", "keep"]).default("delete"),
         max_delete_ratio: z.number().min(0).max(1).default(0.2),
@@ -668,9 +708,10 @@ export const ConfigSchema = z
               .number()
               .int()
               .positive()
+              .max(10_080, "at most 10080 (a week)")
               .default(1440)
               .describe(
-                "How long a therapist's calendar may be unusable (credentials broken, quota pause, calendar not found) before the syncs waiting on it become dead letters; they do not spend their tries meanwhile.",
+                "How long a therapist's calendar may be unusable (credentials broken, quota pause, calendar not found) before the syncs waiting on it become dead letters, in minutes (at most 10080, a week); they do not spend their tries meanwhile.",
               ),
           })
           .prefault({})
@@ -682,9 +723,10 @@ export const ConfigSchema = z
               .number()
               .int()
               .positive()
+              .max(10_080, "at most 10080 (a week)")
               .default(60)
               .describe(
-                "The sliding window over which a therapist's write-backs are counted (each from when the change was first seen, for the window plus the therapist's longest grace period).",
+                "The sliding window over which a therapist's write-backs are counted, in minutes (at most 10080, a week; each change from when it was first seen, for the window plus the therapist's longest grace period).",
               ),
             max_ratio: z
               .number()
@@ -756,9 +798,10 @@ export const ConfigSchema = z
           .number()
           .int()
           .min(2)
+          .max(300, "at most 300 (5 minutes): a standby waits this long before it takes over from a leader that died")
           .default(15)
           .describe(
-            "Leader lease before a standby takes over: Redis replicas, or a second daemon on the same SQLite file.",
+            "Leader lease in seconds (at most 300) before a standby takes over: Redis replicas, or a second daemon on the same SQLite file.",
           ),
         min_free_mb: z
           .number()
@@ -796,9 +839,10 @@ export const ConfigSchema = z
           .number()
           .int()
           .nonnegative()
+          .max(86_400, "at most 86400 (a day)")
           .default(60)
           .describe(
-            "Per target and recipient: at most one message this often; what comes up meanwhile is sent as one summary.",
+            "Per target and recipient: at most one message this often, in seconds (at most 86400, a day); what comes up meanwhile is sent as one summary.",
           ),
         reconcile_failures: z
           .number()
@@ -810,14 +854,18 @@ export const ConfigSchema = z
           .number()
           .int()
           .nonnegative()
+          .max(86_400, "at most 86400 (a day)")
           .default(300)
-          .describe("How long appointments must stay in the dead letters before a message (retries clear most)."),
+          .describe(
+            "How long appointments must stay in the dead letters before a message, in seconds (at most 86400, a day; retries clear most).",
+          ),
         webhook_check_hours: z
           .number()
           .positive()
+          .max(168, "at most 168 (a week)")
           .default(6)
           .describe(
-            "How often GET /v1/webhooks is asked whether webhooks.public_url is registered and enabled (lowest priority).",
+            "How often GET /v1/webhooks is asked whether webhooks.public_url is registered and enabled, in hours (at most 168, a week; lowest priority).",
           ),
       })
       .prefault({})
@@ -828,9 +876,10 @@ export const ConfigSchema = z
           .number()
           .int()
           .positive()
+          .max(3650, "at most 3650 (ten years)")
           .default(90)
           .describe(
-            "Days an appointment's history entries are kept (`calbridge history`); the store's hourly purge removes older ones.",
+            "Days an appointment's history entries are kept (`calbridge history`), at most 3650; the store's hourly purge removes older ones.",
           ),
         max_entries: z
           .number()
