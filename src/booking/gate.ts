@@ -38,7 +38,12 @@ export interface RateLimitGateOptions {
   requestsPerMinute: number;
   /** Length of the ceiling's window; 60 000 in production, scaled down by tests and benchmarks. */
   windowMs?: number;
-  /** Added to X-RateLimit-Reset before sending again, for clock skew (default 250 ms). */
+  /**
+   * Added to X-RateLimit-Reset (and a Retry-After) before sending again (default: a sixtieth of `windowMs`, 1 s at the
+   * spec's one-minute windows). Reset is whole Unix seconds: a window ending mid-second may be stated as the second
+   * before, and a server clock slightly behind ours shows only there when its answers carry no `Date`. A server clock
+   * further behind is learned from `Date` and waited for on top of this.
+   */
   skewMs?: number;
   /** At most this many requests in flight at once (default 16). */
   maxInFlight?: number;
@@ -115,6 +120,21 @@ const RESET_WARN_INTERVAL_MS = 3_600_000;
  */
 const RESET_MS_THRESHOLD = 1e11;
 
+/** The precision of X-RateLimit-Reset in Unix seconds and of an HTTP date. */
+const SECOND_MS = 1_000;
+
+/**
+ * How fast what the gate knows of the server's clock fades: either clock may drift or be slewed, so bounds learned a
+ * while ago widen by this much per millisecond since (1 ms a second, far beyond a working clock's drift), by a second
+ * at most (an estimate no answer has renewed for long holds no request longer than that for it).
+ */
+const OFFSET_DRIFT = 0.001;
+
+/** How far the bounds on the server's clock widen since they were learned: OFFSET_DRIFT, a second at most. */
+function widening(since: number, now: number): number {
+  return Math.min(SECOND_MS, Math.max(0, now - since) * OFFSET_DRIFT);
+}
+
 function header(headers: ResponseInfo["headers"], name: string): number | undefined {
   const raw = headers?.[name] ?? headers?.[name.toLowerCase()];
   const value = Array.isArray(raw) ? raw[0] : raw;
@@ -123,14 +143,32 @@ function header(headers: ResponseInfo["headers"], name: string): number | undefi
   return Number.isFinite(n) ? n : undefined;
 }
 
-/** Retry-After in milliseconds from now: delta seconds, or an HTTP date. */
-function retryAfterMs(headers: ResponseInfo["headers"], now: number): number | undefined {
-  const raw = headers?.["Retry-After"] ?? headers?.["retry-after"];
+function headerText(headers: ResponseInfo["headers"], name: string): string | undefined {
+  const raw = headers?.[name] ?? headers?.[name.toLowerCase()];
   const value = (Array.isArray(raw) ? raw[0] : raw)?.trim();
-  if (!value) return undefined;
+  return value ? value : undefined;
+}
+
+/**
+ * Retry-After in milliseconds from now: delta seconds, or an HTTP date of the server's clock, which is `lagMs` behind
+ * ours at most (so the date comes that much later by ours).
+ */
+function retryAfterMs(headers: ResponseInfo["headers"], now: number, lagMs: number): number | undefined {
+  const value = headerText(headers, "Retry-After");
+  if (value === undefined) return undefined;
   if (/^\d+$/.test(value)) return Number(value) * 1000;
   const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : at - now;
+  return Number.isNaN(at) ? undefined : at + lagMs - now;
+}
+
+/**
+ * What the answers' `Date` headers tell of the server's clock: its offset from ours (server minus ours) lies in
+ * [low, high], as of `at` (our clock).
+ */
+interface ClockOffset {
+  low: number;
+  high: number;
+  at: number;
 }
 
 export class RateLimitGate {
@@ -150,6 +188,11 @@ export class RateLimitGate {
   #limit: number | undefined;
   #remaining: number | undefined;
   #resetAt: number | undefined;
+  /** X-RateLimit-Reset was a time of the server's clock (Unix seconds or ms), not seconds from now. */
+  #resetOnServerClock = false;
+  /** When, by our clock, the window ending at #resetAt has surely ended: Reset, the server's lag, the margin. */
+  #resumeAt: number | undefined;
+  #offset: ClockOffset | undefined;
   #pausedUntil = 0;
   #consecutive429 = 0;
   #resetWarnedAt: number | undefined;
@@ -166,7 +209,7 @@ export class RateLimitGate {
     this.#random = options.random ?? Math.random;
     this.#ceiling = Math.floor(options.requestsPerMinute);
     this.#windowMs = options.windowMs ?? 60_000;
-    this.#skewMs = options.skewMs ?? 250;
+    this.#skewMs = options.skewMs ?? this.#windowMs / 60;
     this.#maxInFlight = options.maxInFlight ?? 16;
     this.#backoffBaseMs = options.backoffBaseMs ?? 1_000;
     this.#backoffMaxMs = options.backoffMaxMs ?? 60_000;
@@ -243,10 +286,13 @@ export class RateLimitGate {
     };
   }
 
-  /** The server's budget for now: after Reset (+ skew) the window has rolled and the full limit is assumed. */
+  /**
+   * The server's budget for now: after Reset (+ the server's lag + the margin) the window has rolled and the full
+   * limit is assumed.
+   */
   #budget(now: number): number | undefined {
     if (this.#mode !== "headers") return undefined;
-    if (this.#resetAt !== undefined && now >= this.#resetAt + this.#skewMs) {
+    if (this.#resumeAt !== undefined && now >= this.#resumeAt) {
       return this.#limit !== undefined && this.#limit > 0 ? this.#limit : this.#ceiling;
     }
     return this.#remaining;
@@ -281,8 +327,7 @@ export class RateLimitGate {
     const budget = this.#budget(now);
     if (budget !== undefined && budget - this.#inFlight <= keep) {
       // Spent for this window: wait for its end. Only in-flight requests hold it: wait for their answers.
-      if (budget <= keep && this.#resetAt !== undefined)
-        return { reason: "budget_spent", until: this.#resetAt + this.#skewMs };
+      if (budget <= keep && this.#resumeAt !== undefined) return { reason: "budget_spent", until: this.#resumeAt };
       return { reason: "in_flight" };
     }
     // Before the first answer the budget is unknown: one request at a time, so a burst cannot overspend.
@@ -356,6 +401,7 @@ export class RateLimitGate {
       );
     }
     let returned = false;
+    const sentAt = now;
     w.resolve({
       priority: w.priority,
       waitedMs,
@@ -368,14 +414,15 @@ export class RateLimitGate {
           return;
         }
         this.#sent.push(this.#clock.now());
-        if (response) this.#learn(response);
+        if (response) this.#learn(response, sentAt);
         this.#pump();
       },
     });
   }
 
-  #learn(response: ResponseInfo): void {
+  #learn(response: ResponseInfo, sentAt: number): void {
     const now = this.#clock.now();
+    this.#learnClock(response.headers, sentAt, now);
     const limit = header(response.headers, "X-RateLimit-Limit");
     const remaining = header(response.headers, "X-RateLimit-Remaining");
     const reset = header(response.headers, "X-RateLimit-Reset");
@@ -383,26 +430,79 @@ export class RateLimitGate {
       this.#mode = "headers";
       if (limit !== undefined) this.#limit = limit;
       const resetAt = this.#resetTime(now, reset);
+      // Without a Reset the window is the one known, or one from now by our clock.
+      const onServerClock = reset === undefined ? resetAt === this.#resetAt && this.#resetOnServerClock : reset >= 1e9;
+      const newer = this.#resetAt === undefined || resetAt > this.#resetAt;
+      const same = resetAt === this.#resetAt;
       if (remaining !== undefined) {
-        if (this.#resetAt === undefined || resetAt > this.#resetAt) {
+        if (newer) {
           // A newer window: take the value as it is.
           this.#remaining = remaining;
           this.#resetAt = resetAt;
-        } else if (resetAt === this.#resetAt) {
+        } else if (same) {
           // Same window, answers may arrive out of order: the smallest value is the latest truth.
           this.#remaining = Math.min(this.#remaining ?? remaining, remaining);
         }
-      } else if (reset !== undefined && (this.#resetAt === undefined || resetAt > this.#resetAt)) {
+      } else if (reset !== undefined && newer) {
         // A newer window without a Remaining: an older window's count says nothing of it.
         this.#resetAt = resetAt;
         this.#remaining = undefined;
+      }
+      if ((newer && (remaining !== undefined || reset !== undefined)) || same) {
+        // The window's end by our clock, with what is known of the server's now (refreshed on each of its answers).
+        this.#resetOnServerClock = onServerClock;
+        this.#resumeAt = this.#resumeTime(now, resetAt, onServerClock);
       }
     } else if (this.#mode === "unknown" && response.status !== undefined) {
       this.#mode = "no_headers";
     }
     if (response.status === 429 || response.rateLimited === true) {
-      this.#on429(now, reset, response.status, retryAfterMs(response.headers, now));
+      this.#on429(now, reset, response.status, retryAfterMs(response.headers, now, this.#serverLag(now)));
     } else if (response.status !== undefined) this.#consecutive429 = 0;
+  }
+
+  /**
+   * Narrows what is known of the server's clock by the answer's `Date` (HTTP date, whole seconds, written between our
+   * send and the answer): the offset (server minus ours) is at least Date - answered and less than Date + 1 s - sent.
+   * Each answer's bounds are intersected with the earlier ones (widened by OFFSET_DRIFT since); bounds that do not
+   * meet mean a clock was set meanwhile, and the newest answer's alone hold. A Date more than `maxResetWaitMs` off
+   * ours, or none at all (the spec shows none), tells nothing: the margin alone then covers a small skew.
+   */
+  #learnClock(headers: ResponseInfo["headers"], sentAt: number, now: number): void {
+    const text = headerText(headers, "Date");
+    const date = text === undefined ? Number.NaN : Date.parse(text);
+    if (Number.isNaN(date)) return;
+    let low = date - now;
+    let high = date + SECOND_MS - sentAt;
+    if (Math.abs(low) > this.#maxResetWaitMs || Math.abs(high) > this.#maxResetWaitMs) return;
+    const o = this.#offset;
+    if (o !== undefined) {
+      const widen = widening(o.at, now);
+      if (low <= o.high + widen && high >= o.low - widen) {
+        low = Math.max(low, o.low - widen);
+        high = Math.min(high, o.high + widen);
+      }
+    }
+    this.#offset = { low, high, at: now };
+  }
+
+  /**
+   * How far behind ours the server's clock may be, as far as its `Date` headers bound it (0 when it is not known to be
+   * behind). A server clock ahead is not trusted to shorten a wait: Reset and Date may come from different machines.
+   */
+  #serverLag(now: number): number {
+    const o = this.#offset;
+    if (o === undefined) return 0;
+    return Math.max(0, widening(o.at, now) - o.low);
+  }
+
+  /**
+   * When, by our clock, the server's window ending at `resetAt` (its clock's time unless a seconds-from-now Reset)
+   * has surely ended: plus how far behind the server's clock may be, at most `maxResetWaitMs` from now, plus the margin.
+   */
+  #resumeTime(now: number, resetAt: number, onServerClock: boolean): number {
+    const lag = onServerClock ? this.#serverLag(now) : 0;
+    return Math.min(resetAt + lag, Math.max(resetAt, now + this.#maxResetWaitMs)) + this.#skewMs;
   }
 
   /**
@@ -438,15 +538,18 @@ export class RateLimitGate {
     let until: number;
     let basis: string;
     const resetAt = reset === undefined ? undefined : this.#resetTime(now, reset);
+    // The window's end by our clock: a Reset that looks just past (a server clock behind ours, a Reset rounded down)
+    // is still waited for, up to the margin and the server's known lag, rather than backed off from briefly.
+    const resume = resetAt === undefined ? undefined : this.#resumeTime(now, resetAt, reset! >= 1e9);
     // The spec shows no Retry-After; a service (or a proxy in front of it) that sends one says when to come back.
     const afterRetry =
       retryAfter !== undefined && retryAfter > 0
         ? now + Math.min(retryAfter, this.#backoffMaxMs * 10) + this.#skewMs
         : undefined;
-    if (resetAt !== undefined && resetAt + this.#skewMs > now) {
+    if (resume !== undefined && resume > now) {
       // Both said: the later wins (a Retry-After beyond the window's reset is the server's, or a proxy's, own word).
-      until = Math.max(resetAt + this.#skewMs, afterRetry ?? 0);
-      basis = until === resetAt + this.#skewMs ? "reset" : "retry-after";
+      until = Math.max(resume, afterRetry ?? 0);
+      basis = until === resume ? "reset" : "retry-after";
       if (this.#resetAt === resetAt) this.#remaining = 0;
     } else if (afterRetry !== undefined) {
       until = afterRetry;

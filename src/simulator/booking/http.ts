@@ -43,6 +43,8 @@ export interface HttpContext {
   log: RequestLogEntry[];
   /** How date_from/date_to are read (mutable: tests change it on a running simulator). */
   dates: DateReading;
+  /** Send a `Date` header of the service's clock (as HTTP servers do); false: none (the spec shows none). */
+  dateHeader: boolean;
 }
 
 interface Reply {
@@ -117,6 +119,9 @@ async function readBody(req: IncomingMessage): Promise<string> {
 export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => void {
   let seq = 0;
   return (req, res) => {
+    // The service's own time, not the host's: a simulator on a skewed or manual clock says so as a real one would.
+    if (ctx.dateHeader) res.setHeader("date", new Date(ctx.clock.now()).toUTCString());
+    else res.sendDate = false;
     handle(ctx, ++seq, req, res).catch((e: unknown) => {
       if (!res.headersSent) {
         res.writeHead(500, { "content-type": "application/json" });

@@ -53,6 +53,8 @@ export interface BookingSimulatorOptions {
   webhookTimeoutMs?: number;
   /** How the list's date_from/date_to are read (default: UTC days, date_to included). */
   dateReading?: Partial<DateReading>;
+  /** Send a `Date` header read from `clock` on every answer (default true); false: no Date at all. */
+  dateHeader?: boolean;
   host?: string;
   port?: number;
 }
@@ -328,7 +330,20 @@ export async function startBookingSimulator(options: BookingSimulatorOptions = {
   const limiter = new FixedWindowLimiter(options.rateLimit ?? {}, clock);
   const log: RequestLogEntry[] = [];
   const dates: DateReading = { ...defaultDateReading(), ...options.dateReading };
-  const server = createServer(createHandler({ apiKey, clock, rng, store, limiter, faults, webhooks, log, dates }));
+  const server = createServer(
+    createHandler({
+      apiKey,
+      clock,
+      rng,
+      store,
+      limiter,
+      faults,
+      webhooks,
+      log,
+      dates,
+      dateHeader: options.dateHeader ?? true,
+    }),
+  );
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
