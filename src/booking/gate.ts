@@ -190,6 +190,11 @@ export class RateLimitGate {
   #resetAt: number | undefined;
   /** X-RateLimit-Reset was a time of the server's clock (Unix seconds or ms), not seconds from now. */
   #resetOnServerClock = false;
+  /**
+   * Set when #resetAt was read from a seconds-from-now Reset: how far another answer's reading of the same window may
+   * lie from it (a second for the rounding, plus that answer's time on the way; the new answer's is added to it).
+   */
+  #resetSlack: number | undefined;
   /** When, by our clock, the window ending at #resetAt has surely ended: Reset, the server's lag, the margin. */
   #resumeAt: number | undefined;
   #offset: ClockOffset | undefined;
@@ -432,8 +437,8 @@ export class RateLimitGate {
       const resetAt = this.#resetTime(now, reset);
       // Without a Reset the window is the one known, or one from now by our clock.
       const onServerClock = reset === undefined ? resetAt === this.#resetAt && this.#resetOnServerClock : reset >= 1e9;
-      const newer = this.#resetAt === undefined || resetAt > this.#resetAt;
-      const same = resetAt === this.#resetAt;
+      const relative = reset !== undefined && reset < 1e9;
+      const { newer, same } = this.#whichWindow(resetAt, relative, now - sentAt);
       if (remaining !== undefined) {
         if (newer) {
           // A newer window: take the value as it is.
@@ -448,10 +453,16 @@ export class RateLimitGate {
         this.#resetAt = resetAt;
         this.#remaining = undefined;
       }
-      if ((newer && (remaining !== undefined || reset !== undefined)) || same) {
-        // The window's end by our clock, with what is known of the server's now (refreshed on each of its answers).
+      const adopted = newer && (remaining !== undefined || reset !== undefined);
+      if (adopted) {
         this.#resetOnServerClock = onServerClock;
-        this.#resumeAt = this.#resumeTime(now, resetAt, onServerClock);
+        this.#resetSlack = relative ? SECOND_MS + (now - sentAt) : undefined;
+      }
+      if (adopted || same) {
+        // The window's end by our clock, with what is known of the server's now (refreshed on each of its answers).
+        this.#resumeAt = this.#resumeTime(now, this.#resetAt!, this.#resetOnServerClock);
+        // Refused in this window: nothing is left of it, whatever the answer's count said.
+        if (response.status === 429 || response.rateLimited === true) this.#remaining = 0;
       }
     } else if (this.#mode === "unknown" && response.status !== undefined) {
       this.#mode = "no_headers";
@@ -459,6 +470,22 @@ export class RateLimitGate {
     if (response.status === 429 || response.rateLimited === true) {
       this.#on429(now, reset, response.status, retryAfterMs(response.headers, now, this.#serverLag(now)));
     } else if (response.status !== undefined) this.#consecutive429 = 0;
+  }
+
+  /**
+   * Whether an answer's window (ending at `resetAt` as #resetTime read it) is newer than the one known, or the same.
+   * A Reset of the server's clock names its window exactly. Seconds from now do not: each answer's reading is its own
+   * now plus whole seconds, so readings of one window differ by up to a second plus the answers' time on the way; only
+   * one clearly later than that is a new window, and a lower Remaining within it is the latest truth.
+   */
+  #whichWindow(resetAt: number, relative: boolean, latencyMs: number): { newer: boolean; same: boolean } {
+    const known = this.#resetAt;
+    if (known === undefined) return { newer: true, same: false };
+    if (relative && this.#resetSlack !== undefined) {
+      const slack = this.#resetSlack + latencyMs;
+      return { newer: resetAt > known + slack, same: Math.abs(resetAt - known) <= slack };
+    }
+    return { newer: resetAt > known, same: resetAt === known };
   }
 
   /**
@@ -550,7 +577,6 @@ export class RateLimitGate {
       // Both said: the later wins (a Retry-After beyond the window's reset is the server's, or a proxy's, own word).
       until = Math.max(resume, afterRetry ?? 0);
       basis = until === resume ? "reset" : "retry-after";
-      if (this.#resetAt === resetAt) this.#remaining = 0;
     } else if (afterRetry !== undefined) {
       until = afterRetry;
       basis = "retry-after";
