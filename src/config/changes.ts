@@ -1,8 +1,8 @@
 // Owns what a reloaded configuration changes: therapists added, removed, re-pointed (their events belong in another
 // calendar now) or otherwise changed, settings changed, and which settings only a restart takes up (they are kept as
 // they were). Names paths and therapist ids only, never values (some are secrets).
-import { calendarKey } from "../sync/placement.ts";
-import type { Config } from "./schema.ts";
+import { calendarKey, sameCalendarId } from "../sync/placement.ts";
+import type { Config, TherapistConfig } from "./schema.ts";
 
 /**
  * Settings built into long-lived parts at start: the listeners and routes (webhooks, admin, connect), the clients
@@ -56,7 +56,16 @@ function diff(a: Json, b: Json, path: string, out: string[]): void {
 
 const restartOnly = (path: string) => RESTART_ONLY.some((p) => path === p || path.startsWith(`${p}.`));
 
-export function configChanges(before: Config, after: Config): ConfigChanges {
+/**
+ * What changed from `before` to `after`. A therapist is re-pointed when their calendar is another one: a calendar_id
+ * written another way for the same Google calendar (an address in other letters; or, as `sameCalendar` knows it from
+ * Google, `primary` and the account's own address) is the same calendar, its spelling listed as a change of calendar_id.
+ */
+export function configChanges(
+  before: Config,
+  after: Config,
+  sameCalendar?: (was: TherapistConfig, now: TherapistConfig) => boolean,
+): ConfigChanges {
   const { therapists: oldList, ...oldRest } = before;
   const { therapists: newList, ...newRest } = after;
   const paths: string[] = [];
@@ -74,10 +83,11 @@ export function configChanges(before: Config, after: Config): ConfigChanges {
     const was = old.get(t.therapist_id);
     if (!was) continue;
     const [from, to] = [calendarKey(was), calendarKey(t)];
-    if (from !== to) changes.repointed.push({ therapistId: t.therapist_id, from, to });
+    const same = sameCalendarId(from, to) || !!sameCalendar?.(was, t);
+    if (!same) changes.repointed.push({ therapistId: t.therapist_id, from, to });
     const keys: string[] = [];
     diff(was, t, "", keys);
-    const other = keys.map((k) => k.split(".")[0]!).filter((k) => from === to || k !== "calendar_id");
+    const other = keys.map((k) => k.split(".")[0]!).filter((k) => same || k !== "calendar_id");
     if (other.length > 0) changes.changed.push({ therapistId: t.therapist_id, keys: [...new Set(other)] });
   }
   return changes;

@@ -28,6 +28,7 @@ import type { SyncEngine } from "../sync/engine.ts";
 import { describeError } from "../sync/errors.ts";
 import { FullListings } from "../sync/full-listings.ts";
 import type { MappingReport } from "../sync/mapping-report.ts";
+import { sameCalendarId } from "../sync/placement.ts";
 import { PushHealth } from "../sync/push-health.ts";
 import { type ReconcileOptions, type ReconcileReport, reconcile } from "../sync/reconcile.ts";
 import type { RetryPolicy } from "../sync/retry.ts";
@@ -269,6 +270,7 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   });
   const { engine } = sync;
   sync.mapping.sharesCalendar = (therapistId) => gateways.sharesCalendar(therapistId);
+  sync.mapping.calendarNames = (therapistId) => gateways.calendarNames(therapistId);
   const tokens = store.table<string>("tokens");
   const pushHealth = new PushHealth();
   const listings = new FullListings({
@@ -666,13 +668,18 @@ export async function createApp(config: Config, options: AppOptions = {}): Promi
   const settleWatches = async (): Promise<boolean> => {
     for (;;) {
       try {
-        await sync.watched.settle(config.therapists, async (begun) => {
-          await tokens.deleteMany(begun);
-          logger.info(
-            { therapists: begun },
-            "therapists mapped again (or to another calendar) since the last run: what changed in their calendars meanwhile is put back, not written back",
-          );
-        });
+        await sync.watched.settle(
+          config.therapists,
+          async (begun) => {
+            await tokens.deleteMany(begun);
+            logger.info(
+              { therapists: begun },
+              "therapists mapped again (or to another calendar) since the last run: what changed in their calendars meanwhile is put back, not written back",
+            );
+          },
+          // `primary` written as the account's own address is the same watch, once Google told which calendar it is.
+          (t, watched) => gateways.calendarNames(t.therapist_id).some((n) => sameCalendarId(n, watched)),
+        );
         return true;
       } catch (err) {
         if (stopping || !lease.isLeader) return false;

@@ -11,6 +11,7 @@ import type { Logger } from "../log.ts";
 import type { CredentialStore } from "../store/secrets.ts";
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
+import { sameCalendarId } from "../sync/placement.ts";
 import type { DaemonMetrics } from "./metrics.ts";
 import { sharedCalendarConflicts, statedCalendar } from "./same-calendar.ts";
 
@@ -71,6 +72,11 @@ export class TherapistCalendars {
   readonly errors = new Map<string, string>();
   /** therapist id → the real id of the calendar its mapping reaches (`primary` resolved), once known. */
   readonly resolved = new Map<string, string>();
+  /**
+   * therapist id → the calendar Google answered for an OAuth `primary` of theirs, with the credentials (auth) it was
+   * asked with: kept while those stay, so a mapping that names that calendar by its address is known for the same one.
+   */
+  readonly #own = new Map<string, { auth: string; id: string }>();
   /** Therapists refused because their calendar is another mapped therapist's (same-calendar.ts), with why. */
   readonly #shared = new Map<string, string>();
   /** OAuth `primary` gateways whose calendar is not known yet: not synced (not in `map`) until it is, and no other's. */
@@ -162,6 +168,36 @@ export class TherapistCalendars {
     return therapists.some((o) => o.therapist_id !== therapistId && known(o)?.toLowerCase() === mine.toLowerCase());
   }
 
+  /**
+   * What the therapist's calendar is known as besides its calendar_id (Mapping.calendarNames): its real id, once
+   * known, and `primary` when Google answered this very calendar for the account's `primary` with these credentials.
+   */
+  calendarNames(therapistId: string): string[] {
+    const t = this.#o.config.therapists.find((x) => x.therapist_id === therapistId);
+    const real = t && (this.resolved.get(therapistId) ?? statedCalendar(t, this.#o.config.google.auth));
+    if (!t || !real) return [];
+    const own = this.#ownCalendar(t);
+    return own !== undefined && sameCalendarId(own, real) ? [real, "primary"] : [real];
+  }
+
+  /**
+   * For a reload, before it is applied: whether `now` reaches the very Google calendar `was` (mapped now) does, as
+   * far as known (the real id of `was`'s calendar; `now`'s from the configuration, or for an OAuth `primary` what Google
+   * answered for it with the same credentials). Not known is not the same: the relocation asks Google before it deletes.
+   */
+  sameCalendar(was: TherapistConfig, now: TherapistConfig): boolean {
+    const auth = this.#o.config.google.auth;
+    const before = this.resolved.get(was.therapist_id) ?? statedCalendar(was, auth);
+    const after = statedCalendar(now, auth) ?? this.#ownCalendar(now);
+    return before !== undefined && after !== undefined && sameCalendarId(before, after);
+  }
+
+  /** What Google answered for the therapist's OAuth `primary`, when asked with the credentials `t` names. */
+  #ownCalendar(t: TherapistConfig): string | undefined {
+    const own = this.#own.get(t.therapist_id);
+    return own && own.auth === JSON.stringify(t.auth ?? null) ? own.id : undefined;
+  }
+
   /** A new gateway: synced at once when the configuration names its calendar, else held until it is resolved. */
   #place(t: TherapistConfig, gw: CalendarGateway): void {
     const id = t.therapist_id;
@@ -202,7 +238,9 @@ export class TherapistCalendars {
     }
     try {
       const id = await pending;
-      if (mine()) this.resolved.set(therapistId, id);
+      if (!mine()) return;
+      this.resolved.set(therapistId, id);
+      if (t.calendar_id === "primary") this.#own.set(therapistId, { auth: JSON.stringify(t.auth ?? null), id });
     } catch (err) {
       if (this.#held.get(therapistId) === gw) this.#hold(therapistId, gw, describeError(err));
       this.#o.logger.warn(
@@ -314,6 +352,7 @@ export class TherapistCalendars {
     if (gw) {
       if (gw.usesRefreshToken(token)) return "unchanged";
       const wasSynced = this.map.get(therapistId) === gw;
+      this.#own.delete(therapistId); // maybe another Google account: its `primary` is asked again
       gw.useRefreshToken(token);
       // Maybe another Google account: not synced until its calendar is resolved again (no other therapist's).
       this.#place(t, gw);
@@ -330,6 +369,7 @@ export class TherapistCalendars {
     }
     // Not synced before its calendar is known to be no other mapped therapist's.
     this.#shared.delete(therapistId);
+    this.#own.delete(therapistId);
     this.#place(t, made);
     await this.#resolve(therapistId, made);
     this.#settle();
@@ -416,6 +456,7 @@ export class TherapistCalendars {
       this.errors.delete(id);
       this.resolved.delete(id);
       this.#shared.delete(id);
+      if (!this.#o.config.therapists.some((t) => t.therapist_id === id)) this.#own.delete(id);
     }
     for (const [id, gw] of staged.made) {
       const t = this.#o.config.therapists.find((x) => x.therapist_id === id);

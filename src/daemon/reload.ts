@@ -15,12 +15,13 @@ import {
   nothingChanged,
 } from "../config/changes.ts";
 import { ConfigError } from "../config/load.ts";
-import type { Config } from "../config/schema.ts";
+import type { Config, TherapistConfig } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
 import type { Table } from "../store/store.ts";
 import type { CalendarPoller } from "../sync/calendar-poller.ts";
 import type { SyncCore } from "../sync/core.ts";
 import { describeError } from "../sync/errors.ts";
+import { calendarKey, sameCalendarId } from "../sync/placement.ts";
 import type { TherapistCalendars } from "./calendars.ts";
 import { reconcileMaxAgeMs } from "./health.ts";
 import type { PushChannels } from "./push.ts";
@@ -56,7 +57,9 @@ export interface ReloadParts {
 /** Applies a valid configuration to the running daemon; answers what changed. */
 export async function applyReload(parts: ReloadParts, next: Config): Promise<ConfigChanges> {
   const live = parts.config;
-  const changes = configChanges(live, next);
+  const previous = new Map(live.therapists.map((t) => [t.therapist_id, t]));
+  // The same Google calendar written another way (`primary` and its address, as Google told it) is no re-point.
+  const changes = configChanges(live, next, (was, now) => parts.gateways.sameCalendar(was, now));
   if (nothingChanged(changes)) {
     // The file says what the daemon runs already (a SIGHUP from log rotation or a config-management job): nothing is
     // stopped or started again. Restarting the poller would poll every calendar at once, one Google call each.
@@ -78,7 +81,11 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
         // unmapped as new, and it is not theirs to write back (watched.ts).
         // Only the leader settles the ledger (watched.ts); a standby settles it when it comes to lead.
         const begun = parts.leading()
-          ? await parts.sync.watched.settle(applied.therapists, (b) => parts.tokens.deleteMany(b))
+          ? await parts.sync.watched.settle(
+              applied.therapists,
+              (b) => parts.tokens.deleteMany(b),
+              (t, watched) => watchedStill(previous.get(t.therapist_id), t, watched, repointed),
+            )
           : [];
         await parts.tokens.deleteMany([...new Set(repointed.filter((id) => !begun.includes(id)))]);
         // Their calendar is another one now (or watched afresh): its full listing is due at the next run, not at the
@@ -125,6 +132,11 @@ function logChanges(logger: Logger, changes: ConfigChanges): void {
     },
     describeChanges(changes),
   );
+}
+
+/** The calendar watched under the previous mapping (`was`'s) is `t`'s still: written another way, not re-pointed. */
+function watchedStill(was: TherapistConfig | undefined, t: TherapistConfig, watched: string, repointed: string[]) {
+  return was !== undefined && !repointed.includes(t.therapist_id) && sameCalendarId(watched, calendarKey(was));
 }
 
 /**

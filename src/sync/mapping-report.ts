@@ -5,7 +5,7 @@
 import type { LeftBehind, LeftBehindEvents } from "./left-behind.ts";
 import { type LinkStore, purgeable } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
-import { misplaced } from "./placement.ts";
+import { misplacedIn } from "./placement.ts";
 
 export interface UnmappedTherapist {
   therapistId: string;
@@ -48,7 +48,7 @@ export async function mappingReport(
       entry.events++;
       if (link.calendarId) entry.calendarIds.add(link.calendarId);
       unmapped.set(link.therapistId, entry);
-    } else if (misplaced(link, therapist)) {
+    } else if (misplacedIn(mapping, link)) {
       const ids = moving.get(link.therapistId) ?? [];
       ids.push(link.appointmentId);
       moving.set(link.therapistId, ids);

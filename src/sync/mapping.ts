@@ -56,6 +56,12 @@ export class Mapping {
    * the stray pass removes nothing from it. Unset in tools that do not resolve calendars.
    */
   sharesCalendar: ((therapistId: string) => boolean) | undefined;
+  /**
+   * What the therapist's calendar is known as besides its calendar_id: its real id once Google told it, and `primary`
+   * when the account's own calendar (as Google answered it for these credentials) is this one. A link naming one of
+   * them is in place (placement.ts). Unset in tools that do not resolve calendars.
+   */
+  calendarNames: ((therapistId: string) => readonly string[]) | undefined;
 
   constructor(config: Config, calendars: Map<string, CalendarPort>, unavailable = new Map<string, string>()) {
     this.#config = config;

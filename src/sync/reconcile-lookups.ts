@@ -8,7 +8,7 @@ import type { Logger } from "../log.ts";
 import { describeError, isUnavailable } from "./errors.ts";
 
 import type { Mapping } from "./mapping.ts";
-import { misplaced } from "./placement.ts";
+import { misplacedIn } from "./placement.ts";
 import type { CalendarSide } from "./reconcile-sides.ts";
 import type { CalEvent, Link } from "./types.ts";
 
@@ -64,8 +64,7 @@ export function placeAll(
     const byId = where ? listed(where) : undefined;
     // Not in the window listing: deleted, or moved out of the window by the therapist. Look before deciding.
     if (byId && !byId.has(eventId) && link?.present && (owner === undefined || !unusable.has(owner))) {
-      if (!misplaced(link, mapping.therapist(link.therapistId)))
-        wanted.push({ appointmentId: id, therapistId: where!, eventId });
+      if (!misplacedIn(mapping, link)) wanted.push({ appointmentId: id, therapistId: where!, eventId });
     }
   }
   return { placed, wanted, skippedUnmapped };

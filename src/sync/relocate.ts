@@ -15,10 +15,10 @@ import { describeError, isCalendarKind } from "./errors.ts";
 import { NeedsFullRead } from "./inputs.ts";
 import type { LeftBehindEvents } from "./left-behind.ts";
 import { resaved } from "./links.ts";
-import { calendarKey, isUserAddress, misplaced } from "./placement.ts";
+import { calendarKey, isUserAddress, misplacedIn } from "./placement.ts";
 import type { Known, Rendering } from "./planner.ts";
 import { asSynced, deletedWhileWatched, keptMove, movedUnrecorded, unsentNotice } from "./relocate-rules.ts";
-import { ensureMarks, firstPage, isNoAccess, type SourceCalendar } from "./source-calendar.ts";
+import { ensureMarks, firstPage, isNoAccess, oneCalendar, type SourceCalendar } from "./source-calendar.ts";
 import type { Action, CalEvent, Link } from "./types.ts";
 
 export type { SourceCalendar } from "./source-calendar.ts";
@@ -49,6 +49,7 @@ const RECHECK_MS = 10 * 60_000;
 export class Relocator {
   readonly #o: RelocatorOptions;
   #sources = new Map<string, { source: Promise<Source>; at: number }>();
+  #same = new Map<string, Promise<boolean>>();
   #version = -1;
 
   constructor(options: RelocatorOptions) {
@@ -57,7 +58,7 @@ export class Relocator {
 
   /** The link's event lies in a calendar its (mapped) therapist's mapping no longer names. */
   pending(link: Link | undefined): boolean {
-    return misplaced(link, this.#o.fx.mapping.therapist(link?.therapistId));
+    return misplacedIn(this.#o.fx.mapping, link);
   }
 
   /** What a dry run shows for such a link (nothing is read or written). */
@@ -94,6 +95,11 @@ export class Relocator {
         `old calendar cannot be reached: the event stays there and is written in ${dest}; \`calbridge purge --therapist ${therapistId} --calendar ${from}\` removes it once access is back`,
       );
       return this.#copy(link, t, undefined, moveLog, readFull);
+    }
+    if (await this.#oneCalendar(t, source.cal, from, dest)) {
+      // The therapist's calendar itself: nothing to move, and a copy there would delete the only event (review18).
+      moveLog.info("the old calendar is the therapist's calendar written another way: nothing moves");
+      return this.#repoint(link, dest, await source.cal.get(link.eventId));
     }
     const old = await source.cal.get(link.eventId);
     if (!old || old.status === "cancelled") {
@@ -270,12 +276,22 @@ export class Relocator {
     return { unreachable: why };
   }
 
+  /** oneCalendar, asked once per old calendar while the mapping stays (a failure is asked again). */
+  #oneCalendar(t: TherapistConfig, old: SourceCalendar, from: string, dest: string): Promise<boolean> {
+    const key = `${t.therapist_id} ${from} ${dest}`;
+    const known = this.#same.get(key) ?? oneCalendar(from, old, dest, () => this.#o.open(t, dest, t.impersonate));
+    this.#same.set(key, known);
+    known.catch(() => this.#same.delete(key));
+    return known;
+  }
+
   #reset(version: number): void {
     const close = (s: Source) => {
       if ("cal" in s) for (const c of [s.cal, s.mover]) c.close?.();
     };
     for (const { source } of this.#sources.values()) void source.then(close, () => {});
     this.#sources = new Map();
+    this.#same = new Map();
     this.#version = version;
   }
 }

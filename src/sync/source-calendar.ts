@@ -4,12 +4,15 @@
 import { TIMES_PROPERTY } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import { isCalendarKind } from "./errors.ts";
+import { mayBeSameCalendar, sameCalendarId } from "./placement.ts";
 import type { CalEvent, CalendarPort } from "./types.ts";
 
 /** A calendar the links name (possibly one the mapping no longer does), as a gateway reaches it. */
 export interface SourceCalendar extends Pick<CalendarPort, "get" | "delete" | "listManaged"> {
   readonly calendarId: string;
   move(eventId: string, destination: string): Promise<CalEvent>;
+  /** The calendar's real id (calendars.get: `primary` answers the account's own calendar, its address). */
+  ownCalendarId(): Promise<string>;
   close?(): void;
 }
 
@@ -43,4 +46,22 @@ export async function ensureMarks(to: Pick<CalendarPort, "patch">, event: CalEve
   const { [TIMES_PROPERTY]: _, ...want } = body.extendedProperties.private;
   if (Object.entries(want).every(([k, v]) => have[k] === v) || !event.id) return event;
   return to.patch(event.id, { extendedProperties: { private: want } }, { ifMatch: event.etag ?? undefined });
+}
+
+/**
+ * Whether `from` (the calendar `old` reaches) and `to` (the one `dest` reaches) are one Google calendar written two ways:
+ * an address and the same address in other letters, or `primary` and the account's own address (Google is asked which
+ * calendar `primary` is). Ids that cannot name one calendar are not asked about.
+ */
+export async function oneCalendar(from: string, old: SourceCalendar, to: string, dest: () => Promise<SourceCalendar>) {
+  if (!mayBeSameCalendar(from, to)) return false;
+  if (sameCalendarId(from, to)) return true;
+  const other = to === "primary" ? await dest() : undefined;
+  try {
+    const real = async (id: string, cal: SourceCalendar | undefined) => (cal ? cal.ownCalendarId() : id);
+    const [a, b] = await Promise.all([real(from, from === "primary" ? old : undefined), real(to, other)]);
+    return sameCalendarId(a, b);
+  } finally {
+    other?.close?.();
+  }
 }

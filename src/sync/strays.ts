@@ -11,7 +11,7 @@ import { describeError } from "./errors.ts";
 import type { HistoryRecorder } from "./history.ts";
 import { type LinkReader, recordOfEvents } from "./links.ts";
 import type { Mapping } from "./mapping.ts";
-import { misplaced } from "./placement.ts";
+import { misplacedIn } from "./placement.ts";
 import { LeadershipLostError } from "./stopped.ts";
 import type { CalEvent, CalendarPort, Link, PlanEntry, SyncRequest } from "./types.ts";
 
@@ -35,7 +35,7 @@ export const LOOK_UP = "look up";
 
 /** What the stray pass knows of a stray's appointment besides its link. */
 export interface StrayFacts {
-  mapping: Pick<Mapping, "therapist" | "sharesCalendar" | "config">;
+  mapping: Pick<Mapping, "therapist" | "sharesCalendar" | "calendarNames" | "config">;
   /** The appointment as the booking listing showed it (undefined: not listed this run). */
   listed: Appointment | undefined;
   /** What the run planned for the appointment. */
@@ -50,7 +50,7 @@ export function strayFate(stray: Stray, link: Link | undefined, facts: StrayFact
     return earlierGeneration(link, stray) ? STRAY_REASONS.earlier : undefined;
   }
   // Its therapist's mapping names another calendar now: the appointment's own sync moves it (relocate.ts).
-  if (misplaced(link, mapping.therapist(link?.therapistId))) return undefined;
+  if (misplacedIn(mapping, link)) return undefined;
   if (!listed) return LOOK_UP;
   // Another mapping may reach this calendar: the event may be that therapist's.
   if (mapping.sharesCalendar?.(stray.therapistId)) return undefined;

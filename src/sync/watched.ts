@@ -8,7 +8,7 @@
 import type { Clock } from "../clock.ts";
 import type { TherapistConfig } from "../config/schema.ts";
 import type { Store, Table } from "../store/store.ts";
-import { calendarKey } from "./placement.ts";
+import { calendarKey, sameCalendarId } from "./placement.ts";
 import type { CalEvent, Link } from "./types.ts";
 
 interface Watch {
@@ -49,11 +49,14 @@ export class WatchedCalendars {
    * sync token kept from an earlier watch would report what changed meanwhile as new). `beforeWrite` is given them
    * before the ledger is written (their tokens are removed there): should it fail, the ledger still holds the earlier
    * watches, and the next settle finds the same therapists again. Only the leader settles: the ledger is the mapping
-   * the leading daemon syncs (`calbridge purge` reads it), not whatever a standby started with.
+   * the leading daemon syncs (`calbridge purge` reads it), not whatever a standby started with. A calendar written
+   * another way is the same watch (the new spelling kept): an address in other letters, or one `sameAs` knows for the
+   * calendar watched (`primary` and the account's own address, as Google told it).
    */
   async settle(
     therapists: readonly TherapistConfig[],
     beforeWrite?: (begun: string[]) => Promise<void>,
+    sameAs?: (therapist: TherapistConfig, watched: string) => boolean,
   ): Promise<string[]> {
     const stored = await this.#table.get(KEY);
     const now = this.#clock.now();
@@ -62,8 +65,8 @@ export class WatchedCalendars {
     for (const t of therapists) {
       const calendar = calendarKey(t);
       const before = stored?.[t.therapist_id];
-      if (before && before.calendar === calendar) {
-        next[t.therapist_id] = before;
+      if (before && (sameCalendarId(before.calendar, calendar) || sameAs?.(t, before.calendar))) {
+        next[t.therapist_id] = { calendar, since: before.since };
         continue;
       }
       next[t.therapist_id] = { calendar, since: stored === undefined ? 0 : now };
