@@ -12,7 +12,10 @@ import { CalendarError, type CalendarErrorKind, classifyError, type ErrorScope }
 import type { GatewayMetrics } from "./metrics.ts";
 import { type GoogleQuotaGate, unitsOf } from "./quota-gate.ts";
 
-/** Errors that are Google's considered answer about an event: credentials and quota evidently work. */
+/**
+ * Errors that are Google's considered answer about an event: credentials and quota evidently work. Never one from the
+ * token endpoint: no token was obtained, and no API request was sent.
+ */
 const ANSWERS: ReadonlySet<CalendarErrorKind> = new Set([
   "not_found",
   "gone",
@@ -239,7 +242,7 @@ export class CallRunner {
             this.#elsewhere(operation, options.on, err);
           }
         } else if (err.kind === "calendar_not_found") health.calendarMissing(err);
-        else if (ANSWERS.has(err.kind)) {
+        else if (ANSWERS.has(err.kind) && !err.tokenEndpoint) {
           // A 404 for an event is also what every event of a deleted calendar gets: the credentials and the quota
           // work, but the calendar is not shown to exist (`get` with confirmMissing asks the calendar itself).
           if (!options.detached) health.succeeded(admission, err.kind !== "not_found");

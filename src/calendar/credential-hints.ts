@@ -3,6 +3,7 @@
 // gateway's log line, /status and `calbridge doctor`; and how a therapist gets new credentials (the reconnect command
 // and advice, as the configuration has it), shared by those and the notifications.
 import type { Config, TherapistConfig } from "../config/schema.ts";
+import { isGrantError } from "./errors.ts";
 import { CALENDAR_SCOPE, CALENDAR_SCOPE_LABEL } from "./scopes.ts";
 
 export interface HintContext {
@@ -20,6 +21,8 @@ export interface RejectedCredentials {
   reason?: string | undefined;
   status?: number | undefined;
   message?: string;
+  /** Refused at the token endpoint: no token was had (CalendarError.tokenEndpoint). */
+  tokenEndpoint?: boolean;
 }
 
 /**
@@ -103,6 +106,21 @@ export function credentialsHint(err: RejectedCredentials, ctx: HintContext): str
         );
       }
       return "Check the service-account key (it may have been deleted or rotated) and its domain-wide delegation.";
+    case "admin_policy_enforced":
+      return (
+        `A Google Workspace admin's policy blocks calbridge's access for ${ctx.account ?? "this account"}: the ` +
+        "Workspace admin must allow the app (Admin console > Security > Access and data control > API controls > App " +
+        "access control); reconnecting does not help until then. The credentials are tried again regularly."
+      );
+  }
+  // Refused without a verdict on the grant: a 403 or 404 page from an egress proxy, an allow-list or a wrong URL.
+  if (err.tokenEndpoint && err.status !== undefined && !isGrantError(err.reason)) {
+    const answer = err.reason ? `HTTP ${err.status}, ${err.reason}` : `HTTP ${err.status}, no OAuth error`;
+    return (
+      `The token endpoint refused the token request (${answer}), which says nothing of the grant itself: check ` +
+      "google.token_url and any egress proxy or allow-list between calbridge and Google's token endpoint " +
+      "(oauth2.googleapis.com). The credentials are tried again regularly."
+    );
   }
   return oauth
     ? `${reconnect(ctx)}.`

@@ -78,15 +78,31 @@ export class CalendarError extends Error {
 }
 
 /** OAuth token-endpoint error codes that mean the grant itself is no good (re-consent or fix delegation). */
-const AUTH_GRANT_ERRORS = new Set(["invalid_grant", "invalid_client", "unauthorized_client", "access_denied"]);
+const AUTH_GRANT_ERRORS: ReadonlySet<string> = new Set([
+  "invalid_grant",
+  "invalid_client",
+  "unauthorized_client",
+  "access_denied",
+]);
 
-/** Kind of an OAuth token-endpoint answer: `{ error: "invalid_grant", error_description }`. */
+/** The token endpoint's error code says the grant itself is no good (see AUTH_GRANT_ERRORS). */
+export function isGrantError(error: string | undefined): boolean {
+  return error !== undefined && AUTH_GRANT_ERRORS.has(error);
+}
+
+/**
+ * Kind of an OAuth token-endpoint answer: `{ error: "invalid_grant", error_description }`, or a page that is none (an
+ * egress proxy's). No API request was sent, so it is never an answer about an event ("invalid" would make it Google's
+ * word on one, and permanent): a grant error, and any other refusal (a Workspace admin blocking the app, 400
+ * admin_policy_enforced; a proxy or allow-list answering 403; a mistyped google.token_url answering 404), is "auth":
+ * the calendar cannot be used until a person fixes it, and the credentials probe tries again meanwhile. 429 is
+ * "rate_limited", 5xx and 408 "transient".
+ */
 export function tokenErrorKind(status: number, error: string | undefined): CalendarErrorKind {
-  if (error && AUTH_GRANT_ERRORS.has(error)) return "auth";
-  if (status === 401) return "auth";
+  if (isGrantError(error)) return "auth";
   if (status === 429) return "rate_limited";
   if (status >= 500 || status === 408) return "transient";
-  return "invalid";
+  return "auth";
 }
 
 /**

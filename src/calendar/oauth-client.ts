@@ -34,8 +34,9 @@ export function expiresInSeconds(answer: TokenAnswer): number | undefined {
 
 /**
  * Sends one token request: exactly one POST, never retried here (the call runner owns the retry policy and honours
- * Retry-After). Failures are CalendarErrors with `tokenEndpoint: true` and the kind of the OAuth error code:
- * invalid_grant and friends → "auth", 429 → "rate_limited", 5xx/408 and network failures → "transient". Messages
+ * Retry-After). Failures are CalendarErrors with `tokenEndpoint: true` and the kind of the answer (tokenErrorKind):
+ * 429 → "rate_limited", 5xx/408 and network failures → "transient", any other refusal (invalid_grant and friends, a
+ * Workspace admin's admin_policy_enforced, a proxy's 403 page, a 404 from a wrong URL) → "auth". Messages
  * carry the status, the OAuth error and its description, never the form (secrets) or the answer's tokens.
  */
 export async function requestToken(req: TokenRequest): Promise<TokenAnswer> {

@@ -1,6 +1,6 @@
 // Owns how the engine reads errors from either API: which are permanent, which mean "gone", and a safe one-line text.
 import { BookingApiError } from "../booking/errors.ts";
-import { CalendarError, type CalendarErrorKind } from "../calendar/errors.ts";
+import { CalendarError, type CalendarErrorKind, isGrantError } from "../calendar/errors.ts";
 import { RenderError } from "../calendar/render.ts";
 import { CalendarUnavailableError } from "./mapping.ts";
 
@@ -15,11 +15,14 @@ export function isCalendarKind(err: unknown, kind: CalendarErrorKind): boolean {
   return err instanceof CalendarError && err.kind === kind;
 }
 
-/** Errors that repeating cannot fix: bad data, a refusal. Everything else is retried with backoff. */
+/**
+ * Errors that repeating cannot fix: bad data, a refusal. Everything else is retried with backoff. A failure at the token
+ * endpoint never is: no request about the appointment was sent, so nothing was refused about it.
+ */
 export function isPermanent(err: unknown): boolean {
   if (err instanceof RenderError) return true;
   if (err instanceof BookingApiError) return err.kind === "rejected" || err.kind === "invalid_request";
-  if (err instanceof CalendarError) return err.kind === "invalid";
+  if (err instanceof CalendarError) return err.kind === "invalid" && !err.tokenEndpoint;
   return false;
 }
 
@@ -71,6 +74,12 @@ function calendarErrorSummary(err: CalendarError): string {
   if (err.tokenEndpoint && err.reason === "insufficientPermissions") return `${who} granted no calendar scope`;
   if (err.kind === "transient" && err.status === undefined && err.reason === undefined) {
     return `no answer from ${who} (a network error or a timeout)`;
+  }
+  // Refused with no verdict on the grant (a Workspace admin's policy, an egress proxy's or allow-list's page, a wrong
+  // google.token_url): the words "answered auth" would say neither what answered nor that nothing reached the API.
+  if (err.tokenEndpoint && err.kind === "auth" && err.status !== undefined && !isGrantError(err.reason)) {
+    const answer = err.reason ? `HTTP ${err.status}, ${err.reason}` : `HTTP ${err.status}, no OAuth error`;
+    return `${who} refused the token request (${answer}): no access token, no API request sent`;
   }
   return `${who} answered ${err.reason ?? err.kind}${err.status ? ` (HTTP ${err.status})` : ""}`;
 }
