@@ -2,7 +2,7 @@
 // missing calendar; each logged once.
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
-import { credentialsHint, type HintContext, type ReconnectRoute } from "./credential-hints.ts";
+import { credentialsHint, type HintContext, type ReconnectRoute, reconnectHelps } from "./credential-hints.ts";
 import { CalendarError, CREDENTIAL_REFUSALS } from "./errors.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 
@@ -12,6 +12,8 @@ export interface GatewayHealth {
   reason?: string;
   /** While broken: what a person must do. */
   hint?: string;
+  /** While broken by a refusal a new consent cannot fix (credential-hints.ts reconnectHelps): false. */
+  reconnectHelps?: false;
   /** Epoch ms until which calls fail fast after quotaExceeded. */
   pausedUntil?: number;
   /**
@@ -300,6 +302,7 @@ export class CalendarHealth {
       const reason = this.#brokenError?.reason ?? this.#brokenError?.status;
       if (reason !== undefined) health.reason = String(reason);
       health.hint = this.#fixHint();
+      if (!reconnectHelps(this.#brokenError ?? {})) health.reconnectHelps = false;
     }
     if (this.#pausedUntil !== undefined && this.#o.clock.now() < this.#pausedUntil) {
       health.pausedUntil = this.#pausedUntil;

@@ -79,6 +79,26 @@ function projectOf(message: string | undefined): string | undefined {
   return message?.match(/project[= ](\d+)/)?.[1];
 }
 
+/**
+ * Refusals that reconnecting the therapist's Google account does not fix: the Calendar API switched off in the Cloud
+ * project, an account without write access to a shared calendar, a Workspace admin's block of the app.
+ */
+const NOT_FIXED_BY_RECONNECTING: ReadonlySet<string> = new Set([
+  "accessNotConfigured",
+  "requiredAccessLevel",
+  "admin_policy_enforced",
+]);
+
+/**
+ * Whether a new consent (reconnecting the therapist's account) can fix these rejected credentials: not for the refusals
+ * above, nor for a token endpoint's refusal that is no grant error (an egress proxy's page, a wrong google.token_url).
+ * The therapist is then not sent a reconnect link that cannot help, and the administrators get the fix itself.
+ */
+export function reconnectHelps(err: RejectedCredentials): boolean {
+  if (err.reason !== undefined && NOT_FIXED_BY_RECONNECTING.has(err.reason)) return false;
+  return !(err.tokenEndpoint && err.status !== undefined && !isGrantError(err.reason));
+}
+
 /** What a person must do about these rejected credentials. */
 export function credentialsHint(err: RejectedCredentials, ctx: HintContext): string {
   const oauth = ctx.authKind === "oauth";

@@ -85,6 +85,8 @@ const credentials: ConditionKind = {
         setup: t.credentials === "setup",
         ...(t.reason ? { reason: t.reason } : {}),
         ...(t.impersonate ? { subject: t.impersonate } : {}),
+        // Reconnecting cannot fix it: the administrators get the fix, the therapist no link that cannot help.
+        ...(t.fix ? { fix: t.fix } : {}),
       },
     })),
   describe(n, { config, audience, reconnectLink }) {
@@ -101,6 +103,15 @@ const credentials: ConditionKind = {
             `${hello}${never ? "your appointments appear in your Google Calendar once it is connected to the clinic's booking system." : "calbridge cannot use its connection to your Google Calendar, so new and changed appointments do not appear there."}` +
             (reconnectLink ? " Open the link below to connect it." : " The clinic's administrator has been told."),
           ...(reconnectLink ? { link: { label: "Connect the calendar", url: reconnectLink } } : {}),
+        };
+      }
+      if (n.opened && n.facts.fix) {
+        return {
+          title: "Your Google Calendar is no longer updated",
+          text:
+            `${hello}calbridge can no longer reach your Google Calendar: its access is blocked on the clinic's side, ` +
+            "and reconnecting does not help. The clinic's administrator has been told; new and changed appointments " +
+            "appear there again once it is fixed.",
         };
       }
       return n.opened
@@ -121,15 +132,17 @@ const credentials: ConditionKind = {
     const t = config.therapists.find((x) => x.therapist_id === n.therapistId);
     // As the configuration has it now: a token given in the file is replaced there (it wins over a connected one).
     const route = t ? reconnectRoute(config, t) : undefined;
-    const fix = oauth
-      ? reconnectLink
-        ? "Send them the reconnect link below."
-        : route?.inFile || config.store.encryption_key
-          ? `${reconnectAdvice(String(n.therapistId), route ?? { via: "authorize" })}.`
-          : // Without the key neither authorize nor a connect link can keep a token: that comes first.
-            "Set store.encryption_key first (calbridge stores the tokens of connected calendars encrypted with it), " +
-            `then reconnect their calendar (\`${config.connect ? "calbridge invite" : "calbridge authorize"} --therapist ${n.therapistId}\`).`
-      : `Check the service account's key and its domain-wide delegation for ${n.facts.subject ?? "their address"}.`;
+    const fix = n.facts.fix
+      ? String(n.facts.fix)
+      : oauth
+        ? reconnectLink
+          ? "Send them the reconnect link below."
+          : route?.inFile || config.store.encryption_key
+            ? `${reconnectAdvice(String(n.therapistId), route ?? { via: "authorize" })}.`
+            : // Without the key neither authorize nor a connect link can keep a token: that comes first.
+              "Set store.encryption_key first (calbridge stores the tokens of connected calendars encrypted with it), " +
+              `then reconnect their calendar (\`${config.connect ? "calbridge invite" : "calbridge authorize"} --therapist ${n.therapistId}\`).`
+        : `Check the service account's key and its domain-wide delegation for ${n.facts.subject ?? "their address"}.`;
     if (n.facts.setup) {
       const why =
         n.facts.reason === "not_connected"

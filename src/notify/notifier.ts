@@ -449,7 +449,8 @@ export class Notifier {
     for (const n of box.notices) {
       const kind = conditionById(n.condition);
       if (!kind) continue; // written by another version of calbridge
-      const wantsLink = kind.reconnect && n.opened && n.facts.auth === "oauth" && n.therapistId !== undefined;
+      const wantsLink =
+        kind.reconnect && n.opened && n.facts.auth === "oauth" && !n.facts.fix && n.therapistId !== undefined;
       let link: string | undefined;
       if (wantsLink && n.therapistId) {
         const id = n.therapistId;

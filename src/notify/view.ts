@@ -19,6 +19,11 @@ export interface TherapistView {
    * another key than store.encryption_key, or none is set: Google refused nothing) or unusable.
    */
   reason?: string;
+  /**
+   * broken by a refusal a new consent cannot fix (an API switched off, a Workspace admin's block, a proxy in front of
+   * the token endpoint): what a person must do instead (the gateway's hint).
+   */
+  fix?: string;
   /** A quota pause not yet shown to be over (see GatewayHealth.quotaPause). */
   quotaPause?: { reason: string; until: number };
   /** Calendar changes of this therapist held by the write-back guard. */
@@ -104,6 +109,9 @@ export function daemonView(parts: DaemonParts): () => LiveView {
         ...base,
         credentials: health.credentials,
         ...(health.credentials === "broken" && health.reason ? { reason: health.reason } : {}),
+        ...(health.credentials === "broken" && health.reconnectHelps === false && health.hint
+          ? { fix: health.hint }
+          : {}),
         ...(health.quotaPause ? { quotaPause: health.quotaPause } : {}),
         ...(health.calendarMissing ? { calendarMissing: true as const } : {}),
       };

@@ -47,6 +47,8 @@ describe("a token endpoint refusal that is no grant error", () => {
     expect(health).toMatchObject({ credentials: "broken", reason: "admin_policy_enforced" });
     expect(health.lastError).toMatch(/token endpoint answered 400 admin_policy_enforced/);
     expect(health.hint).toMatch(/Workspace admin/);
+    // Reconnecting cannot fix it: the notifications send no reconnect link, and give the admins this hint.
+    expect(health.reconnectHelps).toBe(false);
     expect(safeErrorSummary(err)).toBe(
       "Google's token endpoint refused the token request (HTTP 400, admin_policy_enforced): no access token, no API request sent",
     );
@@ -58,6 +60,7 @@ describe("a token endpoint refusal that is no grant error", () => {
     f.emulator.revokeTokens(SUBJECT);
     await rejection(f.gateway.get(eventIdFor("a")));
     expect(f.gateway.health()).toMatchObject({ credentials: "broken", reason: "invalid_grant" });
+    expect(f.gateway.health().reconnectHelps).toBeUndefined(); // a revoked grant: reconnecting is the fix
     // The next probe: an egress proxy (or a blocked app) refuses the token request; still no token.
     f.emulator.faults.next(1, { target: "token", status: 403, reason: "access_blocked" });
     const err = await rejection(f.gateway.get(eventIdFor("b")));
@@ -76,6 +79,7 @@ describe("a token endpoint refusal that is no grant error", () => {
     expect(err).toMatchObject({ tokenEndpoint: true, status: 403, kind: "auth" });
     expect(f.gateway.health()).toMatchObject({ credentials: "broken", reason: "access_blocked" });
     expect(f.gateway.health().hint).toMatch(/google\.token_url and any egress proxy/);
+    expect(f.gateway.health().reconnectHelps).toBe(false);
     // The endpoint answers again: the next probe gets a token and Google's answer.
     await f.gateway.get(eventIdFor("b")).catch(() => {});
     expect(f.gateway.health().credentials).toBe("ok");

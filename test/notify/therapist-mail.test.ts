@@ -56,7 +56,7 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
   const clock = new ManualClock(Date.UTC(2026, 10, 23, 8, 0, 0));
   const registry = new Registry();
   /** Credentials by therapist; the live view has the therapists the shared config maps now (as the daemon's). */
-  const credentials = new Map<string, Pick<TherapistView, "credentials" | "reason">>();
+  const credentials = new Map<string, Pick<TherapistView, "credentials" | "reason" | "fix">>();
   const links: string[] = [];
   const log = captureLog("debug", new SecretRegistry());
   const notifier = new Notifier({
@@ -99,6 +99,10 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
     links,
     broken(id: string) {
       credentials.set(id, { credentials: "broken", reason: "invalid_grant" });
+    },
+    /** Broken by a refusal reconnecting cannot fix (a Workspace admin's block): the gateway's hint as `fix`. */
+    blocked(id: string, fix: string) {
+      credentials.set(id, { credentials: "broken", reason: "admin_policy_enforced", fix });
     },
     neverConnected(id: string) {
       credentials.set(id, { credentials: "setup", reason: "not_connected" });
@@ -186,6 +190,23 @@ describe("a therapist who never connected", () => {
     expect(mail?.text).not.toMatch(/no longer|refused/);
     // The admins are told what it is.
     expect(f.to("ops@clinic.test")[0]?.text).toContain("their calendar was never connected");
+  });
+});
+
+describe("credentials refused in a way reconnecting cannot fix (a Workspace admin's block of the app)", () => {
+  it("the therapist is told it is being fixed, with no reconnect link; the admins get the fix, not 'reconnect'", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    const hint = "A Google Workspace admin's policy blocks calbridge's access for anna@clinic.example: allow the app.";
+    f.blocked("th_a", hint);
+    await f.notifier.check();
+    expect(f.links).toEqual([]); // no single-use link made that could not help
+    const [mail] = f.to("anna@clinic.example");
+    expect(mail?.subject).toBe("[unit] Your Google Calendar is no longer updated");
+    expect(mail?.text).toContain("reconnecting does not help");
+    expect(mail?.text).not.toMatch(/invite=|Open the link/);
+    const [admins] = f.to("ops@clinic.test");
+    expect(admins?.text).toContain(hint);
+    expect(admins?.text).not.toMatch(/reconnect link|invite=/);
   });
 });
 
