@@ -150,15 +150,19 @@ function headerText(headers: ResponseInfo["headers"], name: string): string | un
 }
 
 /**
- * Retry-After in milliseconds from now: delta seconds, or an HTTP date of the server's clock, which is `lagMs` behind
- * ours at most (so the date comes that much later by ours).
+ * Retry-After in milliseconds from now: delta seconds, or an HTTP date. A date is read against the same answer's `Date`
+ * (RFC 9110 10.2.3: the two come from one clock, whichever machine wrote them), so a clock off from ours does not
+ * move it; without a `Date`, against ours.
  */
-function retryAfterMs(headers: ResponseInfo["headers"], now: number, lagMs: number): number | undefined {
+function retryAfterMs(headers: ResponseInfo["headers"], now: number): number | undefined {
   const value = headerText(headers, "Retry-After");
   if (value === undefined) return undefined;
   if (/^\d+$/.test(value)) return Number(value) * 1000;
   const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : at + lagMs - now;
+  if (Number.isNaN(at)) return undefined;
+  const dateText = headerText(headers, "Date");
+  const date = dateText === undefined ? Number.NaN : Date.parse(dateText);
+  return Number.isNaN(date) ? at - now : at - date;
 }
 
 /**
@@ -198,6 +202,15 @@ export class RateLimitGate {
   /** When, by our clock, the window ending at #resetAt has surely ended: Reset, the server's lag, the margin. */
   #resumeAt: number | undefined;
   #offset: ClockOffset | undefined;
+  /**
+   * Whether the lag of the server's clock that `Date` shows is waited for: only once the server refused a request sent
+   * after its window's Reset had passed by our clock (a 429 whose Reset looks past), which shows the clock counting
+   * its windows is behind ours. A `Date` alone may be another machine's (a proxy's, a CDN's, a cached answer's): taken
+   * on its word, a gateway's clock 4 minutes behind held each spent window 4 minutes longer (review21).
+   */
+  #lagShown = false;
+  /** Our wall clock minus the monotonic one at the last look: a change of over a second is a step (NTP). */
+  #wallMinusMono: number | undefined;
   #pausedUntil = 0;
   #consecutive429 = 0;
   #resetWarnedAt: number | undefined;
@@ -335,8 +348,12 @@ export class RateLimitGate {
       if (budget <= keep && this.#resumeAt !== undefined) return { reason: "budget_spent", until: this.#resumeAt };
       return { reason: "in_flight" };
     }
-    // Before the first answer the budget is unknown: one request at a time, so a burst cannot overspend.
-    if (this.#mode === "unknown" && this.#inFlight > 0) return { reason: "probe" };
+    // Before the first answer the budget is unknown: one request at a time, so a burst cannot overspend. So it is once
+    // a window is over by our clock and no answer of the next one came yet: the clock counting the server's windows may
+    // be behind ours (until a 429 shows by how much), and a burst then met one 429 per request in flight.
+    if (this.#inFlight > 0 && (this.#mode === "unknown" || (this.#resumeAt !== undefined && now >= this.#resumeAt))) {
+      return { reason: "probe" };
+    }
     this.#prune(now);
     if (this.#sent.length + this.#inFlight >= this.#slidingCeiling() - keep) {
       // Full: wait for the oldest answer to leave the window (or, all in flight, for an answer).
@@ -370,6 +387,7 @@ export class RateLimitGate {
   }
 
   #pump(): void {
+    this.#noticeStep(this.#clock.now());
     for (;;) {
       const w = this.#next();
       if (!w) {
@@ -427,6 +445,7 @@ export class RateLimitGate {
 
   #learn(response: ResponseInfo, sentAt: number): void {
     const now = this.#clock.now();
+    this.#noticeStep(now);
     this.#learnClock(response.headers, sentAt, now);
     const limit = header(response.headers, "X-RateLimit-Limit");
     const remaining = header(response.headers, "X-RateLimit-Remaining");
@@ -468,7 +487,7 @@ export class RateLimitGate {
       this.#mode = "no_headers";
     }
     if (response.status === 429 || response.rateLimited === true) {
-      this.#on429(now, reset, response.status, retryAfterMs(response.headers, now, this.#serverLag(now)));
+      this.#on429(now, reset, response.status, retryAfterMs(response.headers, now));
     } else if (response.status !== undefined) this.#consecutive429 = 0;
   }
 
@@ -519,7 +538,7 @@ export class RateLimitGate {
    */
   #serverLag(now: number): number {
     const o = this.#offset;
-    if (o === undefined) return 0;
+    if (o === undefined || !this.#lagShown) return 0;
     return Math.max(0, widening(o.at, now) - o.low);
   }
 
@@ -559,12 +578,46 @@ export class RateLimitGate {
     return latest;
   }
 
+  /**
+   * A step of our wall clock since the last look (NTP correcting a clock that ran fast or slow; the monotonic clock
+   * does not move with it): what `Date` showed of the server's clock was against the old time and goes, and the waits
+   * kept as times of our wall clock move with it. Without this, a lag learned while our clock ran 3 minutes fast held
+   * every request 3 minutes past the server's window once the clock was put right (review21).
+   */
+  #noticeStep(now: number): void {
+    const mono = this.#clock.elapsed?.();
+    if (mono === undefined) return;
+    const base = now - mono;
+    const was = this.#wallMinusMono;
+    this.#wallMinusMono = base;
+    if (was === undefined || Math.abs(base - was) <= SECOND_MS) return;
+    const step = base - was;
+    this.#offset = undefined;
+    this.#lagShown = false;
+    if (this.#pausedUntil > 0) this.#pausedUntil += step;
+    // A window read from seconds-from-now was a time of our old clock; one of the server's clock is what it was.
+    if (this.#resetAt !== undefined) {
+      if (!this.#resetOnServerClock) this.#resetAt += step;
+      this.#resumeAt = this.#resumeTime(now, this.#resetAt, this.#resetOnServerClock);
+    }
+    this.#log.warn(
+      { stepMs: Math.round(step) },
+      "the system clock was stepped: the rate-limit waits follow it, and the booking API's clock offset is learned again",
+    );
+  }
+
   #on429(now: number, reset: number | undefined, status: number | undefined, retryAfter: number | undefined): void {
     this.#consecutive429++;
     this.#metrics.rateLimited.inc();
     let until: number;
     let basis: string;
     const resetAt = reset === undefined ? undefined : this.#resetTime(now, reset);
+    // Refused although its window had ended by our clock (and the margin): the clock counting the server's windows is
+    // behind ours, and what `Date` shows of that lag is waited for from now on (#lagShown).
+    if (resetAt !== undefined && reset! >= 1e9 && resetAt + this.#skewMs <= now && !this.#lagShown) {
+      this.#lagShown = true;
+      if (this.#resetAt === resetAt) this.#resumeAt = this.#resumeTime(now, resetAt, true);
+    }
     // The window's end by our clock: a Reset that looks just past (a server clock behind ours, a Reset rounded down)
     // is still waited for, up to the margin and the server's known lag, rather than backed off from briefly.
     const resume = resetAt === undefined ? undefined : this.#resumeTime(now, resetAt, reset! >= 1e9);

@@ -69,9 +69,12 @@ describe("rate gate vs a server clock behind ours", () => {
     expect(r.client.rateLimited).toBe(0);
   });
 
-  it("2.5 s behind, more than the margin: the server's Date tells the gate how much later its window ends", async () => {
+  it("2.5 s behind, more than the margin: one 429 shows it, and then the Date tells how much later each window ends", async () => {
     const r = await run(2_500);
-    expect(r.server.rateLimited).toBe(0);
+    // A Date alone may be a proxy's: the lag it shows is waited for once the server refused a request sent after its
+    // window's Reset by our clock (review21). One 429, at the first window's end; none after.
+    expect(r.server.rateLimited).toBe(1);
+    expect(r.got).toHaveLength(30);
     expect(r.elapsedMs).toBeLessThan(95_000);
   });
 
@@ -123,7 +126,7 @@ describe("RateLimitGate: margin and the server's clock", () => {
     next.done({ status: 200, headers: headers(9, T0 + 120_000) });
   });
 
-  it("learns from Date how far behind the server's clock is, and waits that much longer", async () => {
+  it("learns from Date how far behind the server's clock is, and waits that much longer once a 429 showed it", async () => {
     const { g, clock } = gate();
     // The server's clock is 3.4 s behind: its answers say Date T0 - 4 s (whole seconds) then T0 - 3 s.
     for (let i = 0; i < 4; i++) {
@@ -135,6 +138,11 @@ describe("RateLimitGate: margin and the server's clock", () => {
     const last = await g.acquire("reconcile");
     await clock.advance(300);
     last.done({ status: 200, headers: headers(0, T0 + 60_000, Math.floor((clock.now() - 3_400) / 1000) * 1000) });
+    // The Date alone is not taken on its word (a proxy's clock, review21): sent at Reset and the margin, refused.
+    const early = await waitFor(g, clock);
+    expect(clock.now()).toBe(T0 + 61_000);
+    await clock.advance(100);
+    early.done({ status: 429, headers: headers(0, T0 + 60_000, Math.floor((clock.now() - 3_400) / 1000) * 1000) });
     await waitFor(g, clock);
     expect(clock.now()).toBeGreaterThanOrEqual(T0 + 63_400 + 1_000);
     // The bound it can prove (answers at T0+0.3..1.5 s dated T0-4 s and T0-3 s) is at most a second above.
@@ -193,12 +201,51 @@ describe("RateLimitGate: margin and the server's clock", () => {
       await clock.advance(100);
       p.done({ status: 200, headers: headers(5, T0 + 60_000, Math.floor(clock.now() / 1000) * 1000) });
     }
-    // ... then set 3 s back: dated T0 - 3 s when ours says T0 + 0.4 s. Kept as a bound, the earlier answers would
-    // have it at most 100 ms behind, and the next window's first request would meet a 429.
+    // ... then set 3.2 s back: a request sent at T0 + 61.1 s (after Reset and the margin by ours) is refused, dated
+    // T0 + 58 s. Kept as a bound, the earlier answers would have it at most 160 ms behind: a short backoff, and more.
+    await clock.advance(60_800);
     const p = await g.acquire("reconcile");
     await clock.advance(100);
-    p.done({ status: 200, headers: headers(0, T0 + 60_000, Math.floor((clock.now() - 3_000) / 1000) * 1000) });
+    p.done({ status: 429, headers: headers(0, T0 + 60_000, T0 + 58_000) });
+    expect(g.snapshot().pausedUntil).toBe(T0 + 60_000 + 3_200 + 1_000);
+  });
+
+  it("a Date from another machine (a gateway's clock 4 minutes behind) holds no window longer while no 429 shows it", async () => {
+    const { g, clock } = gate();
+    for (let i = 0; i < 10; i++) {
+      const p = await g.acquire("reconcile");
+      await clock.advance(100);
+      p.done({ status: 200, headers: headers(9 - i, T0 + 60_000, Math.floor((clock.now() - 240_000) / 1000) * 1000) });
+    }
     await waitFor(g, clock);
-    expect(clock.now()).toBe(T0 + 60_000 + 3_400 + 1_000);
+    expect(clock.now()).toBe(T0 + 61_000);
+  });
+
+  it("our clock stepped back after a 429 showed the lag: the wait follows the step, not the old lag", async () => {
+    // A wall clock 3 minutes fast, put right by NTP; the monotonic clock does not move with the step.
+    class Stepped extends SteppingClock {
+      #mono = 0;
+      override async advance(ms: number): Promise<void> {
+        this.#mono += ms;
+        await super.advance(ms);
+      }
+      elapsed(): number {
+        return this.#mono;
+      }
+    }
+    const SKEW = 180_000;
+    const clock = new Stepped(T0 + SKEW);
+    const g = new RateLimitGate({ requestsPerMinute: 600, clock, registry: new Registry() });
+    const server = () => Math.floor((clock.now() - SKEW) / 1000) * 1000;
+    // Our T0 + 180.1 s is the server's T0 + 0.1 s: its window (ending at T0 + 60 s) looks long past; refused.
+    const first = await g.acquire("reconcile");
+    await clock.advance(100);
+    first.done({ status: 429, headers: headers(0, T0 + 60_000, server()) });
+    expect(g.snapshot().pausedUntil).toBeGreaterThanOrEqual(T0 + 60_000 + SKEW);
+    // NTP puts our clock right: the server's window still ends at T0 + 60 s, now T0 + 60 s by ours too.
+    clock.set(clock.now() - SKEW);
+    const next = await waitFor(g, clock);
+    expect(clock.now()).toBeLessThanOrEqual(T0 + 62_000);
+    next.done({ status: 200, headers: headers(9, T0 + 120_000, server()) });
   });
 });

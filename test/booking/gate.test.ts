@@ -145,11 +145,15 @@ describe("RateLimitGate", () => {
     expect(page.permit).toBeDefined();
     expect(enrich.filter((t) => t.permit).length).toBe(8);
     page.permit!.done({ status: 200, headers: headers(20, 0, T0 + 1_000) });
-    // The next window: the waiting enrichments go, after anything more urgent that waits.
+    // The next window: the waiting enrichments go, after anything more urgent that waits. Its first request goes
+    // alone until its answer shows the server's window rolled too (a clock behind ours would refuse a burst).
     const later = track(g.acquire("writeback"));
     await clock.advance(clock.nextDeadline()! - clock.now());
     await flush();
     expect(later.permit).toBeDefined();
+    expect(enrich.filter((t) => t.permit).length).toBe(8);
+    later.permit!.done({ status: 200, headers: headers(20, 19, T0 + 61_000) });
+    await flush();
     expect(enrich.every((t) => t.permit)).toBe(true);
   });
 
