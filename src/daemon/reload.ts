@@ -62,7 +62,9 @@ export async function applyReload(parts: ReloadParts, next: Config): Promise<Con
   const changes = configChanges(live, next, (was, now) => parts.gateways.sameCalendar(was, now));
   if (nothingChanged(changes)) {
     // The file says what the daemon runs already (a SIGHUP from log rotation or a config-management job): nothing is
-    // stopped or started again. Restarting the poller would poll every calendar at once, one Google call each.
+    // stopped or started again. Restarting the poller would poll every calendar at once, one Google call each. What
+    // is kept in memory of therapists removed earlier still goes once it no longer counts (their write-backs).
+    parts.sync.tidy();
     logChanges(parts.logger, changes);
     return changes;
   }

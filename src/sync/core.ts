@@ -68,6 +68,11 @@ export interface SyncCore {
   pendingWritebacks: PendingWritebacks;
   /** The configuration object was changed in place (a reload): the mapping and the guard's limits follow it. */
   reloaded(): void;
+  /**
+   * Forgets what is kept in memory for therapists the mapping no longer names and that no longer counts (a removed
+   * therapist's write-backs past the horizon); `reloaded` does it too. A reload that changed nothing calls it alone.
+   */
+  tidy(): void;
 }
 
 export function createSyncCore(o: SyncCoreOptions): SyncCore {
@@ -152,16 +157,20 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
   });
   // Every saved link that awaits an enrichment queues one (a no-op while enrichments are off).
   links.onEnrichmentDue = (id) => engine.enrich(id);
-  const reloaded = () => {
-    mapping.reloaded();
-    // The guard reads its limits from this object at every decision.
-    Object.assign(limits, guardLimits(o.config));
-    // What is kept per therapist goes with a therapist the reload took out of the mapping; the owned-calendar lists may
-    // have been read through a gateway the reload retired (another calendar, other credentials): read again when needed.
+  // What is kept per therapist goes with a therapist the reload took out of the mapping.
+  const tidy = () => {
     const mapped = (therapistId: string) => mapping.therapist(therapistId) !== undefined;
     activity.forgetUnmapped(mapped);
     guard.forgetUnmapped(mapped);
     for (const therapistId of managed.keys()) if (!mapped(therapistId)) managed.delete(therapistId);
+  };
+  const reloaded = () => {
+    mapping.reloaded();
+    // The guard reads its limits from this object at every decision.
+    Object.assign(limits, guardLimits(o.config));
+    tidy();
+    // The owned-calendar lists may have been read through a gateway the reload retired (another calendar, other
+    // credentials): read again when needed.
     fx.ownLists.clear();
   };
   return {
@@ -179,6 +188,7 @@ export function createSyncCore(o: SyncCoreOptions): SyncCore {
     watched,
     pendingWritebacks,
     reloaded,
+    tidy,
   };
 }
 

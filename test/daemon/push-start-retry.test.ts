@@ -152,9 +152,12 @@ it("a reload while the channels are not loaded loads them first: no second chann
   expect(openOn(h.world, newCal)).toEqual([]);
   expect(openOn(h.world, cal2)).toHaveLength(1);
 
-  // The store answers; a reload now loads the channels before it renews, without waiting for the next check.
+  // The store answers; a reload now (one that changes something: one that changes nothing leaves the daemon alone)
+  // loads the channels before it renews, without waiting for the next check.
   store.down = false;
-  await app.reload(structuredClone(config));
+  const changed = structuredClone(config);
+  changed.sync.calendar_poll_seconds += 1;
+  await app.reload(changed);
   expect(await until(() => openOn(h!.world, cal2).length === 0 && openOn(h!.world, newCal).length === 1)).toBe(true);
   await sleep(200);
   expect({ cal1: openOn(h.world, cal1), old: openOn(h.world, oldCal), th3: await state(app, "th_3") }).toEqual({
