@@ -279,9 +279,9 @@ export function program(): Command {
       );
       if (o.json) await writeJsonInPieces(process.stdout, report);
       else process.stdout.write(`${formatPlan(report)}\n`);
-      // A dry run excuses only a tripped mass-deletion guard (it shows what would be held): a failed appointment or a
-      // calendar that could not be listed fails it as it fails the real run.
-      const unlisted = Object.keys(report.calendarErrors).length > 0;
+      // A dry run excuses only a tripped mass-deletion guard (it shows what would be held): a failed appointment, a
+      // calendar that could not be listed or a link that cannot be read fails it as it fails the real run.
+      const unlisted = Object.keys(report.calendarErrors).length > 0 || report.unreadableLinks.length > 0;
       if (!report.ok && !(o.dryRun && report.failed === 0 && !unlisted)) throw new ExitCode(1);
     });
 

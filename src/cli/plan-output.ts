@@ -69,6 +69,13 @@ export function formatPlan(report: ReconcileReport): string {
   }
   for (const [t, err] of Object.entries(report.calendarErrors)) lines.push(`  calendar of ${t} not listed: ${err}`);
   if (report.failed > 0) lines.push(`  ${report.failed} appointment(s) failed; see the log and the dead letters`);
+  const unreadable = report.unreadableLinks;
+  if (unreadable.length > 0) {
+    lines.push(
+      `  ${unreadable.length} appointment(s) left alone, their link in the store cannot be read: ${unreadable.slice(0, 10).join(", ")}${unreadable.length > 10 ? ", ..." : ""}`,
+      "  restore those records (table links) from a backup or remove them; the next reconciliation adopts their events",
+    );
+  }
   return lines.join("\n");
 }
 

@@ -9,7 +9,8 @@ import type { ReconcileFacts } from "./view.ts";
 export type ReconcileOutcome = { report: ReconcileReport } | { error: unknown };
 
 /**
- * The facts after `outcome`. A run counts as failed when it stopped on an error or some appointments failed to sync;
+ * The facts after `outcome`. A run counts as failed when it stopped on an error, some appointments failed to sync, or
+ * some were left alone because their link in the store cannot be read;
  * a run held by the guard is not a failure (the guard is its own condition), nor is a calendar that could not be
  * listed (its therapist's credentials or quota are).
  */
@@ -34,6 +35,18 @@ export function afterReconcile(
       guard,
       failures: (prev?.failures ?? 0) + 1,
       lastError: `${n} ${n === 1 ? "appointment" : "appointments"} failed to sync`,
+      at: now,
+    };
+  }
+  // A damaged link leaves its appointment out of every run until a person restores or removes it: told as a failure.
+  const unreadable = report.unreadableLinks.length;
+  if (unreadable > 0) {
+    return {
+      guard,
+      failures: (prev?.failures ?? 0) + 1,
+      lastError:
+        `${unreadable} ${unreadable === 1 ? "appointment was" : "appointments were"} left alone: ` +
+        "the store's link record cannot be read; restore it from a backup or remove it",
       at: now,
     };
   }

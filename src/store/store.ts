@@ -15,7 +15,15 @@ import { sqliteNotices } from "./sqlite-notices.ts";
 /** One keyed collection of JSON values. */
 export interface Table<T> {
   get(key: string): Promise<T | undefined>;
-  getMany(keys: string[]): Promise<(T | undefined)[]>;
+  /**
+   * The values of `keys`, in order. A record whose text cannot be read makes the whole read throw its
+   * StoreRecordUnreadableError, unless `unreadable` is given: then it is told each such record, whose place reads
+   * undefined (which the caller must not take for "absent"), and the others are read.
+   */
+  getMany(
+    keys: string[],
+    options?: { unreadable?: (error: StoreRecordUnreadableError) => void },
+  ): Promise<(T | undefined)[]>;
   /** `ttlMs` makes the entry expire; expired entries read as absent. */
   set(key: string, value: T, ttlMs?: number): Promise<void>;
   delete(key: string): Promise<boolean>;
@@ -252,15 +260,27 @@ class KeyvTable<T> implements Table<T> {
       throw this.#readError(key, err);
     }
   }
-  async getMany(keys: string[]): Promise<(T | undefined)[]> {
+  async getMany(
+    keys: string[],
+    options?: { unreadable?: (error: StoreRecordUnreadableError) => void },
+  ): Promise<(T | undefined)[]> {
     if (keys.length === 0) return [];
     try {
       return (await this.#guard(() => this.#keyv.get(keys))) as (T | undefined)[];
     } catch (err) {
       if (!(err instanceof SyntaxError)) throw err;
-      // One of them cannot be read: each on its own, so the error names it.
+      // One of them cannot be read: each on its own, so the error names it (and a caller that can leave it alone
+      // gets the others).
       const out: (T | undefined)[] = [];
-      for (const key of keys) out.push(await this.get(key));
+      for (const key of keys) {
+        try {
+          out.push(await this.get(key));
+        } catch (e) {
+          if (!(e instanceof StoreRecordUnreadableError) || !options?.unreadable) throw e;
+          options.unreadable(e);
+          out.push(undefined);
+        }
+      }
       return out;
     }
   }

@@ -17,6 +17,7 @@ import type { Mapping } from "./mapping.ts";
 import { checkAnnounced } from "./missed-changes.ts";
 import { handedOver } from "./poll-handover.ts";
 import type { PushHealth } from "./push-health.ts";
+import { orNone } from "./unreadable-links.ts";
 
 export interface PollerOptions {
   mapping: Mapping;
@@ -254,9 +255,9 @@ export class CalendarPoller {
       if (isInvitation(event)) continue; // a colleague's invitation under calbridge's id: another calendar's event
       const id =
         event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ??
-        (event.id ? await this.#links.appointmentOfEvent(event.id) : undefined);
+        (event.id ? await orNone(this.#links.appointmentOfEvent(event.id), log, "left alone") : undefined);
       if (!id) continue; // not ours
-      const link = await this.#links.get(id);
+      const link = await orNone(this.#links.get(id), log, "its appointment's sync fails alone (a dead letter)");
       if (this.#mapping.version !== version) {
         // A reload changed the mapping meanwhile: this calendar may no longer be the therapist's (an event moved out of
         // it is no deletion). The rest is read again from the mapping as it is now; the token is not advanced.

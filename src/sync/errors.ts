@@ -2,6 +2,7 @@
 import { BookingApiError } from "../booking/errors.ts";
 import { CalendarError, type CalendarErrorKind, isGrantError } from "../calendar/errors.ts";
 import { RenderError } from "../calendar/render.ts";
+import { StoreRecordUnreadableError } from "../store/store.ts";
 import { CalendarUnavailableError } from "./mapping.ts";
 
 /** A 404 from the booking service (appointment unknown) or from a calendar (event unknown). */
@@ -21,6 +22,8 @@ export function isCalendarKind(err: unknown, kind: CalendarErrorKind): boolean {
  */
 export function isPermanent(err: unknown): boolean {
   if (err instanceof RenderError) return true;
+  // A damaged record in the store (an appointment's link) stays so until a person restores or removes it.
+  if (err instanceof StoreRecordUnreadableError) return true;
   if (err instanceof BookingApiError) return err.kind === "rejected" || err.kind === "invalid_request";
   if (err instanceof CalendarError) return err.kind === "invalid" && !err.tokenEndpoint;
   return false;

@@ -6,7 +6,7 @@ import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import { markOf } from "../calendar/times-mark.ts";
 import type { Clock } from "../clock.ts";
-import type { Store, Table } from "../store/store.ts";
+import type { Store, StoreRecordUnreadableError, Table } from "../store/store.ts";
 import type { Mapping } from "./mapping.ts";
 import { calendarKey } from "./placement.ts";
 import { coreOf } from "./snapshot.ts";
@@ -32,10 +32,18 @@ export interface LinkArgs {
   enrich?: boolean;
 }
 
+/** Links read together: `links` in the order asked, and those whose stored text cannot be read (undefined there). */
+export interface LinksRead {
+  links: (Link | undefined)[];
+  /** By appointment id: a link that cannot be read is not "no link"; its appointment is to be left alone. */
+  unreadable: Map<string, StoreRecordUnreadableError>;
+}
+
 /** Reading links: what the reconciliation and the calendar poller need. */
 export interface LinkReader {
   get(appointmentId: string): Promise<Link | undefined>;
-  getMany(appointmentIds: string[]): Promise<(Link | undefined)[]>;
+  /** Many links at once; one that cannot be read is named in `unreadable` instead of failing the read. */
+  readMany(appointmentIds: string[]): Promise<LinksRead>;
   /** The appointment behind a managed event id, from the index written with every link. */
   appointmentOfEvent(eventId: string): Promise<string | undefined>;
 }
@@ -95,8 +103,10 @@ export class LinkStore implements LinkReader {
     return link && (this.#upgrade(link) ?? link);
   }
 
-  async getMany(appointmentIds: string[]): Promise<(Link | undefined)[]> {
-    return (await this.#links.getMany(appointmentIds)).map((link) => link && (this.#upgrade(link) ?? link));
+  async readMany(appointmentIds: string[]): Promise<LinksRead> {
+    const unreadable = new Map<string, StoreRecordUnreadableError>();
+    const read = await this.#links.getMany(appointmentIds, { unreadable: (e) => unreadable.set(e.key, e) });
+    return { links: read.map((link) => link && (this.#upgrade(link) ?? link)), unreadable };
   }
 
   appointmentOfEvent(eventId: string): Promise<string | undefined> {

@@ -47,6 +47,11 @@ export interface ReconcileReport {
   /** Therapists whose calendar could not be listed (their events were left alone). */
   calendarErrors: Record<string, string>;
   failed: number;
+  /**
+   * Appointments left alone because their link in the store cannot be read (a damaged record): not synced until it is
+   * restored or removed. The run is not ok, but still counts as the last successful reconciliation (/readyz).
+   */
+  unreadableLinks: string[];
   ok: boolean;
 }
 
@@ -54,7 +59,8 @@ export interface ReconcileReport {
 export function reportOf(r: Omit<ReconcileReport, "counts" | "ok">, log: Logger): ReconcileReport {
   const counts: Partial<Record<ActionKind, number>> = {};
   for (const a of r.plan) counts[a.kind] = (counts[a.kind] ?? 0) + 1;
-  const ok = r.failed === 0 && !r.guard.tripped && Object.keys(r.calendarErrors).length === 0;
+  const ok =
+    r.failed === 0 && r.unreadableLinks.length === 0 && !r.guard.tripped && Object.keys(r.calendarErrors).length === 0;
   log.info(
     {
       dry_run: r.dryRun,
@@ -68,6 +74,7 @@ export function reportOf(r: Omit<ReconcileReport, "counts" | "ok">, log: Logger)
       enrichments_pending: r.enrichment?.pending ?? 0,
       counts,
       failed: r.failed,
+      unreadable_links: r.unreadableLinks.length,
       guard_tripped: r.guard.tripped,
       duration_ms: r.durationMs,
     },

@@ -5,6 +5,7 @@ import type { Appointment } from "../booking/schemas.ts";
 import { APPOINTMENT_ID_PROPERTY } from "../calendar/ids.ts";
 import type { TherapistConfig } from "../config/schema.ts";
 import type { Logger } from "../log.ts";
+import { StoreRecordUnreadableError } from "../store/store.ts";
 import { CALENDAR_READS_AT_ONCE } from "./calendar-reads.ts";
 import { describeError, isUnavailable } from "./errors.ts";
 import type { LinkReader } from "./links.ts";
@@ -114,12 +115,23 @@ export async function unclaimed(
   events: ReadonlyMap<string, ReadonlyMap<string, CalEvent>>,
   claimed: ReadonlySet<string>,
   links: Pick<LinkReader, "appointmentOfEvent">,
+  log: Logger,
 ): Promise<{ id: string; therapistId: string; event: CalEvent }[]> {
   const strays: { id: string; therapistId: string; event: CalEvent }[] = [];
   for (const [therapistId, byId] of events) {
     for (const [eventId, ev] of byId) {
       if (claimed.has(`${therapistId}/${eventId}`)) continue;
-      const id = ev.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ?? (await links.appointmentOfEvent(eventId));
+      let id = ev.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
+      try {
+        id ??= await links.appointmentOfEvent(eventId);
+      } catch (err) {
+        if (!(err instanceof StoreRecordUnreadableError)) throw err;
+        // Whose event it is cannot be told: no stray (a deletion), and the rest of the run goes on.
+        log.warn(
+          { therapist_id: therapistId, event_id: eventId, table: err.table, key: err.key },
+          `${err.message}; the event is left alone this run`,
+        );
+      }
       if (id) strays.push({ id, therapistId, event: ev });
     }
   }

@@ -27,6 +27,7 @@ import {
   planEntry,
   type SyncRequest,
 } from "./types.ts";
+import { readLinks, UNREADABLE } from "./unreadable-links.ts";
 import type { WritebackGuard } from "./writeback-guard.ts";
 
 export type { GuardReport, ReconcileOptions, ReconcileReport } from "./reconcile-report.ts";
@@ -88,7 +89,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
 
   // 3. Plan: one decision per listed appointment, and per managed event no listed appointment accounts for.
   const ids = [...appointments.keys()];
-  const links = await ctx.links.getMany(ids);
+  // A link that cannot be read (a damaged record) leaves its appointment alone, never read as "no link".
+  const { links, unreadable } = await readLinks(ctx.links, ids, log);
   const { placed, wanted, skippedUnmapped } = placeAll(
     mapping,
     appointments,
@@ -117,7 +119,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       waiting++;
       continue;
     }
-    if (looked.failed.has(id)) continue;
+    if (looked.failed.has(id) || unreadable.has(id)) continue;
     const listed = where ? events.get(where) : undefined;
     let calendar: SyncRequest["calendar"];
     if (where && listed) {
@@ -134,7 +136,9 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     });
   }
   // An appointment whose look-up failed: its events elsewhere are not strays either (its own decision is not known).
-  const strays = (await unclaimed(events, claimed, ctx.links)).filter((s) => !looked.failed.has(s.id));
+  const strays = (await unclaimed(events, claimed, ctx.links, log)).filter(
+    (s) => !looked.failed.has(s.id) && !unreadable.has(s.id),
+  );
   // A run for one therapist cannot tell a colleague's copy there: the next full run lists that calendar again.
   const unsure = new Set(
     strays.flatMap((s) => (options.therapistId && !appointments.has(s.id) ? [s.therapistId] : [])),
@@ -189,7 +193,8 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
     await Promise.all(
       strays.map(async (s) => {
         const facts = { mapping, listed: appointments.get(s.id), planned: planned.get(s.id) };
-        const link = await ctx.links.get(s.id);
+        const link = await unreadable.read(ctx.links, s.id);
+        if (link === UNREADABLE) return; // whose it is now cannot be told: left alone, as its appointment
         strayLinks.set(s.id, link);
         const fate = strayFate(s, link, facts);
         if (fate !== LOOK_UP) {
@@ -277,6 +282,7 @@ export async function reconcile(ctx: ReconcileContext, options: ReconcileOptions
       guard,
       calendarErrors: side.calendarErrors,
       failed,
+      unreadableLinks: unreadable.ids,
     },
     log,
   );

@@ -402,6 +402,7 @@ describe("reconciliation conditions", () => {
     guard: { tripped: false, destructive: 0, managed: 10, limit: 2 },
     calendarErrors: {},
     failed: 0,
+    unreadableLinks: [],
     ok: true,
     ...over,
   });
@@ -434,6 +435,20 @@ describe("reconciliation conditions", () => {
     await f.notifier.check();
     expect(f.mail.mails).toHaveLength(2);
     expect(f.mail.mails[1]!.subject).toBe("[unit] Reconciliation succeeds again");
+  });
+
+  it("counts a run that left an appointment alone for a damaged link as failed, and says what to do", async () => {
+    const f = await fixture((raw) => {
+      raw.notify!.reconcile_failures = 2;
+    });
+    for (let i = 0; i < 2; i++) {
+      await f.notifier.reconcileFinished({ report: report({ unreadableLinks: ["apt_1"], ok: false }) });
+    }
+    await f.notifier.check();
+    expect(f.mail.mails[0]!.subject).toBe("[unit] Reconciliation failed 2 times in a row");
+    expect(f.mail.mails[0]!.text).toContain(
+      "Last error: 1 appointment was left alone: the store's link record cannot be read; restore it from a backup or remove it.",
+    );
   });
 
   it("tells when the mass-deletion guard holds a run, and when a run is sane again", async () => {

@@ -49,6 +49,12 @@ async function expectNamedOnRead(store: Store, key: string) {
   // Read with others, it is named too; the others are not lost with it.
   await expect(table.getMany(["evt_good", key])).rejects.toMatchObject({ key });
   expect((await table.getMany(["evt_good"]))[0]).toBeDefined();
+  // A caller that can leave it alone is told of it, and gets the others.
+  const told: StoreRecordUnreadableError[] = [];
+  const read = await table.getMany(["evt_good", key, "evt_none"], { unreadable: (e) => told.push(e) });
+  expect(read[0]).toBeDefined();
+  expect(read.slice(1)).toEqual([undefined, undefined]);
+  expect(told.map((e) => [e.table, e.key])).toEqual([["inbox", key]]);
 }
 
 describe("a record that cannot be read", () => {
