@@ -1,9 +1,10 @@
 // Owns telling that the SQLite file calbridge opened is still the one at its path. SQLite reads and writes through
 // its open descriptors: a file deleted under a running daemon (an `rm` of the volume's content, a cleanup script) or
-// replaced (a backup copied over it) took every write into an inode nobody opens again, while pings and writes went
+// replaced (another file moved over it) took every write into an inode nobody opens again, while pings and writes went
 // on succeeding: webhooks were acknowledged into it, /readyz stayed green, nothing was logged, and a second daemon
 // started on the path created a new file and led beside this one. Once told, every query of the store fails with
 // what happened and what to do, so /readyz fails, webhooks are answered 503 (the sender retries) and the lease ends.
+// A file copied over the store in place keeps its inode and is not told (README: stop calbridge before a restore).
 import { type Stats, statSync } from "node:fs";
 
 /** The path is looked at at most this often (a stat, on a query's way; no timer). */
