@@ -487,7 +487,7 @@ export class RateLimitGate {
       this.#mode = "no_headers";
     }
     if (response.status === 429 || response.rateLimited === true) {
-      this.#on429(now, reset, response.status, retryAfterMs(response.headers, now));
+      this.#on429(now, reset, response.status, retryAfterMs(response.headers, now), sentAt);
     } else if (response.status !== undefined) this.#consecutive429 = 0;
   }
 
@@ -606,15 +606,22 @@ export class RateLimitGate {
     );
   }
 
-  #on429(now: number, reset: number | undefined, status: number | undefined, retryAfter: number | undefined): void {
+  #on429(
+    now: number,
+    reset: number | undefined,
+    status: number | undefined,
+    retryAfter: number | undefined,
+    sentAt = now,
+  ): void {
     this.#consecutive429++;
     this.#metrics.rateLimited.inc();
     let until: number;
     let basis: string;
     const resetAt = reset === undefined ? undefined : this.#resetTime(now, reset);
-    // Refused although its window had ended by our clock (and the margin): the clock counting the server's windows is
-    // behind ours, and what `Date` shows of that lag is waited for from now on (#lagShown).
-    if (resetAt !== undefined && reset! >= 1e9 && resetAt + this.#skewMs <= now && !this.#lagShown) {
+    // Refused although it was sent after its window had ended by our clock (and the margin): the clock counting the
+    // server's windows is behind ours, and what `Date` shows of that lag is waited for from now on (#lagShown). When it
+    // was sent counts, not when the answer came: a slow 429 for a request sent inside its window shows nothing of it.
+    if (resetAt !== undefined && reset! >= 1e9 && resetAt + this.#skewMs <= sentAt && !this.#lagShown) {
       this.#lagShown = true;
       if (this.#resetAt === resetAt) this.#resumeAt = this.#resumeTime(now, resetAt, true);
     }

@@ -163,8 +163,13 @@ describe("RateLimitGate: margin and the server's clock", () => {
 
   it("a 429 dated by a server clock 2.5 s behind waits for its Reset by the server's clock", async () => {
     const { g, clock } = gate();
+    const first = await g.acquire("reconcile");
+    await clock.advance(100);
+    first.done({ status: 200, headers: headers(5, T0 + 60_000) });
+    // Sent at T0 + 61.5 s, after the window's Reset and the margin by ours, and refused: the server's clock is behind.
+    await clock.advance(61_400);
     const p = await g.acquire("reconcile");
-    await clock.advance(61_700);
+    await clock.advance(200);
     p.done({ status: 429, headers: headers(0, T0 + 60_000, T0 + 59_000) });
     // Dated T0 + 59 s when ours said T0 + 61.7 s: at least 2.7 s behind.
     expect(g.snapshot().pausedUntil).toBe(T0 + 60_000 + 2_700 + 1_000);
@@ -219,6 +224,25 @@ describe("RateLimitGate: margin and the server's clock", () => {
     }
     await waitFor(g, clock);
     expect(clock.now()).toBe(T0 + 61_000);
+  });
+
+  it("a 429 sent inside its window but answered 1.7 s later does not make a gateway's Date hold the gate 4 minutes", async () => {
+    const { g, clock } = gate();
+    const gatewayDate = () => Math.floor((clock.now() - 240_000) / 1000) * 1000;
+    const p1 = await g.acquire("reconcile");
+    await clock.advance(100);
+    p1.done({ status: 200, headers: headers(5, T0 + 60_000, gatewayDate()) });
+    // Sent at T0 + 59.5 s, inside the window; another user of the key spent it: refused, the answer slow (1.7 s).
+    await clock.advance(59_400);
+    const p2 = await g.acquire("reconcile");
+    await clock.advance(1_700);
+    p2.done({ status: 429, headers: headers(0, T0 + 60_000, gatewayDate()) });
+    const paused = g.snapshot().pausedUntil ?? clock.now();
+    // The server's window ended at T0 + 60 s by its clock and ours: at most a short wait is due.
+    expect(paused).toBeLessThanOrEqual(T0 + 65_000);
+    const next = await waitFor(g, clock);
+    expect(clock.now()).toBeLessThanOrEqual(T0 + 65_000);
+    next.done({ status: 200, headers: headers(9, T0 + 120_000, gatewayDate()) });
   });
 
   it("our clock stepped back after a 429 showed the lag: the wait follows the step, not the old lag", async () => {
