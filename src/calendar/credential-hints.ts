@@ -87,6 +87,10 @@ const NOT_FIXED_BY_RECONNECTING: ReadonlySet<string> = new Set([
   "accessNotConfigured",
   "requiredAccessLevel",
   "admin_policy_enforced",
+  // The OAuth client itself refused (its secret rotated, the client deleted): the connect flow's code exchange uses the
+  // same client and would be refused too.
+  "invalid_client",
+  "deleted_client",
 ]);
 
 /**
@@ -123,6 +127,16 @@ export function credentialsHint(err: RejectedCredentials, ctx: HintContext): str
         return (
           `The refresh token was revoked or has expired. ${reconnect(ctx)}. If this recurs every 7 days, the OAuth ` +
           `consent screen is in "Testing": publish it (Google Cloud console > OAuth consent screen > Publish app).`
+        );
+      }
+      return "Check the service-account key (it may have been deleted or rotated) and its domain-wide delegation.";
+    case "invalid_client":
+    case "deleted_client":
+      if (oauth) {
+        return (
+          "Google refuses calbridge's OAuth client itself (its secret was changed or the client deleted in the Google " +
+          "Cloud console): set google.oauth.client_id and client_secret to a working client and reload (SIGHUP); " +
+          "reconnecting does not help until then. The credentials are tried again regularly."
         );
       }
       return "Check the service-account key (it may have been deleted or rotated) and its domain-wide delegation.";

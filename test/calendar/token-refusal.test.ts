@@ -6,6 +6,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { OAuthCredentials } from "../../src/calendar/auth.ts";
+import { credentialsHint, reconnectHelps } from "../../src/calendar/credential-hints.ts";
 import { CalendarError, tokenErrorKind } from "../../src/calendar/errors.ts";
 import { CalendarGateway } from "../../src/calendar/gateway.ts";
 import { eventIdFor } from "../../src/calendar/ids.ts";
@@ -135,6 +136,18 @@ describe("a token endpoint refusal that is no grant error", () => {
       expect(isPermanent(err)).toBe(false);
     } finally {
       gateway.close();
+    }
+  });
+
+  it("a refusal of calbridge's own OAuth client (invalid_client, deleted_client) offers no reconnect: it names google.oauth", () => {
+    for (const reason of ["invalid_client", "deleted_client"]) {
+      const err = { reason, status: 401, tokenEndpoint: true };
+      expect(tokenErrorKind(401, reason)).toBe("auth");
+      // The connect flow's code exchange uses the same client: a reconnect link could not help (review23).
+      expect(reconnectHelps(err)).toBe(false);
+      const hint = credentialsHint(err, { therapistId: "th_1", calendarId: "primary", authKind: "oauth" });
+      expect(hint).toMatch(/google\.oauth\.client_id and client_secret/);
+      expect(hint).not.toMatch(/calbridge invite|calbridge authorize/);
     }
   });
 });
