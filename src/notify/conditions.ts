@@ -23,6 +23,11 @@ export interface Notice {
   condition: string;
   subject: string;
   opened: boolean;
+  /**
+   * Opened again while it stayed open: what kind of open it is (ConditionKind.variant) changed, so what people were
+   * told to do no longer holds. Absent on a first opening and on a clearing.
+   */
+  update?: boolean;
   at: number;
   therapistId?: string;
   facts: Facts;
@@ -53,6 +58,12 @@ export interface ConditionKind {
   readonly tellsTherapist?: boolean;
   /** Its opening message carries the therapist's reconnect link (OAuth therapists). */
   readonly reconnect?: boolean;
+  /**
+   * What kind of open an open observation is, when that changes what people must do: kept with the open state, and a
+   * change while it stays open is told as an update (Notice.update). Only what changes the advice, never a detail that
+   * may flicker (a reason code), or each flicker would be a message.
+   */
+  variant?(observation: Observation): string;
 }
 
 const who = (config: Config, therapistId: string | undefined): string => {
@@ -89,6 +100,9 @@ const credentials: ConditionKind = {
         ...(t.fix ? { fix: t.fix } : {}),
       },
     })),
+  // Whether reconnecting helps: a Workspace admin's block lifted that left the grant revoked (admin_policy_enforced,
+  // then invalid_grant) now wants the reconnect link, and the reverse makes the link sent earlier useless.
+  variant: (o) => (o.facts.fix ? "fix" : "reconnect"),
   describe(n, { config, audience, reconnectLink }) {
     const name = who(config, n.therapistId);
     const link = reconnectLink ? { link: { label: "Reconnect the calendar", url: reconnectLink } } : {};
@@ -106,12 +120,30 @@ const credentials: ConditionKind = {
         };
       }
       if (n.opened && n.facts.fix) {
+        return n.update
+          ? {
+              title: "Your Google Calendar is still not updated: reconnecting does not help",
+              text:
+                `${hello}calbridge still cannot reach your Google Calendar, now because its access is blocked on the ` +
+                "clinic's side: reconnecting does not help. The clinic's administrator has been told; new and changed " +
+                "appointments appear there again once it is fixed.",
+            }
+          : {
+              title: "Your Google Calendar is no longer updated",
+              text:
+                `${hello}calbridge can no longer reach your Google Calendar: its access is blocked on the clinic's side, ` +
+                "and reconnecting does not help. The clinic's administrator has been told; new and changed appointments " +
+                "appear there again once it is fixed.",
+            };
+      }
+      if (n.opened && n.update) {
         return {
-          title: "Your Google Calendar is no longer updated",
+          title: "Your Google Calendar is still not updated: reconnecting now helps",
           text:
-            `${hello}calbridge can no longer reach your Google Calendar: its access is blocked on the clinic's side, ` +
-            "and reconnecting does not help. The clinic's administrator has been told; new and changed appointments " +
-            "appear there again once it is fixed.",
+            `${hello}calbridge still cannot reach your Google Calendar, but what blocked it on the clinic's side is ` +
+            "fixed: it now needs you to reconnect it. New and changed appointments will not appear there until then." +
+            (reconnectLink ? " Open the link below to reconnect it." : " The clinic's administrator has been told."),
+          ...link,
         };
       }
       return n.opened
@@ -155,6 +187,17 @@ const credentials: ConditionKind = {
       oauth && n.facts.reason === "invalid_grant"
         ? ' (An OAuth consent screen left in "Testing" issues refresh tokens that expire after 7 days.)'
         : "";
+    if (n.update) {
+      const now = n.facts.fix ? "reconnecting does not help" : "reconnecting now helps";
+      return {
+        title: `Google credentials of ${name} still not working: ${now}`,
+        text:
+          `Google still refuses calbridge's access to their calendar, now for another reason${reason}: the last ` +
+          `message's advice no longer holds. Their appointments are not mirrored and their calendar changes are not ` +
+          `read until this is fixed; nothing is lost meanwhile. ${fix}${testing}`,
+        ...link,
+      };
+    }
     return {
       title: `Google credentials of ${name} stopped working`,
       text:

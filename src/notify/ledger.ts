@@ -9,6 +9,11 @@ import type { EndpointFacts, ReconcileFacts } from "./view.ts";
 export interface ConditionState {
   open: boolean;
   since: number;
+  /**
+   * While open: what kind of open was last told (ConditionKind.variant). Absent from a state an older build stored:
+   * taken as unchanged (recorded at the next look, without a message).
+   */
+  variant?: string;
 }
 
 /** One recipient's notices waiting for delivery, and when the next attempt may be made. */

@@ -1,7 +1,8 @@
 // Owns telling people: on the leader, every interval, it observes each condition, records what opened or cleared
-// (level-triggered: one message when a condition opens, none while it stays open, one when it clears; the state lives
-// in the store), queues the notices per recipient, and delivers each queue as one message at most every
-// min_interval_seconds, retrying a failed target with backoff. It runs on a timer of its own and never blocks sync.
+// (level-triggered: one message when a condition opens, none while it stays open unless what kind of open it is
+// changes (ConditionKind.variant), one when it clears; the state lives in the store), queues the notices per
+// recipient, and delivers each queue as one message at most every min_interval_seconds, retrying a failed target with
+// backoff. It runs on a timer of its own and never blocks sync.
 import { hostname } from "node:os";
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../clock.ts";
@@ -278,28 +279,55 @@ export class Notifier {
     const states = new Map<string, ConditionState>();
     const notices: { notice: Notice; tellsTherapist: boolean }[] = [];
     observed.forEach(({ kind, o, key }, i) => {
-      const wasOpen = stored[i]?.open ?? false;
+      const was = stored[i];
+      const wasOpen = was?.open ?? false;
       let open = o.open;
       if (open === true) {
         const since = this.#openSince.get(key) ?? now;
         this.#openSince.set(key, since);
         if (!wasOpen && now - since < (kind.holdMs?.(this.#config) ?? 0)) open = undefined;
       } else if (open === false) this.#openSince.delete(key);
-      if (open === undefined || open === wasOpen) return;
-      states.set(key, { open, since: now });
+      if (open === undefined) return;
+      const variant = open ? kind.variant?.(o) : undefined;
+      // Still open, but another kind of open (reconnecting helps now, or no longer does): told again as an update. A
+      // state stored without a variant (an older build) is taken as unchanged: the variant is recorded, nobody told.
+      let update = false;
+      if (open && wasOpen) {
+        if (variant === undefined || was?.variant === variant) return;
+        if (was?.variant === undefined) {
+          states.set(key, { open, since: was?.since ?? now, variant });
+          return;
+        }
+        update = true;
+      } else if (open === wasOpen) return;
+      states.set(key, {
+        open,
+        since: update ? (was?.since ?? now) : now,
+        ...(variant !== undefined ? { variant } : {}),
+      });
       const notice: Notice = {
         id: `${key}@${now}`,
         condition: kind.id,
         subject: o.subject,
         opened: open,
+        ...(update ? { update: true } : {}),
         at: now,
         ...(o.therapistId ? { therapistId: o.therapistId } : {}),
         facts: o.facts,
       };
       notices.push({ notice, tellsTherapist: kind.tellsTherapist === true });
       this.#log.info(
-        { condition: kind.id, ...(o.subject ? { subject: o.subject } : {}), facts: o.facts },
-        open ? "condition opened: people are told" : "condition cleared: people are told",
+        {
+          condition: kind.id,
+          ...(o.subject ? { subject: o.subject } : {}),
+          ...(update ? { from: was?.variant, to: variant } : {}),
+          facts: o.facts,
+        },
+        update
+          ? "condition changed while open: people are told again"
+          : open
+            ? "condition opened: people are told"
+            : "condition cleared: people are told",
       );
     });
     const queued = new Map<string, Notice[]>();
@@ -446,6 +474,7 @@ export class Notifier {
     const links = new Map<string, Promise<string | undefined>>();
     const texts: Text[] = [];
     let opened = 0;
+    let updated = 0;
     for (const n of box.notices) {
       const kind = conditionById(n.condition);
       if (!kind) continue; // written by another version of calbridge
@@ -463,9 +492,10 @@ export class Notifier {
         ...(link ? { reconnectLink: link } : {}),
       });
       texts.push({ ...t, title: this.#secrets.scrub(t.title), text: this.#secrets.scrub(t.text) });
-      if (n.opened) opened++;
+      if (n.update) updated++;
+      else if (n.opened) opened++;
     }
-    return texts.length > 0 ? compose(this.#config.notify.label, texts, opened, box.dropped ?? 0) : undefined;
+    return texts.length > 0 ? compose(this.#config.notify.label, texts, opened, box.dropped ?? 0, updated) : undefined;
   }
 
   async #reconnectLink(therapistId: string): Promise<string | undefined> {

@@ -16,16 +16,22 @@ export interface Message {
 /** At most this many notices are written out in a summary; the rest are counted. */
 export const SUMMARY_ITEMS = 25;
 
-export function compose(label: string, items: Text[], opened: number, dropped = 0): Message {
+/** `opened` of the items opened a condition, `updated` told one that stays open changed; the others cleared one. */
+export function compose(label: string, items: Text[], opened: number, dropped = 0, updated = 0): Message {
   const first = items[0];
   if (items.length === 1 && first) return { subject: `[${label}] ${first.title}`, items, dropped, label };
-  const cleared = items.length - opened;
-  const parts = [opened > 0 ? `${opened} new` : "", cleared > 0 ? `${cleared} recovered` : ""].filter(Boolean);
+  const cleared = items.length - opened - updated;
+  const parts = [
+    opened > 0 ? `${opened} new` : "",
+    updated > 0 ? `${updated} changed` : "",
+    cleared > 0 ? `${cleared} recovered` : "",
+  ].filter(Boolean);
   return { subject: `[${label}] ${items.length} changes: ${parts.join(", ")}`, items, dropped, label };
 }
 
 const FOOTER =
-  "calbridge sends one message when a problem starts and one when it ends; /status and the log have the details.";
+  "calbridge sends one message when a problem starts, one if what fixes it changes, and one when it ends; /status and " +
+  "the log have the details.";
 
 function shown(m: Message): { items: Text[]; more: number } {
   return { items: m.items.slice(0, SUMMARY_ITEMS), more: Math.max(0, m.items.length - SUMMARY_ITEMS) + m.dropped };

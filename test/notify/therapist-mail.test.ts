@@ -1,7 +1,8 @@
 // Tests who the therapists' own e-mails reach, against real SMTP servers: the mapping as it is now, after a reload
 // (SIGHUP applies it in place, as src/daemon/reload.ts does) changed an address, added a therapist or removed one,
 // with each therapist's queue and rate limit carried over; and one message per therapist however many e-mail targets
-// have `therapists: true` (each message carries a single-use reconnect link of its own).
+// have `therapists: true` (each message carries a single-use reconnect link of its own); and what they and the admins
+// are told again when credentials stay refused but whether reconnecting helps changes.
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/clock.ts";
@@ -97,8 +98,9 @@ async function fixture(therapists: Mapped[], targets: (sinks: MailSink[]) => Ret
     registry,
     log,
     links,
-    broken(id: string) {
-      credentials.set(id, { credentials: "broken", reason: "invalid_grant" });
+    store,
+    broken(id: string, reason = "invalid_grant") {
+      credentials.set(id, { credentials: "broken", reason });
     },
     /** Broken by a refusal reconnecting cannot fix (a Workspace admin's block): the gateway's hint as `fix`. */
     blocked(id: string, fix: string) {
@@ -207,6 +209,127 @@ describe("credentials refused in a way reconnecting cannot fix (a Workspace admi
     const [admins] = f.to("ops@clinic.test");
     expect(admins?.text).toContain(hint);
     expect(admins?.text).not.toMatch(/reconnect link|invite=/);
+  });
+});
+
+describe("credentials that stay refused while whether reconnecting helps changes", () => {
+  const hint = "A Google Workspace admin's policy blocks calbridge's access for anna@clinic.example: allow the app.";
+
+  it("the admin lifts the block but the grant stays revoked: the therapist gets the link, the admins new advice", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    f.blocked("th_a", hint);
+    await f.notifier.check();
+    expect(f.links).toEqual([]);
+    expect(f.to("anna@clinic.example")[0]?.text).toContain("reconnecting does not help");
+    // The admin allows the app; the probe now gets invalid_grant (the block revoked the token): reconnecting fixes it.
+    f.broken("th_a");
+    await f.clock.advance(10_000);
+    await f.notifier.check();
+    expect(f.mails()).toHaveLength(2); // the rate limit holds the update back
+    await f.clock.advance(60_000);
+    await f.notifier.check();
+    const anna = f.to("anna@clinic.example");
+    expect(anna.map((m) => m.subject)).toEqual([
+      "[unit] Your Google Calendar is no longer updated",
+      "[unit] Your Google Calendar is still not updated: reconnecting now helps",
+    ]);
+    expect(f.links).toHaveLength(2); // one each for the admins and for her
+    expect(anna[1]?.text).toMatch(/Open the link below to reconnect it\.[\s\S]*invite=\d-for-th_a/);
+    const ops = f.to("ops@clinic.test");
+    expect(ops.map((m) => m.subject)).toEqual([
+      "[unit] Google credentials of th_a stopped working",
+      "[unit] Google credentials of th_a still not working: reconnecting now helps",
+    ]);
+    expect(ops[1]?.text).toContain("(invalid_grant)");
+    expect(ops[1]?.text).toContain("Send them the reconnect link below.");
+    expect(ops[1]?.text).not.toContain(hint);
+    // It stays so: nothing more until it clears.
+    for (let i = 0; i < 3; i++) {
+      await f.clock.advance(31 * 60_000);
+      await f.notifier.check();
+    }
+    expect(f.mails()).toHaveLength(4);
+    f.fixed("th_a");
+    await f.notifier.check();
+    expect(f.to("ops@clinic.test").at(-1)?.subject).toBe("[unit] Google credentials of th_a work again");
+  });
+
+  it("a refusal reconnecting fixes becomes one it cannot: the admins get the fix, the therapist no second link", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    f.broken("th_a");
+    await f.notifier.check();
+    expect(f.links).toHaveLength(2); // one each for the admins and for her
+    expect(f.to("ops@clinic.test")[0]?.text).toContain("Send them the reconnect link below.");
+    // A Workspace admin blocks the app meanwhile: the link sent cannot help any more.
+    f.blocked("th_a", hint);
+    await f.clock.advance(61_000);
+    await f.notifier.check();
+    const ops = f.to("ops@clinic.test");
+    expect(ops.map((m) => m.subject)).toEqual([
+      "[unit] Google credentials of th_a stopped working",
+      "[unit] Google credentials of th_a still not working: reconnecting does not help",
+    ]);
+    expect(ops[1]?.text).toContain(hint);
+    expect(ops[1]?.text).not.toMatch(/reconnect link|invite=/);
+    const anna = f.to("anna@clinic.example");
+    expect(anna[1]?.subject).toBe("[unit] Your Google Calendar is still not updated: reconnecting does not help");
+    expect(anna[1]?.text).not.toMatch(/invite=|Open the link/);
+    expect(f.links).toHaveLength(2);
+  });
+
+  it("another reason that does not change whether reconnecting helps sends nothing", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    f.broken("th_a");
+    await f.notifier.check();
+    for (const reason of ["unauthorized_client", "invalid_grant", "401"]) {
+      f.broken("th_a", reason);
+      await f.clock.advance(61_000);
+      await f.notifier.check();
+    }
+    f.blocked("th_b", hint); // not mapped: nothing
+    expect(f.mails()).toHaveLength(2);
+  });
+
+  it("within the rate limit an update goes out in the summary, counted as changed", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    f.broken("th_a");
+    await f.notifier.check();
+    for (const next of [() => f.fixed("th_a"), () => f.blocked("th_a", hint), () => f.broken("th_a")]) {
+      next();
+      await f.clock.advance(5_000);
+      await f.notifier.check();
+    }
+    expect(f.mails()).toHaveLength(2);
+    await f.clock.advance(60_000);
+    await f.notifier.check();
+    expect(f.to("ops@clinic.test").at(-1)?.subject).toBe("[unit] 3 changes: 1 new, 1 changed, 1 recovered");
+    expect(f.to("anna@clinic.example").at(-1)?.text).toContain("reconnecting now helps");
+  });
+
+  it("a state stored by an older build (no variant) is taken as unchanged: nobody is told at the upgrade", async () => {
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    f.blocked("th_a", hint);
+    await f.notifier.check();
+    expect(f.mails()).toHaveLength(2);
+    // As an older build stored it.
+    const opened = Date.UTC(2026, 10, 23, 8, 0, 0);
+    await f.store.table("notify").set("cond:credentials:th_a", { open: true, since: opened });
+    f.broken("th_a");
+    await f.clock.advance(61_000);
+    await f.notifier.check();
+    expect(f.mails()).toHaveLength(2);
+    expect(await f.store.table("notify").get("cond:credentials:th_a")).toEqual({
+      open: true,
+      since: opened,
+      variant: "reconnect",
+    });
+    // Recorded: a change after the upgrade is told.
+    f.blocked("th_a", hint);
+    await f.clock.advance(61_000);
+    await f.notifier.check();
+    expect(f.to("ops@clinic.test").at(-1)?.subject).toBe(
+      "[unit] Google credentials of th_a still not working: reconnecting does not help",
+    );
   });
 });
 
