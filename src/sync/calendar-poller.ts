@@ -4,7 +4,7 @@
 // flight, at most one more queued); while a calendar's push channel is trusted its timer is only a slow safety net.
 import PQueue from "p-queue";
 import { givingUpWaits } from "../calendar/call-runner.ts";
-import { APPOINTMENT_ID_PROPERTY, eventIdFor, isInvitation } from "../calendar/ids.ts";
+import { eventIdFor, isInvitation } from "../calendar/ids.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type Logger, silentLogger } from "../log.ts";
 import type { Table } from "../store/store.ts";
@@ -17,7 +17,8 @@ import type { Mapping } from "./mapping.ts";
 import { checkAnnounced } from "./missed-changes.ts";
 import { handedOver } from "./poll-handover.ts";
 import type { PushHealth } from "./push-health.ts";
-import { orNone } from "./unreadable-links.ts";
+import type { CalEvent } from "./types.ts";
+import { changedAppointment } from "./unreadable-links.ts";
 
 export interface PollerOptions {
   mapping: Mapping;
@@ -251,13 +252,12 @@ export class CalendarPoller {
     let changes = 0;
     let echoes = 0;
     const work: Promise<unknown>[] = [];
+    const untold: CalEvent[] = [];
     for (const event of result.events) {
       if (isInvitation(event)) continue; // a colleague's invitation under calbridge's id: another calendar's event
-      const id =
-        event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY] ??
-        (event.id ? await orNone(this.#links.appointmentOfEvent(event.id), log, "left alone") : undefined);
-      if (!id) continue; // not ours
-      const link = await orNone(this.#links.get(id), log, "its appointment's sync fails alone (a dead letter)");
+      const of = await changedAppointment(this.#links, event, log, untold);
+      if (!of) continue; // not ours, or its appointment cannot be told (untold: the token stays)
+      const { id, link } = of;
       if (this.#mapping.version !== version) {
         // A reload changed the mapping meanwhile: this calendar may no longer be the therapist's (an event moved out of
         // it is no deletion). The rest is read again from the mapping as it is now; the token is not advanced.
@@ -265,7 +265,7 @@ export class CalendarPoller {
         await handedOver(work, log);
         return { changes, echoes, fullSync: result.fullSync };
       }
-      if (event.id !== (link?.eventId ?? eventIdFor(id))) {
+      if (!of.damaged && event.id !== (link?.eventId ?? eventIdFor(id))) {
         // Marked but not its event: an occurrence of a series made of it, or a copy. Says nothing about the booking.
         log.debug(
           { appointment_id: id, event_id: event.id },
@@ -290,8 +290,8 @@ export class CalendarPoller {
         }),
       );
     }
-    // Saved once its changes are handled (a crash, refusal or retry re-reads them), if no re-point forgot the calendar.
-    if ((await handedOver(work, log)) && this.#mapping.version === version)
+    // Saved once changes are handled and told (a crash, refusal, retry, untold one re-reads them), if not re-pointed.
+    if ((await handedOver(work, log)) && untold.length === 0 && this.#mapping.version === version)
       await this.#tokens.set(therapistId, result.nextSyncToken);
     Object.assign(this.#state(therapistId), { lastPollAt: this.#clock.now(), pending: false });
     return { changes, echoes, fullSync: result.fullSync };
