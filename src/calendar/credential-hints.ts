@@ -135,8 +135,9 @@ export function credentialsHint(err: RejectedCredentials, ctx: HintContext): str
       if (oauth) {
         return (
           "Google refuses calbridge's OAuth client itself (its secret was changed or the client deleted in the Google " +
-          "Cloud console): set google.oauth.client_id and client_secret to a working client and reload (SIGHUP); " +
-          "reconnecting does not help until then. The credentials are tried again regularly."
+          "Cloud console): set google.oauth.client_id and client_secret to a working client and restart calbridge (a " +
+          "reload does not apply google settings); reconnecting does not help until then. The credentials are tried " +
+          "again regularly."
         );
       }
       return "Check the service-account key (it may have been deleted or rotated) and its domain-wide delegation.";

@@ -60,11 +60,21 @@ export interface ConditionKind {
   readonly reconnect?: boolean;
   /**
    * What kind of open an open observation is, when that changes what people must do: kept with the open state, and a
-   * change while it stays open is told as an update (Notice.update). Only what changes the advice, never a detail that
-   * may flicker (a reason code), or each flicker would be a message.
+   * change while it stays open is told as an update (Notice.update), once the new kind has been observed without a
+   * break for VARIANT_HOLD_MS. Only what changes the advice, never a detail that may flicker (a reason code), or each
+   * flicker would be a message. Undefined: no kind that changes the advice (nothing is told while it stays open).
    */
-  variant?(observation: Observation): string;
+  variant?(observation: Observation): string | undefined;
 }
+
+/**
+ * How long another kind of open (ConditionKind.variant) must be observed without a break before people are told again.
+ * Longer than the credentials probe interval (10 minutes, gateway.ts): a probe whose answer flips between two reasons
+ * (a proxy's 403 page now and then, then invalid_grant again) never keeps one that long, so it sends nothing instead of
+ * a message (and a single-use reconnect link) per flip; a flip back to the kind last told is not told at all, and at
+ * most one update goes out per hold period.
+ */
+export const VARIANT_HOLD_MS = 30 * 60_000;
 
 const who = (config: Config, therapistId: string | undefined): string => {
   const t = config.therapists.find((x) => x.therapist_id === therapistId);
@@ -101,8 +111,9 @@ const credentials: ConditionKind = {
       },
     })),
   // Whether reconnecting helps: a Workspace admin's block lifted that left the grant revoked (admin_policy_enforced,
-  // then invalid_grant) now wants the reconnect link, and the reverse makes the link sent earlier useless.
-  variant: (o) => (o.facts.fix ? "fix" : "reconnect"),
+  // then invalid_grant) now wants the reconnect link, and the reverse makes the link sent earlier useless. OAuth
+  // therapists only: a service account has nothing to reconnect (its advice is the key and its delegation either way).
+  variant: (o) => (o.facts.auth !== "oauth" ? undefined : o.facts.fix ? "fix" : "reconnect"),
   describe(n, { config, audience, reconnectLink }) {
     const name = who(config, n.therapistId);
     const link = reconnectLink ? { link: { label: "Reconnect the calendar", url: reconnectLink } } : {};

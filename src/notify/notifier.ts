@@ -11,7 +11,7 @@ import { secrets as defaultSecrets, type Logger, type SecretRegistry, silentLogg
 import type { Store } from "../store/store.ts";
 import { describeError } from "../sync/errors.ts";
 import { type Channel, DeliveryError, type NotifyChannels, notifyChannels, type Refusal } from "./channels.ts";
-import { CONDITIONS, conditionById, type Notice, type Text } from "./conditions.ts";
+import { CONDITIONS, conditionById, type Notice, type Text, VARIANT_HOLD_MS } from "./conditions.ts";
 import { EndpointCheck } from "./endpoint-check.ts";
 import { type ConditionState, MAX_QUEUED, NotifyLedger, type Outbox } from "./ledger.ts";
 import { type NotifyMetrics, notifyMetrics } from "./metrics.ts";
@@ -78,6 +78,12 @@ export class Notifier {
   readonly #secrets: SecretRegistry;
   /** When each condition was first seen open (for conditions that must stay open a while before they count). */
   readonly #openSince = new Map<string, number>();
+  /**
+   * Per open condition, the other kind of open (ConditionKind.variant) than the one last told, and since when it has
+   * been observed without a break: told once that lasts VARIANT_HOLD_MS. In memory, like #openSince: a restart, or a
+   * spell as follower, starts the hold again (an update comes later, never earlier nor twice).
+   */
+  readonly #variantSince = new Map<string, { variant: string; since: number }>();
   /** The mapped therapists as last recorded (see #forgetUnmapped). */
   #mappedKey: string | undefined;
   #chain: Promise<void> = Promise.resolve();
@@ -168,7 +174,10 @@ export class Notifier {
   /** Observes, records and delivers once (one at a time); a no-op unless this replica leads. */
   check(): Promise<void> {
     const run = this.#chain.then(async () => {
-      if (!this.#o.isLeader()) return;
+      if (!this.#o.isLeader()) {
+        this.#variantSince.clear(); // not observed meanwhile: a hold starts again once this replica leads
+        return;
+      }
       await this.#endpointChecked();
       // Read once per check: what is queued is delivered to the same recipients (a removed therapist is not written to).
       const channels = this.channels;
@@ -255,7 +264,11 @@ export class Notifier {
     const gone = ((await this.#ledger.mapped()) ?? []).filter((id) => !mapped.has(id));
     const kinds = CONDITIONS.map((c) => c.id);
     await this.#ledger.remap(ids, gone, kinds);
-    for (const id of gone) for (const kind of kinds) this.#openSince.delete(`${kind}:${id}`);
+    for (const id of gone)
+      for (const kind of kinds) {
+        this.#openSince.delete(`${kind}:${id}`);
+        this.#variantSince.delete(`${kind}:${id}`);
+      }
     if (gone.length > 0)
       this.#log.info({ therapists: gone }, "notifications: conditions of therapists no longer mapped forgotten");
     this.#mappedKey = key;
@@ -279,6 +292,8 @@ export class Notifier {
     const states = new Map<string, ConditionState>();
     const notices: { notice: Notice; tellsTherapist: boolean }[] = [];
     observed.forEach(({ kind, o, key }, i) => {
+      const pending = this.#variantSince.get(key);
+      this.#variantSince.delete(key); // kept below only while another kind of open is observed without a break
       const was = stored[i];
       const wasOpen = was?.open ?? false;
       let open = o.open;
@@ -289,13 +304,24 @@ export class Notifier {
       } else if (open === false) this.#openSince.delete(key);
       if (open === undefined) return;
       const variant = open ? kind.variant?.(o) : undefined;
-      // Still open, but another kind of open (reconnecting helps now, or no longer does): told again as an update. A
-      // state stored without a variant (an older build) is taken as unchanged: the variant is recorded, nobody told.
+      // Still open, but another kind of open (reconnecting helps now, or no longer does): told again as an update once
+      // it has lasted VARIANT_HOLD_MS without a break (a flip back to the kind told sends nothing). A state stored
+      // without a variant (an older build) is taken as unchanged: the variant is recorded, nobody told.
       let update = false;
       if (open && wasOpen) {
         if (variant === undefined || was?.variant === variant) return;
         if (was?.variant === undefined) {
           states.set(key, { open, since: was?.since ?? now, variant });
+          return;
+        }
+        const since = pending?.variant === variant ? pending.since : now;
+        if (now - since < VARIANT_HOLD_MS) {
+          this.#variantSince.set(key, { variant, since });
+          if (since === now)
+            this.#log.debug(
+              { condition: kind.id, ...(o.subject ? { subject: o.subject } : {}), from: was?.variant, to: variant },
+              "condition changed while open: people are told if it stays so",
+            );
           return;
         }
         update = true;

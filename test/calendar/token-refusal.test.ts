@@ -147,6 +147,9 @@ describe("a token endpoint refusal that is no grant error", () => {
       expect(reconnectHelps(err)).toBe(false);
       const hint = credentialsHint(err, { therapistId: "th_1", calendarId: "primary", authKind: "oauth" });
       expect(hint).toMatch(/google\.oauth\.client_id and client_secret/);
+      // google.* is restart-only (RESTART_ONLY in src/config/changes.ts): a reload would leave the old client (review25).
+      expect(hint).toMatch(/restart calbridge/);
+      expect(hint).not.toMatch(/SIGHUP/);
       expect(hint).not.toMatch(/calbridge invite|calbridge authorize/);
     }
   });

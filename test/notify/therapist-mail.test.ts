@@ -9,6 +9,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { appliedConfig } from "../../src/config/changes.ts";
 import { type Config, type ConfigInput, ConfigSchema } from "../../src/config/schema.ts";
 import { SecretRegistry } from "../../src/log.ts";
+import { VARIANT_HOLD_MS } from "../../src/notify/conditions.ts";
 import { Notifier } from "../../src/notify/notifier.ts";
 import type { LiveView, TherapistView } from "../../src/notify/view.ts";
 import { openStore } from "../../src/store/store.ts";
@@ -225,8 +226,11 @@ describe("credentials that stay refused while whether reconnecting helps changes
     f.broken("th_a");
     await f.clock.advance(10_000);
     await f.notifier.check();
-    expect(f.mails()).toHaveLength(2); // the rate limit holds the update back
-    await f.clock.advance(60_000);
+    // Told once it has lasted VARIANT_HOLD_MS without a break (a probe flipping between the two would never be).
+    await f.clock.advance(VARIANT_HOLD_MS - 1_000);
+    await f.notifier.check();
+    expect(f.mails()).toHaveLength(2);
+    await f.clock.advance(1_000);
     await f.notifier.check();
     const anna = f.to("anna@clinic.example");
     expect(anna.map((m) => m.subject)).toEqual([
@@ -260,9 +264,12 @@ describe("credentials that stay refused while whether reconnecting helps changes
     await f.notifier.check();
     expect(f.links).toHaveLength(2); // one each for the admins and for her
     expect(f.to("ops@clinic.test")[0]?.text).toContain("Send them the reconnect link below.");
-    // A Workspace admin blocks the app meanwhile: the link sent cannot help any more.
+    // A Workspace admin blocks the app meanwhile: the link sent cannot help any more (told after the hold).
     f.blocked("th_a", hint);
     await f.clock.advance(61_000);
+    await f.notifier.check();
+    expect(f.mails()).toHaveLength(2);
+    await f.clock.advance(VARIANT_HOLD_MS);
     await f.notifier.check();
     const ops = f.to("ops@clinic.test");
     expect(ops.map((m) => m.subject)).toEqual([
@@ -291,19 +298,26 @@ describe("credentials that stay refused while whether reconnecting helps changes
   });
 
   it("within the rate limit an update goes out in the summary, counted as changed", async () => {
-    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }], oneTarget);
+    const f = await fixture([{ id: "th_a", email: "anna@clinic.example" }, { id: "th_b" }], oneTarget);
     f.broken("th_a");
+    f.broken("th_b");
     await f.notifier.check();
-    for (const next of [() => f.fixed("th_a"), () => f.blocked("th_a", hint), () => f.broken("th_a")]) {
+    f.blocked("th_a", hint);
+    await f.clock.advance(5_000);
+    await f.notifier.check();
+    await f.clock.advance(VARIANT_HOLD_MS - 15_000);
+    // th_b recovers (sent at once: the last message was long ago), then breaks and recovers again; th_a's change is
+    // due meanwhile: all three wait for the rate limit.
+    for (const next of [() => f.fixed("th_b"), () => f.broken("th_b"), () => f.fixed("th_b"), () => {}]) {
       next();
       await f.clock.advance(5_000);
       await f.notifier.check();
     }
-    expect(f.mails()).toHaveLength(2);
+    expect(f.to("ops@clinic.test")).toHaveLength(2);
     await f.clock.advance(60_000);
     await f.notifier.check();
     expect(f.to("ops@clinic.test").at(-1)?.subject).toBe("[unit] 3 changes: 1 new, 1 changed, 1 recovered");
-    expect(f.to("anna@clinic.example").at(-1)?.text).toContain("reconnecting now helps");
+    expect(f.to("anna@clinic.example").at(-1)?.text).toContain("reconnecting does not help");
   });
 
   it("a state stored by an older build (no variant) is taken as unchanged: nobody is told at the upgrade", async () => {
@@ -323,9 +337,11 @@ describe("credentials that stay refused while whether reconnecting helps changes
       since: opened,
       variant: "reconnect",
     });
-    // Recorded: a change after the upgrade is told.
+    // Recorded: a change after the upgrade is told (once it has lasted the hold).
     f.blocked("th_a", hint);
     await f.clock.advance(61_000);
+    await f.notifier.check();
+    await f.clock.advance(VARIANT_HOLD_MS);
     await f.notifier.check();
     expect(f.to("ops@clinic.test").at(-1)?.subject).toBe(
       "[unit] Google credentials of th_a still not working: reconnecting does not help",
