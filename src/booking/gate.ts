@@ -209,6 +209,8 @@ export class RateLimitGate {
    * on its word, a gateway's clock 4 minutes behind held each spent window 4 minutes longer (review21).
    */
   #lagShown = false;
+  /** When each request in flight was sent (our clock): the window-start probe is one sent after the window's end. */
+  readonly #outSentAt = new Set<{ at: number }>();
   /** Our wall clock minus the monotonic one at the last look: a change of over a second is a step (NTP). */
   #wallMinusMono: number | undefined;
   #pausedUntil = 0;
@@ -351,9 +353,9 @@ export class RateLimitGate {
     // Before the first answer the budget is unknown: one request at a time, so a burst cannot overspend. So it is once
     // a window is over by our clock and no answer of the next one came yet: the clock counting the server's windows may
     // be behind ours (until a 429 shows by how much), and a burst then met one 429 per request in flight.
-    if (this.#inFlight > 0 && (this.#mode === "unknown" || (this.#resumeAt !== undefined && now >= this.#resumeAt))) {
-      return { reason: "probe" };
-    }
+    // Only a request sent since the window's end is that first one: one sent before it (a slow answer of the old
+    // window) tells nothing of the new one, and waiting on it stalled every priority up to the request timeout.
+    if (this.#inFlight > 0 && (this.#mode === "unknown" || this.#probing(now))) return { reason: "probe" };
     this.#prune(now);
     if (this.#sent.length + this.#inFlight >= this.#slidingCeiling() - keep) {
       // Full: wait for the oldest answer to leave the window (or, all in flight, for an answer).
@@ -410,9 +412,19 @@ export class RateLimitGate {
     }
   }
 
+  /** A window is over by our clock, and a request sent since then is still out: the next one waits for its answer. */
+  #probing(now: number): boolean {
+    const resume = this.#resumeAt;
+    if (resume === undefined || now < resume) return false;
+    for (const out of this.#outSentAt) if (out.at >= resume) return true;
+    return false;
+  }
+
   #grant(w: Waiter, now: number): void {
     if (w.signal && w.onAbort) w.signal.removeEventListener("abort", w.onAbort);
     this.#inFlight++;
+    const out = { at: now };
+    this.#outSentAt.add(out);
     const waitedMs = now - w.enqueuedAt;
     if (w.reason !== undefined) {
       this.#metrics.waits.inc({ reason: w.reason, priority: w.priority });
@@ -432,6 +444,7 @@ export class RateLimitGate {
         if (returned) return;
         returned = true;
         this.#inFlight--;
+        this.#outSentAt.delete(out);
         if (response && "unsent" in response) {
           this.#pump();
           return;

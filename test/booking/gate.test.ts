@@ -343,6 +343,30 @@ describe("RateLimitGate", () => {
     expect(text).toContain("calbridge_booking_ratelimit_remaining 4");
     expect(text).toContain('calbridge_booking_ratelimit_waiting{priority="webhook"} 0');
   });
+
+  it("a window's first request goes alone only among those sent since its end: a slow one of the old window holds nothing", async () => {
+    const { g, clock } = gate();
+    const first = await g.acquire("reconcile");
+    await clock.advance(100);
+    first.done({ status: 200, headers: headers(100, 90, T0 + 60_000) });
+    // An enrichment sent at T0 + 59 s, inside the window (89 left), answers slowly (review25).
+    await clock.advance(58_900);
+    const slow = await g.acquire("enrich");
+    // The window has rolled by our clock and the margin: a webhook's follow-up at T0 + 62 s goes at once, alone.
+    await clock.advance(3_000);
+    const hook = track(g.acquire("webhook"));
+    await flush();
+    expect(hook.permit).toBeDefined();
+    // It is the new window's first request: the next waits for its answer, not for the old window's slow one.
+    const next = track(g.acquire("webhook"));
+    await flush();
+    expect(next.permit).toBeUndefined();
+    hook.permit!.done({ status: 200, headers: headers(100, 99, T0 + 120_000) });
+    await flush();
+    expect(next.permit).toBeDefined();
+    slow.done({ status: 200, headers: headers(100, 88, T0 + 60_000) });
+    next.permit!.done({ status: 200, headers: headers(100, 98, T0 + 120_000) });
+  });
 });
 
 async function drivenAcquire(g: RateLimitGate, clock: SteppingClock): Promise<GatePermit> {
