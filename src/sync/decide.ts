@@ -1,51 +1,19 @@
 // Owns the decision for one appointment: given the booking's state, the calendar's state and the link remembered from
 // the last sync, which single action brings the two sides together. Pure: the dry run and tests see what runs.
-import type { Appointment } from "../booking/schemas.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import { carriesMarks } from "../calendar/ids.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
-import type { WritebackConfig } from "../config/schema.ts";
 import { BEGUN_REASON, begun, bookingChanged, CANCEL_OFF, effectiveChange, lastSynced, sameStatus } from "./changes.ts";
-import { type AsWritten, bodyOf as bodyFrom, type Desired, ownedBy, printOf } from "./desired.ts";
-import { editNotice } from "./edit-notice.ts";
-import type { Action, CalEvent, Link, Snapshot } from "./types.ts";
+import type { DecideInput } from "./decide-input.ts";
+import { type AsWritten, bodyOf as bodyFrom, ownedBy, printOf } from "./desired.ts";
+import { editNotice, sameText } from "./edit-notice.ts";
+import type { Action, CalEvent } from "./types.ts";
 import { lostRecordsNote } from "./unsent-notes.ts";
 import { unwatchedChange } from "./watched.ts";
 
 export { bookingChanged, type CalendarChange, calendarChange } from "./changes.ts";
+export type { DecideInput } from "./decide-input.ts";
 export type { AsWritten, Desired } from "./desired.ts";
-
-export interface DecideInput {
-  appointmentId: string;
-  /** The booking's current state; null when the booking service no longer knows the appointment (404). */
-  appt: Appointment | Snapshot | null;
-  link: Link | undefined;
-  /**
-   * The event in the link's calendar (or, without a link, in the target calendar): undefined when not looked at,
-   * null when absent. A deleted event (status "cancelled") counts as absent, but only it says the therapist deleted
-   * the event: Google keeps deleted events and reports them so, while null (a 404) also means a calendar that is no
-   * longer accessible, so a missing linked event is put back, never taken for a deletion to push to the booking.
-   */
-  event: CalEvent | null | undefined;
-  /** Therapist the appointment belongs to now, when mapped. */
-  targetTherapistId: string | undefined;
-  /**
-   * The body the event should have in the target calendar (null: no event, e.g. cancelled with policy delete), or
-   * "as written" when only its fingerprint is known.
-   */
-  desired: Desired;
-  /** Therapist whose calendar `event` was read from, when it was read. */
-  seenIn?: string | undefined;
-  /** Event id to use in the target calendar when creating. */
-  eventId: string;
-  /** Write-back settings of the link's therapist. */
-  writeback: WritebackConfig;
-  /** Epoch ms since which the link's therapist's calendar has been watched (0: all along; see watched.ts). */
-  watchedSince?: number;
-  conflict: "booking_wins" | "calendar_wins";
-  /** Epoch ms now: an appointment that has begun is not cancelled from the calendar (see `begun`). */
-  now: number;
-}
 
 /** The event when it exists and is not deleted. */
 const live = (event: CalEvent | null | undefined): CalEvent | undefined =>
@@ -148,6 +116,8 @@ export function decide(input: DecideInput): Action {
 
   const fromBooking = bookingChanged(link, appt, event);
   const change = effectiveChange(link, event, appt, fromBooking);
+  // Whether an earlier build's link's lines are the rendering's now (edit-notice.ts).
+  const same = sameText(link, input.rendered, fromBooking);
 
   // The therapist's change goes back, unless the booking changed too and wins, or it was reassigned (not theirs).
   const reassigned = link.therapistId !== target;
@@ -292,7 +262,7 @@ export function decide(input: DecideInput): Action {
       body: bodyOf(wish),
       ifMatch: current.etag ?? undefined,
       reason: fromBooking ? "booking changed" : marked ? "event edited in the calendar; restored" : "marks put back",
-      ...editNotice(marked && !fromBooking, current, owned, link, bodyOf(wish)),
+      ...editNotice(marked && !fromBooking, current, owned, link, bodyOf(wish), same),
     };
   };
   return withNotice(pushBooking());

@@ -1,12 +1,14 @@
 // Owns the link store: per appointment, what was last written or accepted on both sides (vdirsyncer's status
 // database), kept only while the appointment can still be synced, and the index from a managed event id back to its
-// appointment. A link never holds a customer detail: times, status, therapist, event, fingerprints and digests.
+// appointment. A link never holds a customer detail: times, status, therapist, event, fingerprints and digests
+// (and a notice, which may quote what the therapist typed).
 import { bookingInstant } from "../booking/instant.ts";
 import { fingerprint, instantOf } from "../calendar/fingerprint.ts";
 import type { RenderedEvent } from "../calendar/render.ts";
 import { markOf } from "../calendar/times-mark.ts";
 import type { Clock } from "../clock.ts";
 import type { Store, StoreRecordUnreadableError, Table } from "../store/store.ts";
+import { lineDigests } from "./edit-notice.ts";
 import type { Mapping } from "./mapping.ts";
 import { calendarKey } from "./placement.ts";
 import { coreOf } from "./snapshot.ts";
@@ -181,6 +183,8 @@ export class LinkStore implements LinkReader {
       ...(mark ? { timesMark: mark } : {}),
       booking: coreOf(a.booking),
       ...(rendered ? { rendered } : {}),
+      // The lines it wrote (or found as it renders them: adopted), to tell a therapist's text from its own later.
+      ...(a.body || event ? { lines: lineDigests(a.appointmentId, (a.body ?? event)?.description) } : {}),
       ...(enrich ? { enrich: true as const } : {}),
       sourceAt: a.sourceAt,
       ...(a.notice ? { notice: a.notice } : {}),

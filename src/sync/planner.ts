@@ -155,6 +155,7 @@ export class Planner {
       watchedSince: this.#mapping.watchedSince(link?.therapistId),
       conflict: this.#mapping.config.sync.conflict,
       now: this.#clock.now(),
+      ...(wanted.rendered ? { rendered: wanted.rendered } : {}),
     });
     // A change undone in the calendar carries its own notice, replacing any earlier one.
     if ((action.kind === "restore" || action.kind === "update") && action.notice && known) {

@@ -64,6 +64,8 @@ export interface Link {
   booking: BookingCore;
   /** What the event's text was rendered from (digests); absent while no event was written from this link. */
   rendered?: Rendered;
+  /** Keyed digests of the description's lines calbridge last wrote, never the text (edit-notice.ts); absent before. */
+  lines?: string[];
   /**
    * An enrichment is due: the event lacks full-form fields its templates use, or shows an older value of one. A full
    * read at the lowest priority (leftover rate budget) brings it up to date; cleared by any full render.
@@ -71,7 +73,7 @@ export interface Link {
   enrich?: true;
   /** Epoch ms of the newest booking fact applied (updated_at, or a webhook's created_at); older hints are ignored. */
   sourceAt: number;
-  /** A visible note shown in the event's description after a refused or failed write-back. */
+  /** A note the event shows (a change undone, a write-back refused); may quote text the therapist typed, never ours. */
   notice?: { text: string; at: number };
   syncedAt: number;
 }
@@ -226,8 +228,7 @@ export type Action =
       body: RenderedEvent;
       ifMatch?: string;
       reason: string;
-      /** Shown in the event's description: why a therapist's change was undone. */
-      notice?: string;
+      notice?: string; // shown in the event's description: why a therapist's change was undone
       /**
        * Without a link: the note shown instead when Google refuses the event's id, proof that a person deleted that
        * event, a deletion calbridge never saw stand with a link and so never sent (the store was lost, say).
