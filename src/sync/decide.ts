@@ -6,7 +6,7 @@ import type { RenderedEvent } from "../calendar/render.ts";
 import { BEGUN_REASON, begun, bookingChanged, CANCEL_OFF, effectiveChange, lastSynced, sameStatus } from "./changes.ts";
 import type { DecideInput } from "./decide-input.ts";
 import { type AsWritten, bodyOf as bodyFrom, ownedBy, printOf } from "./desired.ts";
-import { editNotice, sameText } from "./edit-notice.ts";
+import { addedText, editNotice, quoting, sameText } from "./edit-notice.ts";
 import type { Action, CalEvent } from "./types.ts";
 import { lostRecordsNote } from "./unsent-notes.ts";
 import { unwatchedChange } from "./watched.ts";
@@ -116,8 +116,9 @@ export function decide(input: DecideInput): Action {
 
   const fromBooking = bookingChanged(link, appt, event);
   const change = effectiveChange(link, event, appt, fromBooking);
-  // Whether an earlier build's link's lines are the rendering's now (edit-notice.ts).
+  // Text the therapist typed into the description, quoted by whichever notice the write over it shows (edit-notice.ts).
   const same = sameText(link, input.rendered, fromBooking);
+  const quote = (body: RenderedEvent, carry: boolean) => addedText(live(event), link, body, same, carry);
 
   // The therapist's change goes back, unless the booking changed too and wins, or it was reassigned (not theirs).
   const reassigned = link.therapistId !== target;
@@ -139,7 +140,10 @@ export function decide(input: DecideInput): Action {
             eventId: link.eventId,
             body: bodyOf(wish),
             reason,
-            notice: `calbridge: your change to this event was undone: ${reason}.`,
+            notice: quoting(
+              `calbridge: your change to this event was undone: ${reason}.`,
+              quote(bodyOf(wish), !fromBooking),
+            ),
           };
     if (unwatchedChange(link, event, input.watchedSince ?? 0)) {
       return restore("it was made while calbridge was not syncing this calendar, so it was not sent to the booking");
@@ -190,8 +194,10 @@ export function decide(input: DecideInput): Action {
       ? {
           ...action,
           reason: `${action.reason}; the calendar change (${change}) overridden: the booking changed too`,
-          notice:
+          notice: quoting(
             "calbridge: your change to this event was undone: the booking was changed at the same time, and the booking's version wins (sync.conflict: booking_wins).",
+            quote(action.body, false),
+          ),
         }
       : action;
   // Push the booking's state to the calendar.
@@ -262,7 +268,7 @@ export function decide(input: DecideInput): Action {
       body: bodyOf(wish),
       ifMatch: current.etag ?? undefined,
       reason: fromBooking ? "booking changed" : marked ? "event edited in the calendar; restored" : "marks put back",
-      ...editNotice(marked && !fromBooking, current, owned, link, bodyOf(wish), same),
+      ...editNotice(marked, fromBooking, current, owned, link, bodyOf(wish), same),
     };
   };
   return withNotice(pushBooking());

@@ -1,9 +1,10 @@
 // Owns the note on an event whose text a person edited and calbridge wrote over: the title, description and colour
 // are calbridge's (written from the booking), and a therapist's session notes typed into the description vanished
-// without a word. The event now says what was undone and quotes the lines they added, so nothing is lost unseen. A
-// change of the time zone alone (Google's editor has a "Time zone" control; the same instants shown in another zone)
-// is put back too, as calbridge writes its zone, and says that instead: it was told its title, description and colour
-// had been edited, none of which was touched.
+// without a word. The event now says what was undone and quotes the lines they added, so nothing is lost unseen,
+// whatever else changed at the same time (the booking, a move of theirs undone or sent to the booking). A change of
+// the time zone alone (Google's editor has a "Time zone" control; the same instants shown in another zone) is put
+// back too, as calbridge writes its zone, and says that instead: it was told its title, description and colour had
+// been edited, none of which was touched.
 //
 // Only lines the therapist added are quoted, never calbridge's own: the link keeps keyed digests of the lines it last
 // wrote (`Link.lines`, never the text), so a line the booking no longer has (a customer's notes removed from it, the
@@ -104,22 +105,44 @@ export function quoting(text: string, quote: string | undefined): string {
 }
 
 /**
- * The notice for an update that writes over a person's edit of the event's owned fields (`edited`: the event carries
- * calbridge's marks and nothing changed in the booking), as a partial action; nothing when the event is as calbridge
- * last wrote it (a template changed by a reload is no edit of theirs).
+ * The notice for an update that writes over a person's edit of the event's owned fields (`marked`: the event carries
+ * calbridge's marks), as a partial action; nothing when the event is as calbridge last wrote it (a template changed by
+ * a reload is no edit of theirs). With the booking changed too (`fromBooking`), the rewrite is the booking's and says
+ * nothing, unless it writes over text they added: then that is quoted.
  */
 export function editNotice(
-  edited: boolean,
+  marked: boolean,
+  fromBooking: boolean,
   current: CalEvent,
   owned: Ownership,
   link: Link,
   wanted: RenderedEvent,
   same: boolean,
 ): { notice?: string } {
-  if (!edited || fingerprint(current, owned) === link.fingerprint) return {};
-  const quote = addedText(current, link, wanted, same, true);
+  if (!marked || fingerprint(current, owned) === link.fingerprint) return {};
+  const quote = addedText(current, link, wanted, same, !fromBooking);
+  if (fromBooking) return quote ? { notice: quoting(NOTE, quote) } : {};
   const zone = wanted.start.timeZone;
   const inZone = { ...current, start: { ...current.start, timeZone: zone }, end: { ...current.end, timeZone: zone } };
   const zoneOnly = current.start?.dateTime && fingerprint(inZone, owned) === link.fingerprint;
   return { notice: quoting(zoneOnly ? zoneNote(zone) : NOTE, quote) };
+}
+
+/**
+ * The notice for the rewrite of an event whose change the booking took (a move written back, a reassignment, an event
+ * moved back): `given` (a part of the change not taken, or none), and with text the therapist added in the same save,
+ * which the rewrite of `rendering` removes, that text quoted in it (or in the note of an edit undone).
+ */
+export function changeTaken(
+  current: CalEvent | undefined,
+  link: Link,
+  rendering: { body: RenderedEvent; rendered: Rendered } | null,
+  coreChanged: boolean,
+  given: Link["notice"],
+  at: number,
+): Link["notice"] {
+  if (!rendering) return given;
+  const same = sameText(link, rendering.rendered, coreChanged);
+  const quote = addedText(current, link, rendering.body, same, false);
+  return quote ? { text: quoting(given?.text ?? NOTE, quote), at } : given;
 }

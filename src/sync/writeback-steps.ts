@@ -4,6 +4,8 @@
 import { BookingApiError } from "../booking/errors.ts";
 import { fingerprint, ownershipOf } from "../calendar/fingerprint.ts";
 import type { Logger } from "../log.ts";
+import { bookingChanged } from "./changes.ts";
+import { addedText, changeTaken, quoting } from "./edit-notice.ts";
 import type { Effects, Written } from "./effects.ts";
 import { describeError, isCalendarKind } from "./errors.ts";
 import { NeedsFullRead } from "./inputs.ts";
@@ -104,9 +106,16 @@ export async function accept(
   state: { appt: Snapshot; full: boolean },
   current: CalEvent | undefined,
   sourceAt: number,
-  notice?: Link["notice"],
+  given?: Link["notice"],
 ): Promise<void> {
-  const { rendering, appt } = await renderFor(ctx, w, state, therapistId, notice);
+  const first = await renderFor(ctx, w, state, therapistId, given);
+  const { appt } = first;
+  // Text the therapist typed into the description in the same save is quoted, never written over unseen.
+  const notice = changeTaken(current, w.link, first.rendering, bookingChanged(w.link, appt), given, ctx.fx.clock.now());
+  const rendering =
+    notice === given
+      ? first.rendering
+      : ctx.fx.render({ appt, full: state.full || appt !== state.appt }, w.link, therapistId, notice);
   const desired = rendering?.body;
   let event = current;
   let at = { eventId: w.link.eventId, generation: w.link.generation ?? 0 };
@@ -147,7 +156,8 @@ export async function restore(ctx: Ctx, w: WritebackInput, text: string): Promis
  * deletion, and cancelled the appointment.
  */
 export async function noteRefusal(ctx: Ctx, w: WritebackInput, text: string): Promise<Notice> {
-  const notice = { text, at: ctx.fx.clock.now() };
+  // What the therapist typed into the description meanwhile is quoted (the link's digests tell it from calbridge's).
+  const notice = { text: quoting(text, addedText(w.event, w.link, undefined, false, true)), at: ctx.fx.clock.now() };
   // The link keeps what the event shows (it is still there), so a retry renders no less either.
   await ctx.fx.links.save(resaved(w.link, { present: false, removedBy: "refused", notice }, ctx.fx.clock.now()));
   return notice;
