@@ -17,8 +17,8 @@ import type { Mapping } from "./mapping.ts";
 import { checkAnnounced } from "./missed-changes.ts";
 import { handedOver } from "./poll-handover.ts";
 import type { PushHealth } from "./push-health.ts";
+import type { CalEvent } from "./types.ts";
 import { changedAppointment } from "./unreadable-links.ts";
-import { type Untold, UntoldHolds } from "./untold-holds.ts";
 
 export interface PollerOptions {
   mapping: Mapping;
@@ -75,7 +75,6 @@ export class CalendarPoller {
   readonly #push: PushHealth | undefined;
   readonly #random: () => number;
   readonly #calendars = new Map<string, CalendarPolls>();
-  readonly #hold = new UntoldHolds(); // how long each calendar's token is held for changes not told (bounded)
   #abort = new AbortController();
   #startedAt: number | undefined;
   readonly #firstPolls: PQueue;
@@ -250,13 +249,14 @@ export class CalendarPoller {
       this.#onFullRead?.(therapistId);
     }
     if (trigger === "timer" && !result.fullSync) checkAnnounced(this.#push, therapistId, result.events, readAt, log);
-    let [changes, echoes] = [0, 0];
+    let changes = 0;
+    let echoes = 0;
     const work: Promise<unknown>[] = [];
-    const untold: Untold[] = []; // changes whose appointment cannot be told: the token held for them (UntoldHolds)
+    const untold: CalEvent[] = [];
     for (const event of result.events) {
       if (isInvitation(event)) continue; // a colleague's invitation under calbridge's id: another calendar's event
       const of = await changedAppointment(this.#links, event, log, untold);
-      if (!of) continue; // not ours, or its appointment cannot be told (untold)
+      if (!of) continue; // not ours, or its appointment cannot be told (untold: the token stays)
       const { id, link } = of;
       if (this.#mapping.version !== version) {
         // A reload changed the mapping meanwhile: this calendar may no longer be the therapist's (an event moved out of
@@ -290,8 +290,8 @@ export class CalendarPoller {
         }),
       );
     }
-    // Saved once changes are handled, told or given up (a crash, refusal, retry, held one re-reads), if not re-pointed.
-    if ((await handedOver(work, log)) && this.#hold.done(therapistId, untold, log) && this.#mapping.version === version)
+    // Saved once changes are handled and told (a crash, refusal, retry, untold one re-reads them), if not re-pointed.
+    if ((await handedOver(work, log)) && untold.length === 0 && this.#mapping.version === version)
       await this.#tokens.set(therapistId, result.nextSyncToken);
     Object.assign(this.#state(therapistId), { lastPollAt: this.#clock.now(), pending: false });
     return { changes, echoes, fullSync: result.fullSync };

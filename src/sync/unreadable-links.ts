@@ -8,7 +8,6 @@ import type { Logger } from "../log.ts";
 import { StoreRecordUnreadableError } from "../store/store.ts";
 import type { LinkReader } from "./links.ts";
 import type { CalEvent, Link } from "./types.ts";
-import type { Untold } from "./untold-holds.ts";
 
 /** Read for a stray: its link could not be read, so its fate cannot be decided. */
 export const UNREADABLE = Symbol("unreadable link");
@@ -23,21 +22,27 @@ export type ChangedAppointment = { id: string; link: Link | undefined; damaged: 
  * - the link: `damaged`, and the poller hands the change to the engine whatever the event's id (its generation, or
  *   whether it is a copy, cannot be told without the link), whose sync fails alone on that record, a dead letter
  *   naming it. Compared with the first generation's id instead, a later generation's change was dropped unseen.
- * - the event index's entry: the change is added to `untold`, and the poller holds the calendar's sync token for it,
- *   so it is read again, for at most HELD_POLLS polls (untold-holds.ts), then gives it up to the reconciliation.
+ * - the event index's entry: the change is added to `untold`, and the poller does not advance the calendar's sync
+ *   token, so it is read again each poll until the record is restored or removed (or a sync of its link rewrites it).
  */
 export async function changedAppointment(
   links: Pick<LinkReader, "get" | "appointmentOfEvent">,
   event: CalEvent,
   log: Logger,
-  untold: Untold[],
+  untold: CalEvent[],
 ): Promise<ChangedAppointment | undefined> {
   let id = event.extendedProperties?.private?.[APPOINTMENT_ID_PROPERTY];
   try {
     id ??= event.id ? await links.appointmentOfEvent(event.id) : undefined;
   } catch (err) {
-    if (!(err instanceof StoreRecordUnreadableError)) throw err;
-    untold.push({ event, error: err }); // logged, and the token held or not, by UntoldHolds (untold-holds.ts)
+    unreadableRecord(
+      err,
+      log,
+      event,
+      "its appointment cannot be told: the calendar's sync token is not advanced past it, so it is read again each " +
+        "poll until the record is restored or removed",
+    );
+    untold.push(event);
     return undefined;
   }
   if (!id) return undefined;
