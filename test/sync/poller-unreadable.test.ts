@@ -5,9 +5,9 @@
 // entry damaged (a deleted event carries no mark, so it is told by the index), the change was taken for not ours and
 // the token advanced too. Now the first is handed to the engine (a dead letter naming the record, nothing sent) and
 // the second holds the calendar's sync token, so the change is read again.
-import sqlite3 from "sqlite3";
 import { afterEach, expect, it } from "vitest";
 import { eventIdFor } from "../../src/calendar/ids.ts";
+import { damage, storePath } from "../support/damage-record.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { DAY, daemonHarness, type Harness, liveOf, mirrored, settle, twoWay } from "./support.ts";
 
@@ -17,21 +17,6 @@ afterEach(async () => {
   h = undefined;
 });
 
-/** Truncates a stored row's text, as a torn write leaves it. */
-function damage(path: string, table: string, key: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const db = new sqlite3.Database(path, (err) => {
-      if (err) return reject(err);
-      db.configure("busyTimeout", 5000);
-      db.run(`UPDATE ${table} SET value = substr(value, 1, 40) WHERE key = ?`, [`${table}:${key}`], function (e) {
-        const changed = this?.changes;
-        db.close(() => (e ? reject(e) : changed === 1 ? resolve() : reject(new Error("no row"))));
-      });
-    });
-  });
-}
-
-const storePath = (x: Harness) => x.world.config.store.url.slice("sqlite://".length);
 /** Requests to the booking service that change something (cancel, reschedule, ...). */
 const bookingWrites = (x: Harness) => x.world.booking.requests.filter((r) => r.method !== "GET").length;
 const token = (x: Harness) => x.app.store.table<string>("tokens").get("th_1");

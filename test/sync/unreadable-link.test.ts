@@ -4,8 +4,8 @@
 // reconciliation failed, for every therapist, until someone edited the file, so nothing a webhook missed was healed
 // anywhere (review22). Now that appointment is left alone each run (no event inserted over it, nothing deleted or
 // sent), logged by appointment and key, and the rest is reconciled.
-import sqlite3 from "sqlite3";
 import { afterEach, expect, it } from "vitest";
+import { damage, storePath } from "../support/damage-record.ts";
 import { captureLog } from "../support/log-capture.ts";
 import { DAY, type Harness, mirrored, settle, twoWay } from "./support.ts";
 
@@ -15,21 +15,6 @@ afterEach(async () => {
   h = undefined;
 });
 
-/** Truncates a stored row's text, as a torn write leaves it. */
-function damage(path: string, table: string, key: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const db = new sqlite3.Database(path, (err) => {
-      if (err) return reject(err);
-      db.configure("busyTimeout", 5000);
-      db.run(`UPDATE ${table} SET value = substr(value, 1, 40) WHERE key = ?`, [`${table}:${key}`], function (e) {
-        const changed = this?.changes;
-        db.close(() => (e ? reject(e) : changed === 1 ? resolve() : reject(new Error("no row"))));
-      });
-    });
-  });
-}
-
-const storePath = (x: Harness) => x.world.config.store.url.slice("sqlite://".length);
 const mentions = (x: Harness, t: string, id: string) => x.live(t).filter((e) => JSON.stringify(e).includes(id));
 /** Requests to the booking service that change something (cancel, reschedule, ...). */
 const bookingWrites = (x: Harness) => x.world.booking.requests.filter((r) => r.method !== "GET").length;
