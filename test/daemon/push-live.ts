@@ -1,3 +1,4 @@
+import { expect } from "vitest";
 import type { Config } from "../../src/config/schema.ts";
 // A real daemon for push tests: not one-shot (it leads, polls, renews and reloads as in production), push on, the
 // emulator delivering its notifications to the daemon's own listener over plain HTTP on loopback.
@@ -5,6 +6,7 @@ import { type App, createApp } from "../../src/daemon/app.ts";
 import { silentLogger } from "../../src/log.ts";
 import { startWorld, type World } from "../../src/simulator/world.ts";
 import { freePort } from "../support/ports.ts";
+import { type Harness, harness } from "../sync/support.ts";
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -68,4 +70,26 @@ export function repointed(w: World, therapistId = "th_1"): { oldCal: string; new
   const next = structuredClone(w.config);
   next.therapists = next.therapists.map((t) => (t.therapist_id === therapistId ? { ...t, calendar_id: newCal } : t));
   return { oldCal, newCal, next };
+}
+
+/** A daemon with push on whose three channels are open and confirmed, then stopped; th_2 is removed meanwhile. */
+export async function stoppedWithThe2Removed(): Promise<Harness> {
+  const x = await harness({
+    therapists: 3,
+    configure: (c) => {
+      c.google.push = { public_url: "https://sync.example/webhooks/google" };
+      c.sync = { ...c.sync, calendar_poll_seconds: 300 };
+    },
+  });
+  await x.app.start();
+  x.world.config.google.push!.public_url = `${x.app.http!.url}/webhooks/google`;
+  x.world.google.requireHttpsChannels = false;
+  await x.app.push.start();
+  await x.world.google.settleNotifications();
+  expect(x.world.google.channels.size).toBe(3);
+  x.app.push.stop();
+  await x.app.stop(2000);
+  // While stopped, th_2 leaves the configuration: their channel is left behind, known only from the channels table.
+  x.world.config.therapists = x.world.config.therapists.filter((t) => t.therapist_id !== "th_2");
+  return x;
 }

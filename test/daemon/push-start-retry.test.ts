@@ -9,8 +9,8 @@ import { ManualClock } from "../../src/clock.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import type { Channel } from "../../src/daemon/push.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { type Harness, harness } from "../sync/support.ts";
-import { openOn, repointed, sleep, until } from "./push-live.ts";
+import type { Harness } from "../sync/support.ts";
+import { openOn, repointed, sleep, stoppedWithThe2Removed, until } from "./push-live.ts";
 
 let h: Harness | undefined;
 let next: App | undefined;
@@ -20,28 +20,6 @@ afterEach(async () => {
   await h?.close();
   h = undefined;
 });
-
-/** A daemon with push on whose three channels are open and confirmed, then stopped; th_2 is removed meanwhile. */
-async function stoppedWithThe2Removed(): Promise<Harness> {
-  const x = await harness({
-    therapists: 3,
-    configure: (c) => {
-      c.google.push = { public_url: "https://sync.example/webhooks/google" };
-      c.sync = { ...c.sync, calendar_poll_seconds: 300 };
-    },
-  });
-  await x.app.start();
-  x.world.config.google.push!.public_url = `${x.app.http!.url}/webhooks/google`;
-  x.world.google.requireHttpsChannels = false;
-  await x.app.push.start();
-  await x.world.google.settleNotifications();
-  expect(x.world.google.channels.size).toBe(3);
-  x.app.push.stop();
-  await x.app.stop(2000);
-  // While stopped, th_2 leaves the configuration: their channel is left behind, known only from the channels table.
-  x.world.config.therapists = x.world.config.therapists.filter((t) => t.therapist_id !== "th_2");
-  return x;
-}
 
 /**
  * The daemon started again (not one-shot: it leads, and its leader start calls push.start()) on the same store and

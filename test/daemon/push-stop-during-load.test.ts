@@ -8,8 +8,8 @@ import { ManualClock } from "../../src/clock.ts";
 import { type App, createApp } from "../../src/daemon/app.ts";
 import type { Channel } from "../../src/daemon/push.ts";
 import { captureLog } from "../support/log-capture.ts";
-import { type Harness, harness } from "../sync/support.ts";
-import { openOn, sleep, until } from "./push-live.ts";
+import type { Harness } from "../sync/support.ts";
+import { openOn, sleep, stoppedWithThe2Removed, until } from "./push-live.ts";
 
 let h: Harness | undefined;
 let next: App | undefined;
@@ -21,24 +21,9 @@ afterEach(async () => {
 });
 
 it("a start whose load is in flight when the lease is lost: the replica that stopped leading stops nothing", async () => {
-  const x = await harness({
-    therapists: 3,
-    configure: (c) => {
-      c.google.push = { public_url: "https://sync.example/webhooks/google" };
-      c.sync = { ...c.sync, calendar_poll_seconds: 300 };
-    },
-  });
+  const x = await stoppedWithThe2Removed();
   h = x;
-  await x.app.start();
-  x.world.config.google.push!.public_url = `${x.app.http!.url}/webhooks/google`;
-  x.world.google.requireHttpsChannels = false;
-  await x.app.push.start();
-  await x.world.google.settleNotifications();
-  expect(x.world.google.channels.size).toBe(3);
-  x.app.push.stop();
-  await x.app.stop(2000);
   // th_2 is not in this replica's configuration (removed, or its file not yet reloaded like the other replica's).
-  x.world.config.therapists = x.world.config.therapists.filter((t) => t.therapist_id !== "th_2");
   const cal2 = x.world.calendarOf("th_2") ?? "";
   expect(openOn(x.world, cal2)).toHaveLength(1);
 
